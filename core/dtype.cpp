@@ -1,0 +1,35 @@
+#include "core/dtype.hpp"
+
+namespace actorflow {
+
+size_t dtype_size(dtype t) {
+  return visit_dtype(t, [](auto v) { return sizeof(v); });
+}
+
+const char* dtype_name(dtype t) {
+  switch (t) {
+    case dtype::float32: return "float32";
+    case dtype::float64: return "float64";
+    case dtype::int32: return "int32";
+    case dtype::int64: return "int64";
+    case dtype::uint8: return "uint8";
+    case dtype::boolean: return "bool";
+  }
+  return "invalid";
+}
+
+std::optional<dtype> parse_dtype(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(dtype::boolean); ++i)
+    if (name == dtype_name(static_cast<dtype>(i))) return static_cast<dtype>(i);
+  return std::nullopt;
+}
+
+bool is_valid_dtype(int value) { return value >= 0 && value <= static_cast<int>(dtype::boolean); }
+
+bool is_floating(dtype t) { return t == dtype::float32 || t == dtype::float64; }
+
+bool is_integer(dtype t) {
+  return t == dtype::int32 || t == dtype::int64 || t == dtype::uint8;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,163 @@
+#include "core/graph.hpp"
+
+#include <algorithm>
+
+namespace actorflow {
+
+graph& output::owner() const {
+  if (!graph_) fail("graph", "use of an empty output handle");
+  return *graph_;
+}
+const node& output::node() const { return owner().at(endpoint_.node); }
+const tensor_spec& output::spec() const {
+  return node().outputs.at(static_cast<size_t>(endpoint_.index));
+}
+std::string output::name() const {
+  auto& n = node().name;
+  return endpoint_.index == 0 ? n : n + ":" + std::to_string(endpoint_.index);
+}
+
+graph& operation::owner() const {
+  if (!graph_) fail("graph", "use of an empty operation handle");
+  return *graph_;
+}
+const node& operation::node() const { return owner().at(node_); }
+
+const node& graph::at(int id) const {
+  if (id < 0 || static_cast<size_t>(id) >= nodes_.size())
+    fail("graph", "no node with id " + std::to_string(id));
+  return nodes_[static_cast<size_t>(id)];
+}
+
+const node* graph::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &nodes_[static_cast<size_t>(it->second)];
+}
+
+output graph::output_by_name(const std::string& name) {
+  auto colon = name.rfind(':');
+  std::string base = name;
+  int index = 0;
+  if (colon != std::string::npos && colon + 1 < name.size() &&
+      std::all_of(name.begin() + colon + 1, name.end(), ::isdigit)) {
+    base = name.substr(0, colon);
+    index = std::stoi(name.substr(colon + 1));
+  }
+  auto n = find(base);
+  if (!n) fail("graph", "no node named '" + base + "'");
+  if (index >= static_cast<int>(n->outputs.size()))
+    fail("graph", "node '" + base + "' has no output " + std::to_string(index));
+  return output(this, {n->id, index});
+}
+
+operation graph::operation_by_name(const std::string& name) {
+  auto n = find(name);
+  if (!n) fail("graph", "no node named '" + name + "'");
+  return operation(this, n->id);
+}
+
+std::string graph::unique_name(const std::string& base) {
+  std::string prefix;
+  for (auto& s : name_scopes_) prefix += s + "/";
+  std::string name = prefix + base;
+  if (!by_name_.count(name)) return name;
+  int& count = name_counts_[name];
+  std::string candidate;
+  do candidate = name + "_" + std::to_string(++count);
+  while (by_name_.count(candidate));
+  return candidate;
+}
+
+const node& graph::add_node(const std::string& op, std::vector<output> inputs, attr_map attrs,
+                            const std::string& name) {
+  std::vector<endpoint> refs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (&inputs[i].owner() != this)
+      fail(op, "input " + std::to_string(i) + " ('" + inputs[i].name() +
+                   "') belongs to another graph");
+    refs.push_back(inputs[i].ref());
+  }
+  std::string device = device_scopes_.empty() ? "" : device_scopes_.back();
+  return add_node_raw(op, refs, control_deps_, std::move(attrs),
+                      unique_name(name.empty() ? op : name), device);
+}
+
+const node& graph::add_node_raw(const std::string& op, const std::vector<endpoint>& inputs,
+                                const std::vector<int>& control_inputs, attr_map attrs,
+                                const std::string& name, const std::string& device) {
+  const op_def& def = op_registry::global().get(op);
+  if (name.empty()) fail(op, "node without a name");
+  if (by_name_.count(name)) fail(op, "a node named '" + name + "' exists already");
+  int id = static_cast<int>(nodes_.size());
+  std::vector<tensor_spec> specs;
+  std::vector<tensor> constants;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto e = inputs[i];
+    if (e.node < 0 || e.node >= id)
+      fail(op, "node '" + name + "' input " + std::to_string(i) + " names node " +
+                   std::to_string(e.node) + ", which is not an earlier node");
+    auto& src = nodes_[static_cast<size_t>(e.node)];
+    if (e.index < 0 || e.index >= static_cast<int>(src.outputs.size()))
+      fail(op, "node '" + name + "' input " + std::to_string(i) + " names output " +
+                   std::to_string(e.index) + " of '" + src.name + "', which has " +
+                   std::to_string(src.outputs.size()));
+    specs.push_back(src.outputs[static_cast<size_t>(e.index)]);
+    auto value = src.attrs.find("value");
+    constants.push_back(src.op == "constant" && value != src.attrs.end()
+                            ? std::get<tensor>(value->second)
+                            : tensor());
+  }
+  for (int c : control_inputs)
+    if (c < 0 || c >= id)
+      fail(op, "node '" + name + "' control input names node " + std::to_string(c) +
+                   ", which is not an earlier node");
+  if (def.update && (inputs.empty() || nodes_[static_cast<size_t>(inputs[0].node)].op != "variable"))
+    fail(op, "node '" + name + "': input 0 must be a variable");
+  node n;
+  n.id = id;
+  n.name = name;
+  n.op = op;
+  n.device = device;
+  n.inputs = inputs;
+  n.control_inputs = control_inputs;
+  n.attrs = std::move(attrs);
+  n.def = &def;
+  try {
+    n.outputs = infer_outputs(def, specs, n.attrs, &constants);
+  } catch (const error& e) {
+    std::string shapes;
+    for (auto& s : specs) shapes += (shapes.empty() ? "" : ", ") + s.to_string();
+    throw error(std::string(e.what()) + " (node '" + name + "', inputs: " + shapes + ")");
+  }
+  by_name_.emplace(name, id);
+  nodes_.push_back(std::move(n));
+  return nodes_.back();
+}
+
+graph::scope_guard graph::name_scope(const std::string& scope) {
+  name_scopes_.push_back(scope);
+  return scope_guard(&name_scopes_);
+}
+
+graph::scope_guard graph::device_scope(const std::string& device) {
+  device_scopes_.push_back(device);
+  return scope_guard(&device_scopes_);
+}
+
+graph::control_guard graph::control_dependencies(const std::vector<operation>& deps) {
+  size_t depth = control_deps_.size();
+  for (auto& d : deps) {
+    if (&d.owner() != this) fail("graph", "control dependency on a node of another graph");
+    control_deps_.push_back(d.id());
+  }
+  return control_guard(this, depth);
+}
+
+void graph::add_control_input(int node_id, int dependency) {
+  if (dependency >= node_id) fail("graph", "a control input must be an earlier node");
+  at(node_id);
+  auto& deps = nodes_[static_cast<size_t>(node_id)].control_inputs;
+  if (std::find(deps.begin(), deps.end(), dependency) == deps.end()) deps.push_back(dependency);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,144 @@
+// The dataflow graph and the handles the C++ builder API hands out.
+//
+// Nodes are appended in topological order: a node's inputs always name earlier
+// nodes, so a graph can hold no cycle. Shapes and dtypes are inferred as each
+// node is added; a mismatch throws at once, naming the op and the shapes.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/op_registry.hpp"
+
+namespace actorflow {
+
+/// One output of one node.
+struct endpoint {
+  int node = -1;
+  int index = 0;
+  friend bool operator==(const endpoint& a, const endpoint& b) {
+    return a.node == b.node && a.index == b.index;
+  }
+};
+
+struct node {
+  int id = -1;
+  std::string name;
+  std::string op;
+  std::string device;  // a hint such as "/cpu:0"; empty means the default
+  std::vector<endpoint> inputs;
+  std::vector<int> control_inputs;
+  attr_map attrs;
+  std::vector<tensor_spec> outputs;
+  const op_def* def = nullptr;
+};
+
+class graph;
+
+/// A handle to a node's output: what op functions take and return.
+class output {
+ public:
+  output() = default;
+  output(graph* g, endpoint e) : graph_(g), endpoint_(e) {}
+
+  graph& owner() const;
+  endpoint ref() const { return endpoint_; }
+  const actorflow::node& node() const;
+  const tensor_spec& spec() const;
+  dtype type() const { return spec().type; }
+  const actorflow::shape& dims() const { return spec().dims; }
+  /// "name" for output 0, "name:i" otherwise.
+  std::string name() const;
+  bool valid() const { return graph_ != nullptr; }
+
+ private:
+  graph* graph_ = nullptr;
+  endpoint endpoint_;
+};
+
+/// A handle to a node run for its effect (an initializer, a train op).
+class operation {
+ public:
+  operation() = default;
+  operation(graph* g, int node) : graph_(g), node_(node) {}
+  graph& owner() const;
+  int id() const { return node_; }
+  const actorflow::node& node() const;
+  const std::string& name() const { return node().name; }
+  bool valid() const { return graph_ != nullptr; }
+
+ private:
+  graph* graph_ = nullptr;
+  int node_ = -1;
+};
+
+class graph {
+ public:
+  graph() = default;
+  graph(const graph&) = delete;  // handles point into the graph
+  graph& operator=(const graph&) = delete;
+
+  /// Adds a node: resolves the op, validates the inputs, infers the outputs.
+  /// The name is made unique and prefixed with the current name scope; the
+  /// current device scope and control dependencies apply.
+  const node& add_node(const std::string& op, std::vector<output> inputs, attr_map attrs = {},
+                       const std::string& name = "");
+  /// Adds a node from raw parts (the loader uses it); the name is taken as is and must be new.
+  const node& add_node_raw(const std::string& op, const std::vector<endpoint>& inputs,
+                           const std::vector<int>& control_inputs, attr_map attrs,
+                           const std::string& name, const std::string& device);
+
+  size_t size() const { return nodes_.size(); }
+  const std::vector<node>& nodes() const { return nodes_; }
+  const node& at(int id) const;
+  /// nullptr when there is no node of that name.
+  const node* find(const std::string& name) const;
+  /// Resolves "name" or "name:i" to an output; throws naming the unknown part.
+  output output_by_name(const std::string& name);
+  operation operation_by_name(const std::string& name);
+
+  /// RAII scopes, used as `auto s = g.name_scope("layer1");`.
+  class scope_guard {
+   public:
+    explicit scope_guard(std::vector<std::string>* stack) : stack_(stack) {}
+    scope_guard(scope_guard&& o) noexcept : stack_(o.stack_) { o.stack_ = nullptr; }
+    ~scope_guard() {
+      if (stack_) stack_->pop_back();
+    }
+
+   private:
+    std::vector<std::string>* stack_;
+  };
+  scope_guard name_scope(const std::string& scope);
+  scope_guard device_scope(const std::string& device);
+  class control_guard {
+   public:
+    control_guard(graph* g, size_t depth) : graph_(g), depth_(depth) {}
+    control_guard(control_guard&& o) noexcept : graph_(o.graph_), depth_(o.depth_) {
+      o.graph_ = nullptr;
+    }
+    ~control_guard() {
+      if (graph_) graph_->control_deps_.resize(depth_);
+    }
+
+   private:
+    graph* graph_;
+    size_t depth_;
+  };
+  /// Nodes added while the guard lives run after `deps`.
+  control_guard control_dependencies(const std::vector<operation>& deps);
+
+  /// Adds a control edge after the fact (used for initializer groups).
+  void add_control_input(int node, int dependency);
+
+ private:
+  std::string unique_name(const std::string& base);
+  std::vector<node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> name_counts_;
+  std::vector<std::string> name_scopes_;
+  std::vector<std::string> device_scopes_;
+  std::vector<int> control_deps_;
+};
+
+}  // namespace actorflow

@@ -1,0 +1,134 @@
+// The op registry: one op_def per op, filled by the op families in ops/.
+//
+// An op_def holds what every layer needs of an op: its arity, its shape and
+// dtype inference (run as the graph is built), its CPU kernel, and for ops that
+// update a variable, the update the variable actor applies.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/attr.hpp"
+#include "core/tensor.hpp"
+
+namespace actorflow {
+
+/// dtype and (possibly partial) shape of one tensor in the graph.
+struct tensor_spec {
+  dtype type = dtype::float32;
+  actorflow::shape dims;
+  std::string to_string() const { return std::string(dtype_name(type)) + dims.to_string(); }
+};
+
+/// What a shape function sees: the op, the input specs and the attributes.
+struct shape_context {
+  const std::string& op;
+  const std::vector<tensor_spec>& inputs;
+  const attr_map& attrs;
+  /// Values of inputs that are graph constants (empty tensor otherwise).
+  const std::vector<tensor>* constant_inputs = nullptr;
+
+  template <class T>
+  T attr(const std::string& name) const {
+    return get_attr<T>(attrs, name, op);
+  }
+  template <class T>
+  T attr_or(const std::string& name, T fallback) const {
+    return get_attr_or<T>(attrs, name, op, fallback);
+  }
+  [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
+};
+
+/// What a kernel sees: its inputs, attributes, and the outputs it must set.
+struct kernel_context {
+  const std::string& op;
+  const std::string& node_name;
+  const attr_map& attrs;
+  std::vector<tensor> inputs;
+  std::vector<tensor> outputs;
+  /// How many times this node's kernel ran before (stateful random ops use it
+  /// so that each run draws new numbers, reproducibly for a given seed).
+  uint64_t invocation = 0;
+
+  const tensor& input(size_t i) const { return inputs[i]; }
+  template <class T>
+  T attr(const std::string& name) const {
+    return get_attr<T>(attrs, name, op);
+  }
+  template <class T>
+  T attr_or(const std::string& name, T fallback) const {
+    return get_attr_or<T>(attrs, name, op, fallback);
+  }
+  /// Allocates output i (uninitialized) and returns it for writing.
+  tensor& allocate_output(size_t i, dtype type, shape dims);
+  void set_output(size_t i, tensor t);
+  [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
+};
+
+/// The state a variable actor owns: its value and the optimizer slots beside it.
+struct variable_state {
+  tensor value;
+  std::map<std::string, tensor> slots;
+  bool initialized() const { return value.valid(); }
+};
+
+using shape_fn = std::function<std::vector<tensor_spec>(const shape_context&)>;
+using kernel_fn = std::function<void(kernel_context&)>;
+/// Applied by the variable actor, serialized with every other update of that
+/// variable. ctx.inputs excludes the variable reference (input 0). Sets ctx.outputs.
+using update_fn = std::function<void(variable_state&, kernel_context&)>;
+
+struct op_def {
+  std::string name;
+  /// Number of data inputs; -1 for variadic (at least min_inputs).
+  int num_inputs = 0;
+  int min_inputs = 0;
+  shape_fn infer;
+  kernel_fn kernel;
+  /// Set for ops applied to a variable: input 0 is the variable's reference edge.
+  update_fn update;
+  /// Always hand to the device's pool (matmul, conv); otherwise decided by size.
+  bool expensive = false;
+  /// Has side effects or draws random numbers: never folded or deduplicated.
+  bool stateful = false;
+  /// One line for docs and errors.
+  std::string summary;
+};
+
+class op_registry {
+ public:
+  static op_registry& global();
+  /// Registers an op; throws when the name is taken or the def is incomplete.
+  void add(op_def def);
+  /// nullptr for an unknown op.
+  const op_def* find(const std::string& name) const;
+  /// Throws "[graph] unknown op 'name'".
+  const op_def& get(const std::string& name) const;
+  std::vector<const op_def*> all() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<op_def>> ops_;
+};
+
+/// Registers at static-initialization time; the library is shared, so every
+/// family's registrar runs when it loads.
+struct op_registrar {
+  explicit op_registrar(op_def def) { op_registry::global().add(std::move(def)); }
+};
+
+/// Infers output specs for `op` (validating arity first).
+std::vector<tensor_spec> infer_outputs(const op_def& def, const std::vector<tensor_spec>& inputs,
+                                       const attr_map& attrs,
+                                       const std::vector<tensor>* constant_inputs = nullptr);
+
+/// Runs one op eagerly on concrete tensors: infers (and so validates) the output
+/// specs, runs the CPU kernel, and checks the outputs against the specs.
+/// Used by tests and by tools; graphs run through the session.
+std::vector<tensor> run_kernel(const std::string& op, std::vector<tensor> inputs,
+                               const attr_map& attrs = {}, uint64_t invocation = 0);
+
+}  // namespace actorflow

@@ -1,0 +1,104 @@
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <ostream>
+#include <sstream>
+
+namespace actorflow {
+
+namespace {
+
+std::shared_ptr<std::byte> allocate_buffer(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  size_t rounded = (bytes + tensor::alignment - 1) / tensor::alignment * tensor::alignment;
+  void* p = std::aligned_alloc(tensor::alignment, rounded);
+  if (!p) fail("tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+
+template <class T>
+void print_value(std::ostream& os, T v) {
+  if constexpr (std::is_same_v<T, bool>) os << (v ? "true" : "false");
+  else if constexpr (std::is_same_v<T, uint8_t>) os << static_cast<int>(v);
+  else os << v;
+}
+
+}  // namespace
+
+tensor::tensor(dtype type, shape dims)
+    : shape_(std::move(dims)), num_elements_(shape_.num_elements()), type_(type), valid_(true) {
+  if (!is_valid_dtype(static_cast<int>(type))) fail("tensor", "invalid dtype");
+  size_t elem = dtype_size(type);
+  if (num_elements_ > 0 && static_cast<uint64_t>(num_elements_) > (uint64_t{1} << 46) / elem)
+    fail("tensor", "shape " + shape_.to_string() + " is too large to allocate");
+  buffer_ = allocate_buffer(static_cast<size_t>(num_elements_) * elem);
+}
+
+tensor tensor::zeros(dtype type, shape dims) {
+  tensor t(type, std::move(dims));
+  if (t.size_bytes()) std::memset(t.raw_mutable_data(), 0, t.size_bytes());
+  return t;
+}
+
+tensor tensor::clone() const {
+  if (!valid_) return {};
+  tensor t(type_, shape_);
+  if (size_bytes()) std::memcpy(t.raw_mutable_data(), raw_data(), size_bytes());
+  return t;
+}
+
+tensor tensor::reshaped(shape dims) const {
+  if (dims.num_elements() != num_elements_)
+    fail("tensor", "cannot reshape " + shape_.to_string() + " to " + dims.to_string());
+  tensor t = *this;
+  t.shape_ = std::move(dims);
+  return t;
+}
+
+void tensor::check_rank(int r) const {
+  if (rank() != r)
+    fail("tensor", "expected rank " + std::to_string(r) + ", got shape " + shape_.to_string());
+}
+
+bool tensor::equals(const tensor& other) const {
+  if (valid_ != other.valid_) return false;
+  if (!valid_) return true;
+  if (type_ != other.type_ || shape_ != other.shape_) return false;
+  return size_bytes() == 0 || std::memcmp(raw_data(), other.raw_data(), size_bytes()) == 0;
+}
+
+std::string tensor::to_string(int64_t max_elements) const {
+  if (!valid_) return "tensor<empty>";
+  std::ostringstream os;
+  os << "tensor<" << dtype_name(type_) << " " << shape_.to_string() << "> ";
+  visit_dtype(type_, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = data<T>();
+    int64_t shown = 0;
+    // Nested brackets, one level per dimension, row-major.
+    auto rec = [&](auto& self, int dim, int64_t offset, int64_t stride) -> void {
+      if (dim == rank()) {
+        if (shown++ < max_elements) print_value(os, p[offset]);
+        return;
+      }
+      int64_t n = shape_[dim];
+      int64_t inner = n ? stride / n : 0;
+      os << "[";
+      for (int64_t i = 0; i < n; ++i) {
+        if (shown >= max_elements) {
+          os << "...";
+          break;
+        }
+        if (i) os << ", ";
+        self(self, dim + 1, offset + i * inner, inner);
+      }
+      os << "]";
+    };
+    rec(rec, 0, 0, num_elements_);
+  });
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const tensor& t) { return os << t.to_string(); }
+
+}  // namespace actorflow

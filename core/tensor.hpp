@@ -1,0 +1,156 @@
+// Tensors: a dtype, a shape and a reference-counted, 64-byte aligned buffer.
+//
+// A buffer is written only by whoever allocated it, before it is shared; once a
+// tensor travels in a message it is immutable. Writers that may hold a shared
+// buffer (the variable actor) check is_unique() and clone first (copy-on-write).
+#pragma once
+#include <Eigen/Core>
+#include <cstring>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/shape.hpp"
+
+namespace actorflow {
+
+class tensor {
+ public:
+  static constexpr size_t alignment = 64;
+
+  /// An empty handle (no dtype, no buffer); valid() is false.
+  tensor() = default;
+  /// Allocates an uninitialized tensor; the shape must be fully defined.
+  tensor(dtype type, shape dims);
+
+  static tensor zeros(dtype type, shape dims);
+  template <class T>
+  static tensor scalar(T value) {
+    tensor t(dtype_of<T>(), shape{});
+    *t.mutable_data<T>() = value;
+    return t;
+  }
+  /// Copies values into a new tensor of the given shape (1-D of values.size() by default).
+  template <class T>
+  static tensor from_vector(const std::vector<T>& values, shape dims);
+  template <class T>
+  static tensor from_vector(const std::vector<T>& values) {
+    return from_vector(values, shape{static_cast<int64_t>(values.size())});
+  }
+
+  bool valid() const { return valid_; }
+  dtype type() const { return type_; }
+  const actorflow::shape& dims() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  int64_t num_elements() const { return num_elements_; }
+  size_t size_bytes() const { return static_cast<size_t>(num_elements_) * dtype_size(type_); }
+
+  const void* raw_data() const { return buffer_.get(); }
+  void* raw_mutable_data() { return buffer_.get(); }
+
+  template <class T>
+  const T* data() const {
+    check_type<T>();
+    return static_cast<const T*>(raw_data());
+  }
+  /// Writable view. Only for a tensor this code allocated and has not shared yet.
+  template <class T>
+  T* mutable_data() {
+    check_type<T>();
+    return static_cast<T*>(raw_mutable_data());
+  }
+
+  template <class T>
+  using flat_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64>;
+  template <class T>
+  using mutable_flat_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64>;
+  template <class T>
+  using matrix_map =
+      Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+  template <class T>
+  using mutable_matrix_map =
+      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+  /// All elements as a 1-D Eigen array.
+  template <class T>
+  flat_map<T> flat() const {
+    return flat_map<T>(data<T>(), num_elements_);
+  }
+  template <class T>
+  mutable_flat_map<T> mutable_flat() {
+    return mutable_flat_map<T>(mutable_data<T>(), num_elements_);
+  }
+  /// A rank-2 tensor as a row-major Eigen matrix.
+  template <class T>
+  matrix_map<T> matrix() const {
+    check_rank(2);
+    return matrix_map<T>(data<T>(), shape_[0], shape_[1]);
+  }
+  template <class T>
+  mutable_matrix_map<T> mutable_matrix() {
+    check_rank(2);
+    return mutable_matrix_map<T>(mutable_data<T>(), shape_[0], shape_[1]);
+  }
+
+  /// The single value of a one-element tensor.
+  template <class T>
+  T item() const {
+    if (num_elements_ != 1) fail("tensor", "item() of a tensor with shape " + shape_.to_string());
+    return *data<T>();
+  }
+  template <class T>
+  std::vector<T> to_vector() const {
+    auto p = data<T>();
+    return std::vector<T>(p, p + num_elements_);
+  }
+
+  /// A deep copy with its own buffer.
+  tensor clone() const;
+  /// The same buffer seen with another shape of equal element count.
+  tensor reshaped(shape dims) const;
+  /// True when no other tensor shares this buffer (safe to write in place).
+  bool is_unique() const { return buffer_.use_count() <= 1; }
+  bool shares_buffer_with(const tensor& other) const { return buffer_ == other.buffer_; }
+
+  /// Readable text, e.g. "tensor<float32 (2,2)> [[1, 2], [3, 4]]"; at most max_elements shown.
+  std::string to_string(int64_t max_elements = 64) const;
+
+  /// Exact equality of dtype, shape and bytes.
+  bool equals(const tensor& other) const;
+
+ private:
+  template <class T>
+  void check_type() const {
+    if (!valid_) fail("tensor", "access to an empty tensor");
+    if (dtype_of<T>() != type_)
+      fail("tensor", std::string("accessed as ") + dtype_name(dtype_of<T>()) + " but holds " +
+                         dtype_name(type_));
+  }
+  void check_rank(int r) const;
+
+  std::shared_ptr<std::byte> buffer_;
+  actorflow::shape shape_;
+  int64_t num_elements_ = 0;
+  dtype type_ = dtype::float32;
+  bool valid_ = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const tensor& t);
+
+template <class T>
+tensor tensor::from_vector(const std::vector<T>& values, shape dims) {
+  tensor t(dtype_of<T>(), std::move(dims));
+  if (static_cast<size_t>(t.num_elements()) != values.size())
+    fail("tensor", "from_vector got " + std::to_string(values.size()) +
+                       " values for shape " + t.dims().to_string());
+  if constexpr (std::is_same_v<T, bool>) {
+    std::copy(values.begin(), values.end(), t.mutable_data<bool>());
+  } else if (!values.empty()) {
+    std::memcpy(t.raw_mutable_data(), values.data(), values.size() * sizeof(T));
+  }
+  return t;
+}
+
+}  // namespace actorflow

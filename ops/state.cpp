@@ -1,0 +1,189 @@
+#include "ops/state.hpp"
+
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+std::vector<tensor_spec> spec_from_attrs(const shape_context& c) {
+  return {{c.attr<dtype>("dtype"), shape(c.attr<std::vector<int64_t>>("shape"))}};
+}
+
+std::vector<tensor_spec> same_as_input0(const shape_context& c) { return {c.inputs[0]}; }
+
+std::vector<tensor_spec> no_outputs(const shape_context&) { return {}; }
+
+// The placeholder and variable kernels never run: the runtime feeds
+// placeholders and asks variable actors for variables. Reaching one is a bug.
+void runtime_only(kernel_context& ctx) {
+  ctx.fail("is served by the runtime, not by a kernel (node '" + ctx.node_name + "')");
+}
+
+// Update ops must agree with the variable on dtype and shape.
+std::vector<tensor_spec> update_spec(const shape_context& c) {
+  auto& var = c.inputs[0];
+  auto& value = c.inputs[1];
+  if (var.type != value.type)
+    c.fail("variable is " + var.to_string() + " but the value is " + value.to_string());
+  if (!var.dims.compatible_with(value.dims))
+    c.fail("variable shape " + var.dims.to_string() + " differs from value shape " +
+           value.dims.to_string());
+  return {var};
+}
+
+void check_update_value(const variable_state& v, const tensor& value, kernel_context& ctx) {
+  if (value.type() != v.value.type() || value.dims() != v.value.dims())
+    ctx.fail("variable '" + ctx.node_name + "' is " +
+             tensor_spec{v.value.type(), v.value.dims()}.to_string() + ", value is " +
+             tensor_spec{value.type(), value.dims()}.to_string());
+}
+
+void require_initialized(const variable_state& v, kernel_context& ctx) {
+  if (!v.initialized()) ctx.fail("variable is uninitialized (node '" + ctx.node_name + "')");
+}
+
+// In-place update of an owned buffer; the variable actor has already made it unique.
+template <class Op>
+void update_in_place(variable_state& v, kernel_context& ctx, Op op) {
+  require_initialized(v, ctx);
+  const tensor& delta = ctx.inputs[0];
+  check_update_value(v, delta, ctx);
+  visit_numeric(v.value.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = v.value.mutable_data<T>();
+    const T* src = delta.data<T>();
+    parallel_for(v.value.num_elements(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = op(dst[i], src[i]);
+    });
+  });
+  ctx.set_output(0, v.value);
+}
+
+const op_registrar registrations[] = {
+    op_registrar({.name = "placeholder",
+                  .num_inputs = 0,
+                  .infer = spec_from_attrs,
+                  .kernel = runtime_only,
+                  .summary = "a value fed at run time"}),
+    op_registrar({.name = "constant",
+                  .num_inputs = 0,
+                  .infer =
+                      [](const shape_context& c) {
+                        auto t = c.attr<tensor>("value");
+                        if (!t.valid()) c.fail("constant without a value");
+                        return std::vector<tensor_spec>{{t.type(), t.dims()}};
+                      },
+                  .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.attr<tensor>("value")); },
+                  .summary = "a fixed tensor"}),
+    op_registrar({.name = "identity",
+                  .num_inputs = 1,
+                  .infer = same_as_input0,
+                  .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
+                  .summary = "passes its input through"}),
+    op_registrar({.name = "no_op",
+                  .num_inputs = 0,
+                  .infer = no_outputs,
+                  .kernel = [](kernel_context&) {},
+                  .summary = "does nothing; groups control dependencies"}),
+    op_registrar({.name = "variable",
+                  .num_inputs = 0,
+                  .infer = spec_from_attrs,
+                  .kernel = runtime_only,
+                  .stateful = true,
+                  .summary = "reads a variable's current value"}),
+    op_registrar({.name = "assign",
+                  .num_inputs = 2,
+                  .infer = update_spec,
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        const tensor& value = ctx.inputs[0];
+                        if (v.initialized()) check_update_value(v, value, ctx);
+                        // Sharing the incoming buffer is safe: tensors in messages are
+                        // immutable, and a later in-place update copies first.
+                        v.value = value;
+                        ctx.set_output(0, v.value);
+                      },
+                  .stateful = true,
+                  .summary = "sets a variable"}),
+    op_registrar({.name = "assign_add",
+                  .num_inputs = 2,
+                  .infer = update_spec,
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        update_in_place(v, ctx, [](auto a, auto b) { return a + b; });
+                      },
+                  .stateful = true,
+                  .summary = "adds to a variable in place"}),
+    op_registrar({.name = "assign_sub",
+                  .num_inputs = 2,
+                  .infer = update_spec,
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        update_in_place(v, ctx, [](auto a, auto b) { return a - b; });
+                      },
+                  .stateful = true,
+                  .summary = "subtracts from a variable in place"}),
+};
+
+}  // namespace
+
+output placeholder(graph& g, dtype type, shape dims, const std::string& name) {
+  auto& n = g.add_node("placeholder", {}, {{"dtype", type}, {"shape", dims.dims()}},
+                       name.empty() ? "placeholder" : name);
+  return output(&g, {n.id, 0});
+}
+
+output constant(graph& g, tensor value, const std::string& name) {
+  auto& n = g.add_node("constant", {}, {{"value", std::move(value)}},
+                       name.empty() ? "constant" : name);
+  return output(&g, {n.id, 0});
+}
+
+output identity(output x, const std::string& name) { return make_op("identity", {x}, {}, name); }
+
+operation no_op(graph& g, const std::string& name) {
+  return operation(&g, g.add_node("no_op", {}, {}, name.empty() ? "no_op" : name).id);
+}
+
+operation group(graph& g, const std::vector<operation>& ops, const std::string& name) {
+  auto deps = g.control_dependencies(ops);
+  return no_op(g, name.empty() ? "group" : name);
+}
+
+variable make_variable(graph& g, dtype type, shape dims, const std::string& name) {
+  if (!dims.is_fully_defined())
+    fail("variable", "shape must be fully defined, got " + dims.to_string());
+  auto& n = g.add_node("variable", {}, {{"dtype", type}, {"shape", dims.dims()}},
+                       name.empty() ? "variable" : name);
+  return variable(output(&g, {n.id, 0}), operation());
+}
+
+variable make_variable(output initial, const std::string& name) {
+  graph& g = initial.owner();
+  variable v = make_variable(g, initial.type(), initial.dims(), name);
+  auto init = assign(v, initial, v.name() + "/init");
+  return variable(v.value(), operation(&g, init.ref().node));
+}
+
+output assign(const variable& v, output value, const std::string& name) {
+  return make_op("assign", {v.value(), value}, {}, name);
+}
+
+output assign_add(const variable& v, output delta, const std::string& name) {
+  return make_op("assign_add", {v.value(), delta}, {}, name);
+}
+
+output assign_sub(const variable& v, output delta, const std::string& name) {
+  return make_op("assign_sub", {v.value(), delta}, {}, name);
+}
+
+operation global_variables_initializer(graph& g, const std::string& name) {
+  std::vector<operation> inits;
+  for (auto& n : g.nodes())
+    if (n.op == "assign" && n.name.size() > 5 && n.name.compare(n.name.size() - 5, 5, "/init") == 0)
+      inits.push_back(operation(&g, n.id));
+  return group(g, inits, name);
+}
+
+}  // namespace actorflow

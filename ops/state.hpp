@@ -1,0 +1,51 @@
+// Graph sources and state: placeholders, constants, variables and their updates,
+// identity and no_op.
+#pragma once
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// A value fed at run time. Dims may be unknown (-1).
+output placeholder(graph& g, dtype type, shape dims, const std::string& name = "");
+output constant(graph& g, tensor value, const std::string& name = "");
+template <class T>
+output scalar(graph& g, T value, const std::string& name = "") {
+  return constant(g, tensor::scalar<T>(value), name);
+}
+output identity(output x, const std::string& name = "");
+/// Does nothing; with control dependencies it groups operations.
+operation no_op(graph& g, const std::string& name = "");
+/// Groups operations: the returned op runs after all of them.
+operation group(graph& g, const std::vector<operation>& ops, const std::string& name = "");
+
+/// A mutable tensor owned by a variable actor; reading it yields its current value.
+/// `initial` (shape must match) becomes its initializer.
+class variable {
+ public:
+  variable() = default;
+  variable(output value, operation initializer) : value_(value), initializer_(initializer) {}
+  /// The current value (each step reads it afresh).
+  output value() const { return value_; }
+  operator output() const { return value_; }
+  operation initializer() const { return initializer_; }
+  const std::string& name() const { return value_.node().name; }
+  dtype type() const { return value_.type(); }
+  const actorflow::shape& dims() const { return value_.dims(); }
+
+ private:
+  output value_;
+  operation initializer_;
+};
+
+variable make_variable(output initial, const std::string& name = "");
+/// A variable with no initializer: it must be assigned (or restored) before it is read.
+variable make_variable(graph& g, dtype type, shape dims, const std::string& name = "");
+/// Sets the variable; the output is the new value.
+output assign(const variable& v, output value, const std::string& name = "");
+/// Adds to the variable in place; the output is the new value.
+output assign_add(const variable& v, output delta, const std::string& name = "");
+output assign_sub(const variable& v, output delta, const std::string& name = "");
+/// Runs every variable initializer in the graph.
+operation global_variables_initializer(graph& g, const std::string& name = "init");
+
+}  // namespace actorflow

@@ -1,0 +1,94 @@
+// The generic op test: every registered op has cases, and every case passes.
+#include <cmath>
+#include <set>
+
+#include "ops/op_cases.hpp"
+
+namespace actorflow::testing {
+
+std::vector<op_case>& op_cases() {
+  static std::vector<op_case> cases;
+  return cases;
+}
+
+std::string compare_tensors(const tensor& actual, const tensor& expected, double tol) {
+  if (!actual.valid()) return "output is empty";
+  if (actual.type() != expected.type())
+    return std::string("dtype ") + dtype_name(actual.type()) + ", expected " +
+           dtype_name(expected.type());
+  if (actual.dims() != expected.dims())
+    return "shape " + actual.dims().to_string() + ", expected " + expected.dims().to_string();
+  std::string diff;
+  visit_dtype(actual.type(), [&](auto tag) {
+    using T = decltype(tag);
+    auto a = actual.data<T>();
+    auto e = expected.data<T>();
+    for (int64_t i = 0; i < actual.num_elements() && diff.empty(); ++i) {
+      bool same;
+      if constexpr (std::is_floating_point_v<T>) {
+        same = (std::isnan(a[i]) && std::isnan(e[i])) || a[i] == e[i] ||
+               std::abs(double(a[i]) - double(e[i])) <= tol * (1.0 + std::abs(double(e[i])));
+      } else {
+        same = a[i] == e[i];
+      }
+      if (!same)
+        diff = "element " + std::to_string(i) + " differs: got " + actual.to_string() +
+               ", expected " + expected.to_string();
+    }
+  });
+  return diff;
+}
+
+namespace {
+
+// Ops whose work the runtime does (feeds, variable actors): tested in test_session.
+bool served_by_runtime(const op_def& def) {
+  return def.update || def.name == "placeholder" || def.name == "variable";
+}
+
+}  // namespace
+
+TEST_CASE("every registered op has cases in the generic harness") {
+  std::set<std::string> covered;
+  for (auto& c : op_cases()) covered.insert(c.op);
+  for (auto* def : op_registry::global().all()) {
+    if (served_by_runtime(*def)) continue;
+    CHECK_MESSAGE(covered.count(def->name), "op '" << def->name << "' has no test case");
+  }
+}
+
+TEST_CASE("every op case passes") {
+  for (auto& c : op_cases()) {
+    INFO("op '" << c.op << "' case: " << c.label);
+    if (!c.expect_error.empty()) {
+      std::string what;
+      try {
+        run_kernel(c.op, c.inputs, c.attrs);
+      } catch (const error& e) {
+        what = e.what();
+      }
+      CHECK_MESSAGE(what.find(c.expect_error) != std::string::npos,
+                    "expected an error containing '" << c.expect_error << "', got '" << what
+                                                     << "'");
+      continue;
+    }
+    std::vector<tensor> outs;
+    try {
+      outs = run_kernel(c.op, c.inputs, c.attrs);
+    } catch (const std::exception& e) {
+      FAIL_CHECK("threw: " << e.what());
+      continue;
+    }
+    if (c.check) {
+      c.check(outs);
+      continue;
+    }
+    REQUIRE(outs.size() == c.expected.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      auto diff = compare_tensors(outs[i], c.expected[i], c.tolerance);
+      CHECK_MESSAGE(diff.empty(), "output " << i << ": " << diff);
+    }
+  }
+}
+
+}  // namespace actorflow::testing

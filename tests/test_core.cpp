@@ -1,0 +1,74 @@
+// Tensors, shapes, dtypes and the graph builder.
+#include <doctest/doctest.h>
+
+#include "core/graph.hpp"
+#include "ops/state.hpp"
+
+using namespace actorflow;
+
+TEST_CASE("tensor basics") {
+  auto t = tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(t.num_elements() == 6);
+  CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
+  CHECK(t.matrix<float>()(1, 2) == 6);
+  CHECK(t.to_string() == "tensor<float32 (2,3)> [[1, 2, 3], [4, 5, 6]]");
+  CHECK_THROWS_WITH_AS(t.data<int32_t>(), "[tensor] accessed as int32 but holds float32", error);
+  auto s = tensor::scalar<bool>(true);
+  CHECK(s.rank() == 0);
+  CHECK(s.to_string() == "tensor<bool ()> true");
+  auto z = tensor::zeros(dtype::int64, {3, 0});
+  CHECK(z.num_elements() == 0);
+  CHECK(z.to_string() == "tensor<int64 (3,0)> [[], [], []]");
+  auto c = t.clone();
+  CHECK(c.equals(t));
+  CHECK_FALSE(c.shares_buffer_with(t));
+  CHECK(t.reshaped({3, 2}).shares_buffer_with(t));
+  CHECK_THROWS_AS(t.reshaped({4}), error);
+  CHECK_THROWS_AS(tensor(dtype::float32, {-1, 2}), error);
+  CHECK_THROWS_AS(tensor(dtype::float32, {int64_t{1} << 40, int64_t{1} << 30}), error);
+}
+
+TEST_CASE("dtype names round trip") {
+  for (auto t : {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::uint8,
+                 dtype::boolean})
+    CHECK(parse_dtype(dtype_name(t)) == t);
+  CHECK_FALSE(parse_dtype("float16"));
+}
+
+TEST_CASE("graph builder names, scopes and specs") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, 3}, "x");
+  CHECK(x.dims() == shape{-1, 3});
+  {
+    auto s = g.name_scope("layer");
+    auto d = g.device_scope("/cpu:0");
+    auto y = identity(x);
+    CHECK(y.name() == "layer/identity");
+    CHECK(y.node().device == "/cpu:0");
+    auto y2 = identity(x);
+    CHECK(y2.name() == "layer/identity_1");
+  }
+  CHECK(g.output_by_name("x").ref() == x.ref());
+  CHECK_THROWS_WITH_AS(g.output_by_name("nope"), "[graph] no node named 'nope'", error);
+  CHECK_THROWS_WITH_AS(g.output_by_name("x:3"), "[graph] node 'x' has no output 3", error);
+  CHECK_THROWS_WITH_AS(g.add_node("frobnicate", {}), "[graph] unknown op 'frobnicate'", error);
+}
+
+TEST_CASE("graph rejects raw edges to later or missing nodes") {
+  graph g;
+  CHECK_THROWS_AS(g.add_node_raw("identity", {{0, 0}}, {}, {}, "a", ""), error);
+  scalar(g, 1.0f, "one");
+  CHECK_THROWS_AS(g.add_node_raw("identity", {{0, 1}}, {}, {}, "b", ""), error);
+  CHECK_THROWS_AS(g.add_node_raw("identity", {{0, 0}}, {5}, {}, "c", ""), error);
+  CHECK_NOTHROW(g.add_node_raw("identity", {{0, 0}}, {0}, {}, "d", ""));
+}
+
+TEST_CASE("variables and control dependencies") {
+  graph g;
+  auto v = make_variable(scalar(g, 2.0f), "w");
+  CHECK(v.name() == "w");
+  CHECK(v.initializer().name() == "w/init");
+  auto init = global_variables_initializer(g);
+  CHECK(init.node().control_inputs == std::vector<int>{v.initializer().id()});
+  CHECK_THROWS_AS(assign(v, scalar(g, 1.0)), error);  // float64 into float32
+}
