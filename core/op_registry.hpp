@@ -73,6 +73,12 @@ struct variable_state {
   tensor value;
   std::map<std::string, tensor> slots;
   bool initialized() const { return value.valid(); }
+  /// The value, made safe to write in place: cloned first if a reader still
+  /// holds the buffer (copy-on-write).
+  tensor& mutable_value() {
+    if (!value.is_unique()) value = value.clone();
+    return value;
+  }
 };
 
 using shape_fn = std::function<std::vector<tensor_spec>(const shape_context&)>;

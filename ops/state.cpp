@@ -43,7 +43,7 @@ void require_initialized(const variable_state& v, kernel_context& ctx) {
   if (!v.initialized()) ctx.fail("variable is uninitialized (node '" + ctx.node_name + "')");
 }
 
-// In-place update of an owned buffer; the variable actor has already made it unique.
+// In-place update; mutable_value() copies first if a reader holds the buffer.
 template <class Op>
 void update_in_place(variable_state& v, kernel_context& ctx, Op op) {
   require_initialized(v, ctx);
@@ -51,7 +51,7 @@ void update_in_place(variable_state& v, kernel_context& ctx, Op op) {
   check_update_value(v, delta, ctx);
   visit_numeric(v.value.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
-    T* dst = v.value.mutable_data<T>();
+    T* dst = v.mutable_value().mutable_data<T>();
     const T* src = delta.data<T>();
     parallel_for(v.value.num_elements(), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dst[i] = op(dst[i], src[i]);

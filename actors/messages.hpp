@@ -1,0 +1,92 @@
+// The runtime's messages. Every type that travels between actors is declared here,
+// so the one place that registers message types sees them all.
+#pragma once
+#include <caf/all.hpp>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "devices/device.hpp"
+
+namespace actorflow {
+
+/// A value flowing along one edge in one step: a tensor, or the error that
+/// stopped an upstream node. Errors flow like values, so every node still
+/// hears from each of its inputs and drops its per-step state; nothing waits
+/// forever. (Dynamic control flow adds dead values here.)
+struct step_value {
+  tensor value;
+  std::string error;
+  bool ok() const { return error.empty(); }
+};
+
+/// What the session hands to a step coordinator: feeds in placeholder order,
+/// and the promise that the coordinator fulfils with the fetched values.
+struct step_request {
+  std::vector<tensor> feeds;
+  std::promise<std::vector<tensor>> result;
+  /// Called once the step is finished (after the promise is set).
+  std::function<void()> on_done;
+};
+using step_request_ptr = std::shared_ptr<step_request>;
+
+struct op_def;
+/// Asks a variable actor to apply an update op.
+struct variable_update {
+  const op_def* def = nullptr;
+  std::string node_name;
+  const void* attrs = nullptr;  // the node plan's attr_map, alive as long as the node actor
+  std::vector<tensor> inputs;
+};
+
+using input_atom = caf::atom_constant<caf::atom("input")>;   // (step, slot, step_value)
+using read_atom = caf::atom_constant<caf::atom("read")>;     // -> step_value
+using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> step_value
+
+/// Wire form of a tensor: header plus one contiguous byte run.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor& x) {
+  uint8_t type = static_cast<uint8_t>(x.type());
+  bool valid = x.valid();
+  std::vector<int64_t> dims = x.valid() ? x.dims().dims() : std::vector<int64_t>{};
+  std::vector<char> bytes;
+  if constexpr (Inspector::reads_state) {
+    if (valid && x.size_bytes()) {
+      auto p = static_cast<const char*>(x.raw_data());
+      bytes.assign(p, p + x.size_bytes());
+    }
+  }
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!valid) {
+      x = tensor();
+      return caf::none;
+    }
+    if (!is_valid_dtype(type)) return caf::make_error(caf::sec::invalid_argument, "tensor dtype");
+    try {
+      tensor t(static_cast<dtype>(type), shape(dims));
+      if (t.size_bytes() != bytes.size())
+        return caf::make_error(caf::sec::invalid_argument, "tensor byte count");
+      if (!bytes.empty()) std::memcpy(t.raw_mutable_data(), bytes.data(), bytes.size());
+      x = std::move(t);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::invalid_argument, e.what());
+    }
+    return caf::none;
+  });
+  return f(caf::meta::type_name("actorflow::tensor"), valid, type, dims, bytes, load);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_value& x) {
+  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error);
+}
+
+}  // namespace actorflow
+
+// In-process only: these carry pointers and callables.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::step_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::variable_update)

@@ -1,0 +1,168 @@
+// A node actor collects its inputs per step, runs its kernel (inline when
+// cheap, on the device's pool when expensive) and sends each output on.
+#include <unordered_map>
+
+#include "actors/messages.hpp"
+#include "actors/node_plan.hpp"
+#include "devices/cpu/parallel.hpp"
+
+namespace actorflow {
+
+namespace {
+
+// Kernels on fewer input elements than this run inline on the actor's thread:
+// handing them to the pool would cost more than the work.
+constexpr int64_t inline_element_limit = parallel_grain;
+
+// Sends a step's outputs (or its error) to every consumer.
+void emit(const node_plan& plan, uint64_t step, std::vector<tensor>& outputs,
+          const std::string& error) {
+  for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
+    auto& consumers = plan.output_consumers[i];
+    for (size_t c = 0; c < consumers.size(); ++c) {
+      step_value v;
+      if (!error.empty()) v.error = error;
+      else if (c + 1 == consumers.size()) v.value = std::move(outputs[i]);  // last one takes it
+      else v.value = outputs[i];
+      caf::anon_send(consumers[c].target, input_atom::value, step, consumers[c].slot, std::move(v));
+    }
+  }
+  for (auto& c : plan.control_consumers)
+    caf::anon_send(c.target, input_atom::value, step, c.slot, step_value{tensor(), error});
+}
+
+std::string describe_failure(const node_plan& plan, const std::string& what) {
+  return "node '" + plan.name + "' (" + plan.def->name + "): " + what;
+}
+
+// Runs the kernel and emits its outputs or the error it threw.
+void run_and_emit(const node_plan& plan, uint64_t step, std::vector<tensor> inputs,
+                  uint64_t invocation) {
+  std::vector<tensor> outputs;
+  std::string error;
+  try {
+    kernel_context ctx{plan.def->name, plan.name, plan.attrs, std::move(inputs), {}, invocation};
+    plan.def->kernel(ctx);
+    outputs = std::move(ctx.outputs);
+    if (outputs.size() < plan.output_consumers.size())
+      error = describe_failure(plan, "kernel produced too few outputs");
+  } catch (const std::exception& e) {
+    error = describe_failure(plan, e.what());
+  }
+  emit(plan, step, outputs, error);
+}
+
+class node_actor : public caf::event_based_actor {
+ public:
+  node_actor(caf::actor_config& cfg, node_plan_ptr plan)
+      : caf::event_based_actor(cfg), plan_(std::move(plan)) {}
+
+  caf::behavior make_behavior() override {
+    return {
+        [this](input_atom, uint64_t step, int32_t slot, step_value& v) {
+          on_input(step, slot, std::move(v));
+        },
+    };
+  }
+
+ private:
+  struct pending {
+    std::vector<step_value> slots;
+    size_t remaining = 0;
+  };
+
+  void on_input(uint64_t step, int32_t slot, step_value&& v) {
+    auto n = plan_->num_slots();
+    if (n == 1) {  // the common case: fire at once, no per-step state
+      std::vector<step_value> slots(1);
+      slots[0] = std::move(v);
+      fire(step, slots);
+      return;
+    }
+    auto& p = pending_[step];
+    if (p.slots.empty()) {
+      p.slots.resize(n);
+      p.remaining = n;
+    }
+    p.slots[static_cast<size_t>(slot)] = std::move(v);
+    if (--p.remaining > 0) return;
+    auto slots = std::move(p.slots);
+    pending_.erase(step);
+    fire(step, slots);
+  }
+
+  void fire(uint64_t step, std::vector<step_value>& slots) {
+    const node_plan& plan = *plan_;
+    std::vector<tensor> inputs = plan.bound_inputs;
+    std::string error;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (!slots[s].ok()) {
+        error = std::move(slots[s].error);
+        break;
+      }
+      if (int i = plan.slot_input[s]; i >= 0) inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
+    }
+    if (!error.empty()) {
+      std::vector<tensor> none;
+      emit(plan, step, none, error);
+      return;
+    }
+    switch (plan.kind) {
+      case node_kind::placeholder: {
+        std::vector<tensor> outs{std::move(slots[0].value)};
+        emit(plan, step, outs, "");
+        return;
+      }
+      case node_kind::variable_read:
+        return ask_variable(step, read_atom::value);
+      case node_kind::variable_update:
+        return ask_variable(step, update_atom::value,
+                            variable_update{plan.def, plan.name, &plan.attrs, std::move(inputs)});
+      case node_kind::kernel:
+        return run_kernel_for(step, std::move(inputs));
+    }
+  }
+
+  void run_kernel_for(uint64_t step, std::vector<tensor> inputs) {
+    uint64_t invocation = invocations_++;
+    int64_t elements = 0;
+    for (auto& t : inputs) elements += t.num_elements();
+    if (!plan_->def->expensive && elements < inline_element_limit) {
+      run_and_emit(*plan_, step, std::move(inputs), invocation);
+      return;
+    }
+    auto plan = plan_;
+    send(plan->device, run_atom::value,
+         device_task{[plan, step, inputs = std::move(inputs), invocation]() mutable {
+           run_and_emit(*plan, step, std::move(inputs), invocation);
+         }});
+  }
+
+  template <class... Ts>
+  void ask_variable(uint64_t step, Ts&&... xs) {
+    auto plan = plan_;
+    request(plan->variable, caf::infinite, std::forward<Ts>(xs)...)
+        .then(
+            [plan, step](step_value& v) {
+              std::vector<tensor> outs{std::move(v.value)};
+              emit(*plan, step, outs, v.error);
+            },
+            [plan, step](caf::error& e) {
+              std::vector<tensor> none;
+              emit(*plan, step, none,
+                   describe_failure(*plan, "variable actor failed: " + caf::to_string(e)));
+            });
+  }
+
+  node_plan_ptr plan_;
+  std::unordered_map<uint64_t, pending> pending_;
+  uint64_t invocations_ = 0;
+};
+
+}  // namespace
+
+caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan) {
+  return system.spawn<node_actor>(std::move(plan));
+}
+
+}  // namespace actorflow

@@ -1,0 +1,49 @@
+// What a node actor needs to run one graph node: built once per executable.
+#pragma once
+#include <caf/all.hpp>
+#include <memory>
+#include <vector>
+
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// Where an output goes: an actor and the input slot it fills there.
+struct consumer {
+  caf::actor target;
+  int32_t slot = 0;
+};
+
+enum class node_kind : uint8_t {
+  kernel,           // runs its op's kernel
+  placeholder,      // forwards the feed the coordinator sends
+  variable_read,    // asks its variable actor for the current value
+  variable_update,  // asks its variable actor to apply the op
+};
+
+struct node_plan {
+  node_kind kind = node_kind::kernel;
+  const op_def* def = nullptr;
+  std::string name;
+  attr_map attrs;
+  /// Data inputs in op order; a valid tensor here is a folded constant and
+  /// receives no message. For update ops input 0 (the variable) is dropped.
+  std::vector<tensor> bound_inputs;
+  /// slot -> data input index, for slots that carry data; control and start
+  /// slots map to -1. Every node has at least one slot.
+  std::vector<int> slot_input;
+  /// consumers of each output, then the control consumers (sent an empty value).
+  std::vector<std::vector<consumer>> output_consumers;
+  std::vector<consumer> control_consumers;
+  caf::actor variable;  // for variable_read / variable_update
+  caf::actor device;    // where expensive kernels run
+
+  size_t num_slots() const { return slot_input.size(); }
+};
+
+using node_plan_ptr = std::shared_ptr<const node_plan>;
+
+/// Spawns the actor that runs `plan` for every step.
+caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan);
+
+}  // namespace actorflow

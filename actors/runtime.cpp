@@ -1,0 +1,53 @@
+#include "actors/runtime.hpp"
+
+#include <mutex>
+#include <thread>
+
+#include "actors/messages.hpp"
+#include "devices/cpu/cpu_device.hpp"
+
+namespace actorflow {
+
+namespace {
+
+int default_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+runtime::runtime(runtime_options options)
+    : options_(options), arena_(default_threads(options.compute_threads)) {
+  options_.scheduler_threads = default_threads(options.scheduler_threads);
+  options_.compute_threads = default_threads(options.compute_threads);
+  config_ = std::make_unique<caf::actor_system_config>();
+  config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
+  config_->add_message_type<tensor>("actorflow::tensor");
+  config_->add_message_type<step_value>("actorflow::step_value");
+  system_ = std::make_unique<caf::actor_system>(*config_);
+  arena_.initialize();
+  cpu_device_ = spawn_cpu_device(*system_, arena_);
+}
+
+runtime::~runtime() {
+  while (cpu_device_.in_flight->load() > 0) std::this_thread::yield();
+  caf::anon_send_exit(cpu_device_.actor, caf::exit_reason::user_shutdown);
+  cpu_device_.actor = nullptr;
+  system_.reset();  // waits for every actor; sessions stopped theirs already
+  arena_.terminate();
+}
+
+std::shared_ptr<runtime> runtime::shared() {
+  static std::mutex mutex;
+  static std::weak_ptr<runtime> current;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto rt = current.lock();
+  if (!rt) {
+    rt = std::make_shared<runtime>();
+    current = rt;
+  }
+  return rt;
+}
+
+}  // namespace actorflow

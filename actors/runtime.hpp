@@ -1,0 +1,45 @@
+// The runtime: one CAF actor system and one CPU device shared by the sessions
+// of a process.
+#pragma once
+#include <caf/all.hpp>
+#include <memory>
+#include <oneapi/tbb/task_arena.h>
+
+#include "devices/cpu/cpu_device.hpp"
+
+namespace actorflow {
+
+struct runtime_options {
+  /// CAF scheduler threads (actor message handling); 0 means one per core.
+  int scheduler_threads = 0;
+  /// Threads of the CPU device's TBB arena (kernels); 0 means one per core.
+  /// The two pools rarely run at once: actors hand long kernels to the
+  /// arena and go idle, so the default of one each per core does not
+  /// oversubscribe in practice; lower either to share a machine.
+  int compute_threads = 0;
+};
+
+class runtime {
+ public:
+  explicit runtime(runtime_options options = {});
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// The process-wide runtime with default options, made on first use.
+  static std::shared_ptr<runtime> shared();
+
+  caf::actor_system& system() { return *system_; }
+  tbb::task_arena& arena() { return arena_; }
+  caf::actor cpu_device_actor() const { return cpu_device_.actor; }
+  const runtime_options& options() const { return options_; }
+
+ private:
+  runtime_options options_;
+  tbb::task_arena arena_;
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  cpu_device cpu_device_;
+};
+
+}  // namespace actorflow

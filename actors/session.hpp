@@ -1,0 +1,69 @@
+// A session runs a graph: `run(feeds, fetches, targets)` compiles the signature
+// once (prune, place, spawn actors), caches it, and runs one step per call.
+// Many threads may call run at once; their steps are in flight together and
+// share the session's variables.
+#pragma once
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/runtime.hpp"
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+class executable;
+
+using feed_list = std::vector<std::pair<output, tensor>>;
+
+class session {
+ public:
+  /// The graph must outlive the session; nodes may still be added to it
+  /// between runs, but not while a run is being compiled.
+  explicit session(graph& g, std::shared_ptr<runtime> rt = runtime::shared());
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  /// Runs one step: returns the fetched tensors in order. Throws
+  /// actorflow::error for a bad signature or feed, or when a kernel fails
+  /// (the message names the node); the session stays usable.
+  std::vector<tensor> run(const feed_list& feeds, const std::vector<output>& fetches,
+                          const std::vector<operation>& targets = {});
+  /// Runs one step for one fetch.
+  tensor eval(output fetch, const feed_list& feeds = {});
+  /// Targets only (initializers, train ops).
+  void run(const std::vector<operation>& targets);
+  /// Starts a step and returns at once; for pipelining steps.
+  std::future<std::vector<tensor>> run_async(const feed_list& feeds,
+                                             const std::vector<output>& fetches,
+                                             const std::vector<operation>& targets = {});
+  /// The same with names ("x", "softmax:1", "train"), for tools and loaded graphs.
+  std::vector<tensor> run_by_name(const std::vector<std::pair<std::string, tensor>>& feeds,
+                                  const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets = {});
+
+  graph& owner() { return graph_; }
+  runtime& rt() { return *runtime_; }
+  /// Compiled signatures so far.
+  size_t num_executables() const;
+
+ private:
+  std::shared_ptr<const executable> compile(const feed_list& feeds,
+                                            const std::vector<output>& fetches,
+                                            const std::vector<operation>& targets);
+  caf::actor variable_actor(const std::string& name);
+
+  graph& graph_;
+  std::shared_ptr<runtime> runtime_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const executable>> executables_;
+  std::map<std::string, caf::actor> variables_;
+  std::shared_ptr<std::atomic<int64_t>> in_flight_;
+};
+
+}  // namespace actorflow

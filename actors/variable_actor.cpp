@@ -1,0 +1,58 @@
+#include "actors/variable_actor.hpp"
+
+#include "actors/messages.hpp"
+#include "core/op_registry.hpp"
+#include "devices/cpu/parallel.hpp"
+
+namespace actorflow {
+
+namespace {
+
+struct variable_actor_state {
+  std::string name;
+  variable_state var;
+  tbb::task_arena* arena = nullptr;
+};
+
+step_value apply_update(variable_actor_state& st, variable_update& u) {
+  step_value result;
+  try {
+    auto& attrs = *static_cast<const attr_map*>(u.attrs);
+    kernel_context ctx{u.def->name, u.node_name, attrs, std::move(u.inputs), {}, 0};
+    int64_t elements = st.var.initialized() ? st.var.value.num_elements() : 0;
+    // Large updates split across the pool; they still finish before the next
+    // message, which keeps updates to this variable serialized.
+    if (elements >= parallel_grain) st.arena->execute([&] { u.def->update(st.var, ctx); });
+    else u.def->update(st.var, ctx);
+    if (!ctx.outputs.empty()) result.value = std::move(ctx.outputs[0]);
+  } catch (const std::exception& e) {
+    result.error = "node '" + u.node_name + "' (" + u.def->name + ") on variable '" + st.name +
+                   "': " + e.what();
+  }
+  return result;
+}
+
+}  // namespace
+
+caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
+                                tbb::task_arena& arena) {
+  auto* pool = &arena;
+  return system.spawn(
+      [name = std::move(name), pool](caf::stateful_actor<variable_actor_state>* self)
+          -> caf::behavior {
+        self->state.name = name;
+        self->state.arena = pool;
+        return {
+            [self](read_atom) {
+              auto& st = self->state;
+              if (!st.var.initialized())
+                return step_value{tensor(), "variable '" + st.name +
+                                                "' is read before it was initialized or restored"};
+              return step_value{st.var.value, ""};
+            },
+            [self](update_atom, variable_update& u) { return apply_update(self->state, u); },
+        };
+      });
+}
+
+}  // namespace actorflow

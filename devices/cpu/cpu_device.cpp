@@ -1,0 +1,27 @@
+#include "devices/cpu/cpu_device.hpp"
+
+#include "devices/device.hpp"
+
+namespace actorflow {
+
+cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena) {
+  tbb::task_arena* pool = &arena;
+  auto in_flight = std::make_shared<std::atomic<int64_t>>(0);
+  auto actor = system.spawn([pool, in_flight](caf::event_based_actor*) -> caf::behavior {
+    return {
+        [pool, in_flight](run_atom, device_task& task) {
+          in_flight->fetch_add(1);
+          // TBB wants a const-callable functor; the task itself is mutable.
+          auto run = std::make_shared<std::function<void()>>(std::move(task.run));
+          pool->enqueue([run, in_flight] {
+            (*run)();
+            *run = nullptr;  // release what the task holds before counting it done
+            in_flight->fetch_sub(1);
+          });
+        },
+    };
+  });
+  return {actor, in_flight};
+}
+
+}  // namespace actorflow

@@ -1,0 +1,17 @@
+// What every device actor understands: a task to run on its pool or stream.
+#pragma once
+#include <caf/all.hpp>
+#include <functional>
+
+namespace actorflow {
+
+/// A piece of work for a device; it sends its own results when done.
+struct device_task {
+  std::function<void()> run;
+};
+
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
+}  // namespace actorflow
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::device_task)

@@ -1,0 +1,171 @@
+// actorflow-bench: runtime and kernel benchmarks, with their references
+// measured in the same run. `--json` prints one JSON object on stdout and the
+// table on stderr.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "actors/session.hpp"
+#include "ops/array.hpp"
+#include "ops/linalg.hpp"
+#include "ops/math.hpp"
+#include "ops/state.hpp"
+#include "perf/bench_util.hpp"
+#include "perf/eigen_baseline.hpp"
+
+using namespace actorflow;
+using namespace actorflow::bench;
+
+namespace {
+
+constexpr int chain_length = 1000;
+
+struct row {
+  std::string key;
+  double value;
+  std::string unit;
+  std::string note;
+};
+
+// x -> x + 1 -> ... 1000 times, one node per add.
+output build_chain(graph& g, output x) {
+  auto one = scalar(g, 1.0f, "one");
+  for (int i = 0; i < chain_length; ++i) x = add(x, one);
+  return x;
+}
+
+double chain_us_per_node() {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {}, "x");
+  auto y = build_chain(g, x);
+  session s(g);
+  feed_list feeds{{x, tensor::scalar(0.0f)}};
+  double secs = median_seconds(15, 3, [&] {
+    for (int i = 0; i < 20; ++i) s.run(feeds, {y});
+  });
+  return secs / 20 / chain_length * 1e6;
+}
+
+double pipelined_us_per_node(int in_flight) {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {}, "x");
+  auto y = build_chain(g, x);
+  session s(g);
+  feed_list feeds{{x, tensor::scalar(0.0f)}};
+  const int steps = 320;
+  double secs = median_seconds(7, 1, [&] {
+    std::vector<std::future<std::vector<tensor>>> window;
+    for (int i = 0; i < steps; ++i) {
+      if (static_cast<int>(window.size()) == in_flight) {
+        window.front().get();
+        window.erase(window.begin());
+      }
+      window.push_back(s.run_async(feeds, {y}));
+    }
+    for (auto& f : window) f.get();
+  });
+  return secs / steps / chain_length * 1e6;
+}
+
+// One node fans out to 1000 independent adds, which one concat gathers.
+double wide_us_per_node() {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {1}, "x");
+  std::vector<output> branches;
+  for (int i = 0; i < chain_length; ++i) branches.push_back(add(x, scalar(g, float(i))));
+  auto y = concat(branches, 0);
+  session s(g);
+  feed_list feeds{{x, tensor::from_vector<float>({0.0f})}};
+  double secs = median_seconds(15, 3, [&] {
+    for (int i = 0; i < 10; ++i) s.run(feeds, {y});
+  });
+  return secs / 10 / chain_length * 1e6;
+}
+
+double session_gemm_gflops(int m, int k, int n) {
+  graph g;
+  auto a = placeholder(g, dtype::float32, {m, k}, "a");
+  auto b = placeholder(g, dtype::float32, {k, n}, "b");
+  auto c = matmul(a, b);
+  session s(g);
+  auto random = [](int rows, int cols) {
+    tensor t(dtype::float32, {rows, cols});
+    t.mutable_flat<float>() = Eigen::ArrayXf::Random(t.num_elements());
+    return t;
+  };
+  feed_list feeds{{a, random(m, k)}, {b, random(k, n)}};
+  double flops = 2.0 * m * k * n;
+  int repeats = flops > 1e9 ? 10 : 50;
+  double secs = median_seconds(repeats, 3, [&] { s.run(feeds, {c}); });
+  return flops / secs / 1e9;
+}
+
+// The PyTorch reference, when python3-torch is installed.
+std::optional<double> torch_chain_us_per_op() {
+  std::string script = std::string(ACTORFLOW_PERF_REF_DIR) + "/torch_overhead.py";
+  if (!std::ifstream(script)) return std::nullopt;
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
+  FILE* p = popen(("/usr/bin/python3 " + script + " 2>/dev/null").c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  std::smatch m;
+  static const std::regex line(R"(scalar add chain: ([0-9.]+) us/op)");
+  if (std::regex_search(out, m, line)) return std::stod(m[1]);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Eigen's baseline uses OpenMP; idle OpenMP threads must not spin while
+  // the session runs.
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  CLI::App app{"actorflow benchmarks: runtime overhead and kernels, beside their references"};
+  bool json = false;
+  bool skip_torch = false;
+  app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
+  app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
+  CLI11_PARSE(app, argc, argv);
+
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<row> rows;
+  auto add_row = [&](std::string key, double v, std::string unit, std::string note = "") {
+    rows.push_back({std::move(key), v, std::move(unit), std::move(note)});
+    std::cerr << fmt::format("  measured {:<28} {:>10.3f} {}\n", rows.back().key, v, rows.back().unit);
+  };
+
+  add_row("chain_us_per_node", chain_us_per_node(), "us", "target <= 1.0, aim 0.5");
+  add_row("pipelined_us_per_node", pipelined_us_per_node(16), "us", "16 steps in flight; target <= 0.25");
+  add_row("wide_us_per_node", wide_us_per_node(), "us", "1000-way fan-out and fan-in");
+  if (!skip_torch)
+    if (auto t = torch_chain_us_per_op()) add_row("torch_chain_us_per_op", *t, "us", "PyTorch eager, same machine");
+  for (auto [m, k, n, tag] : {std::tuple{128, 784, 512, "128x784x512"}, std::tuple{1024, 1024, 1024, "1024"}}) {
+    double eigen = eigen_gemm_gflops(m, k, n, threads);
+    double sess = session_gemm_gflops(m, k, n);
+    add_row(fmt::format("eigen_gflops_{}", tag), eigen, "GFLOP/s", "Eigen alone, its own threads");
+    add_row(fmt::format("gemm_gflops_{}", tag), sess, "GFLOP/s",
+            fmt::format("{:.0f}% of Eigen alone; target >= 90%", 100 * sess / eigen));
+  }
+
+  std::ostream& table = json ? std::cerr : std::cout;
+  table << fmt::format("\nactorflow-bench ({} cores)\n{:<28} {:>10}  {:<8} {}\n", threads, "benchmark",
+                       "value", "unit", "note");
+  for (auto& r : rows) table << fmt::format("{:<28} {:>10.3f}  {:<8} {}\n", r.key, r.value, r.unit, r.note);
+  if (json) {
+    nlohmann::json out;
+    for (auto& r : rows) out[r.key] = r.value;
+    out["cores"] = threads;
+    std::cout << out.dump(2) << std::endl;
+  }
+  return 0;
+}

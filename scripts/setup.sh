@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages actorflow builds with. Safe to run again: it
+# only calls apt-get when something is missing.
+set -euo pipefail
+packages=(
+  g++ cmake ninja-build pkg-config
+  libcaf-dev libtbb-dev libeigen3-dev libcapnp-dev capnproto doctest-dev
+  libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,20 @@
+// Builds and runs a graph through the installed headers and library.
+#include <actors/session.hpp>
+#include <iostream>
+#include <ops/math.hpp>
+#include <ops/state.hpp>
+
+int main() {
+  af::graph g;
+  auto x = af::placeholder(g, af::dtype::float32, {-1}, "x");
+  auto y = x * 3.0 + 1.0;
+  af::session s(g);
+  auto out = s.eval(y, {{x, af::tensor::from_vector<float>({1, 2})}});
+  auto v = out.to_vector<float>();
+  if (v != std::vector<float>{4, 7}) {
+    std::cerr << "wrong result: " << out << "\n";
+    return 1;
+  }
+  std::cout << "consumer ok: " << out << "\n";
+  return 0;
+}

@@ -1,0 +1,189 @@
+// The actor runtime: sessions, feeds and fetches, variables, errors, concurrency.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "actors/session.hpp"
+#include "ops/math.hpp"
+#include "ops/state.hpp"
+
+using namespace actorflow;
+
+namespace {
+
+tensor floats(std::vector<float> v, shape dims) { return tensor::from_vector<float>(v, dims); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("feeds, fetches and folded constants") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, 2}, "x");
+  auto y = x * 2.0 + scalar(g, 1.0f);
+  session s(g);
+  auto out = s.run({{x, floats({1, 2, 3, 4}, {2, 2})}}, {y, x});
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].to_vector<float>() == std::vector<float>{3, 5, 7, 9});
+  CHECK(out[1].dims() == shape{2, 2});
+  // The same signature reuses the compiled executable.
+  s.run({{x, floats({0, 0}, {1, 2})}}, {y, x});
+  CHECK(s.num_executables() == 1);
+  // A fetched constant and the same output fetched twice.
+  auto c = scalar(g, 7.0f, "seven");
+  auto both = s.run({}, {c, c});
+  CHECK(both[0].item<float>() == 7.0f);
+  CHECK(both[1].item<float>() == 7.0f);
+}
+
+TEST_CASE("variables: initialize, read, assign_add, control dependencies") {
+  graph g;
+  auto v = make_variable(scalar(g, 10.0f), "v");
+  auto inc = assign_add(v, scalar(g, 1.0f));
+  auto init = global_variables_initializer(g);
+  session s(g);
+  CHECK(error_of([&] { s.eval(v); }).find("variable 'v' is read before it was initialized") !=
+        std::string::npos);
+  s.run({init});
+  CHECK(s.eval(v).item<float>() == 10.0f);
+  CHECK(s.eval(inc).item<float>() == 11.0f);
+  CHECK(s.eval(inc).item<float>() == 12.0f);
+  // A read ordered after an update sees the update.
+  operation inc_op(&g, inc.ref().node);
+  output after;
+  {
+    auto deps = g.control_dependencies({inc_op});
+    after = identity(v.value(), "after");
+  }
+  CHECK(s.eval(after).item<float>() == 13.0f);
+  // A tensor read earlier keeps its value: updates copy on write.
+  auto before = s.eval(v);
+  s.eval(inc);
+  CHECK(before.item<float>() == 13.0f);
+  CHECK(s.eval(v).item<float>() == 14.0f);
+  // A wrong-shape assign fails at build time.
+  CHECK_THROWS_AS(assign(v, constant(g, floats({1, 2}, {2}))), error);
+}
+
+TEST_CASE("session errors name what was wrong and leave the session usable") {
+  graph g;
+  auto a = placeholder(g, dtype::float32, {-1}, "a");
+  auto b = placeholder(g, dtype::float32, {-1}, "b");
+  auto sum = add(a, b, "sum");
+  session s(g);
+  auto two = floats({1, 2}, {2});
+  auto three = floats({1, 2, 3}, {3});
+
+  CHECK(error_of([&] { s.run({{a, two}}, {sum}); }) ==
+        "[session] placeholder 'b' must be fed: a fetch or target depends on it");
+  CHECK(error_of([&] { s.run({{a, two}, {b, floats({1, 2}, {1, 2})}}, {sum}); }) ==
+        "[session] feed for 'b' is float32(1,2), but the placeholder is float32(?)");
+  CHECK(error_of([&] { s.run({{a, two}, {b, tensor::from_vector<double>({1, 2})}}, {sum}); }) ==
+        "[session] feed for 'b' is float64(2), but the placeholder is float32(?)");
+  CHECK(error_of([&] { s.run({{sum, two}}, {sum}); }).find("only placeholders can be fed") !=
+        std::string::npos);
+  CHECK(error_of([&] { s.run_by_name({}, {"nope"}); }) == "[graph] no node named 'nope'");
+  graph other;
+  auto stranger = placeholder(other, dtype::float32, {}, "stranger");
+  CHECK(error_of([&] { s.eval(stranger); }).find("belongs to another graph") != std::string::npos);
+
+  // A kernel that fails at run time: shapes that only meet at run time.
+  auto err = error_of([&] { s.run({{a, two}, {b, three}}, {sum}); });
+  CHECK(err.find("node 'sum' (add)") != std::string::npos);
+  CHECK(err.find("(2)") != std::string::npos);
+  // The session still works, for the same signature and others.
+  CHECK(s.run({{a, two}, {b, two}}, {sum})[0].to_vector<float>() == std::vector<float>{2, 4});
+  CHECK(s.run_by_name({{"a", two}}, {"a"})[0].to_vector<float>() == std::vector<float>{1, 2});
+}
+
+TEST_CASE("an error in one branch reaches every fetch and target") {
+  graph g;
+  auto a = placeholder(g, dtype::float32, {-1}, "a");
+  auto b = placeholder(g, dtype::float32, {-1}, "b");
+  auto bad = add(a, b, "bad");
+  auto good = a * 3.0;
+  auto v = make_variable(constant(g, floats({0, 0}, {2})), "counter");
+  auto bump = assign_add(v, bad);
+  session s(g);
+  s.run({v.initializer()});
+  for (int i = 0; i < 50; ++i)
+    CHECK_THROWS_AS(s.run({{a, floats({1, 2}, {2})}, {b, floats({1, 2, 3}, {3})}}, {good, bad},
+                          {operation(&g, bump.ref().node)}),
+                    error);
+  CHECK(s.eval(v).to_vector<float>() == std::vector<float>{0, 0});  // failed steps updated nothing
+  s.run({{a, floats({1, 2}, {2})}, {b, floats({1, 1}, {2})}}, {good, bad},
+        {operation(&g, bump.ref().node)});
+  CHECK(s.eval(v).to_vector<float>() == std::vector<float>{2, 3});
+}
+
+TEST_CASE("device hints") {
+  graph g;
+  output on_cpu, on_gpu;
+  {
+    auto d = g.device_scope("/cpu:0");
+    on_cpu = scalar(g, 1.0f) + 1.0;
+  }
+  {
+    auto d = g.device_scope("/gpu:0");
+    on_gpu = scalar(g, 1.0f) + 1.0;
+  }
+  session s(g);
+  CHECK(s.eval(on_cpu).item<float>() == 2.0f);
+  CHECK(error_of([&] { s.eval(on_gpu); }).find("asks for device '/gpu:0'") != std::string::npos);
+}
+
+TEST_CASE("8 threads x 1000 steps of assign_add give the exact total") {
+  graph g;
+  auto v = make_variable(constant(g, tensor::from_vector<int64_t>({0, 0, 0, 0})), "total");
+  auto inc = assign_add(v, constant(g, tensor::from_vector<int64_t>({1, 2, 3, 4})));
+  session s(g);
+  s.run({v.initializer()});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) s.eval(inc);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(s.eval(v).to_vector<int64_t>() == std::vector<int64_t>{8000, 16000, 24000, 32000});
+}
+
+TEST_CASE("many steps in flight with run_async") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {}, "x");
+  output y = x;
+  for (int i = 0; i < 100; ++i) y = y + 1.0;
+  session s(g);
+  std::vector<std::future<std::vector<tensor>>> steps;
+  for (int i = 0; i < 64; ++i) steps.push_back(s.run_async({{x, tensor::scalar<float>(float(i))}}, {y}));
+  for (int i = 0; i < 64; ++i) CHECK(steps[size_t(i)].get()[0].item<float>() == float(i + 100));
+}
+
+TEST_CASE("large kernels run on the device pool") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1}, "x");
+  auto y = (x + 1.0) * 2.0;
+  session s(g);
+  std::vector<float> big(1 << 20, 1.0f);
+  auto out = s.eval(y, {{x, tensor::from_vector<float>(big)}});
+  CHECK(out.num_elements() == 1 << 20);
+  CHECK(out.data<float>()[12345] == 4.0f);
+}
+
+TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
+  for (int round = 0; round < 3; ++round) {
+    auto rt = std::make_shared<runtime>(runtime_options{1, 1});
+    graph g;
+    auto v = make_variable(scalar(g, 1.0f), "v");
+    session s(g, rt);
+    s.run({v.initializer()});
+    auto pending = s.run_async({}, {v.value() * 2.0});
+    CHECK(pending.get()[0].item<float>() == 2.0f);
+  }
+}
