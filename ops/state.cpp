@@ -92,6 +92,16 @@ const op_registrar registrations[] = {
                   .kernel = runtime_only,
                   .stateful = true,
                   .summary = "reads a variable's current value"}),
+    op_registrar({.name = "read_variable",
+                  .num_inputs = 1,
+                  .infer = same_as_input0,
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        require_initialized(v, ctx);
+                        ctx.set_output(0, v.value);
+                      },
+                  .stateful = true,
+                  .summary = "reads a variable when its control dependencies are done"}),
     op_registrar({.name = "assign",
                   .num_inputs = 2,
                   .infer = update_spec,
@@ -164,6 +174,10 @@ variable make_variable(output initial, const std::string& name) {
   variable v = make_variable(g, initial.type(), initial.dims(), name);
   auto init = assign(v, initial, v.name() + "/init");
   return variable(v.value(), operation(&g, init.ref().node));
+}
+
+output variable::read(const std::string& name) const {
+  return make_op("read_variable", {value_}, {}, name);
 }
 
 output assign(const variable& v, output value, const std::string& name) {

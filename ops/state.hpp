@@ -24,8 +24,10 @@ class variable {
  public:
   variable() = default;
   variable(output value, operation initializer) : value_(value), initializer_(initializer) {}
-  /// The current value (each step reads it afresh).
+  /// The current value (each step reads it afresh, as soon as the step starts).
   output value() const { return value_; }
+  /// A new read node: made under control_dependencies, it reads after them.
+  output read(const std::string& name = "") const;
   operator output() const { return value_; }
   operation initializer() const { return initializer_; }
   const std::string& name() const { return value_.node().name; }

@@ -72,3 +72,13 @@ TEST_CASE("variables and control dependencies") {
   CHECK(init.node().control_inputs == std::vector<int>{v.initializer().id()});
   CHECK_THROWS_AS(assign(v, scalar(g, 1.0)), error);  // float64 into float32
 }
+
+TEST_CASE("shape arithmetic that would overflow is an error, not a wrong shape") {
+  graph g;
+  auto huge = placeholder(g, dtype::float32, {int64_t{1} << 40, int64_t{1} << 40}, "huge");
+  CHECK_THROWS_WITH_AS(g.add_node("reshape", {huge}, {{"shape", std::vector<int64_t>{-1}}}),
+                       doctest::Contains("overflows"), error);
+  auto partial = placeholder(g, dtype::float32, {-1, int64_t{1} << 40, int64_t{1} << 40}, "partial");
+  CHECK_THROWS_WITH_AS(g.add_node("reshape", {partial}, {{"shape", std::vector<int64_t>{-1, 4}}}),
+                       doctest::Contains("overflows"), error);
+}

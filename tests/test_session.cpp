@@ -60,7 +60,7 @@ TEST_CASE("variables: initialize, read, assign_add, control dependencies") {
   output after;
   {
     auto deps = g.control_dependencies({inc_op});
-    after = identity(v.value(), "after");
+    after = v.read("after");
   }
   CHECK(s.eval(after).item<float>() == 13.0f);
   // A tensor read earlier keeps its value: updates copy on write.

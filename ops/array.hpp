@@ -1,0 +1,59 @@
+// Array and shape ops (TensorFlow semantics): reshape, transpose, expand_dims,
+// squeeze, concat, split, slice, pad, tile, gather, one_hot, fill, zeros_like,
+// ones_like, shape, size, and the broadcasting helpers broadcast_to and
+// broadcast_like. Shape-like parameters are attributes, not inputs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// x with a new shape of the same element count; at most one dim may be -1
+/// (inferred). Never copies: the result shares x's buffer.
+output reshape(output x, std::vector<int64_t> new_shape, const std::string& name = "");
+/// Permutes the dims: output dim i is input dim perm[i]. Empty perm reverses the dims.
+output transpose(output x, std::vector<int64_t> perm = {}, const std::string& name = "");
+/// Inserts a size-1 dim at `axis` (in [-rank-1, rank]). Never copies.
+output expand_dims(output x, int64_t axis, const std::string& name = "");
+/// Removes the size-1 dims named by `axes` (all size-1 dims when empty). Never copies.
+output squeeze(output x, std::vector<int64_t> axes = {}, const std::string& name = "");
+/// Joins tensors of equal rank and dtype along `axis`; other dims must agree.
+output concat(const std::vector<output>& xs, int64_t axis, const std::string& name = "");
+/// Splits x along `axis` into num_splits equal parts.
+std::vector<output> split(output x, int64_t num_splits, int64_t axis = 0,
+                          const std::string& name = "");
+/// Splits x along `axis` into parts of the given sizes (one may be -1: the rest).
+std::vector<output> split_sizes(output x, std::vector<int64_t> sizes, int64_t axis = 0,
+                                const std::string& name = "");
+/// x[begin[i] : begin[i] + size[i]] in each dim; size -1 means to the end.
+output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,
+             const std::string& name = "");
+/// Pads with `value`; paddings = {before0, after0, before1, after1, ...}.
+output pad(output x, std::vector<int64_t> paddings, double value = 0, const std::string& name = "");
+/// Repeats x multiples[i] times along dim i.
+output tile(output x, std::vector<int64_t> multiples, const std::string& name = "");
+/// Takes slices of params along `axis` at `indices` (int32 or int64); the output
+/// shape is params.shape[:axis] + indices.shape + params.shape[axis+1:].
+output gather(output params, output indices, int64_t axis = 0, const std::string& name = "");
+/// indices.shape + (depth): on_value where the last coordinate equals the index,
+/// off_value elsewhere; an out-of-range index gives an all-off row.
+output one_hot(output indices, int64_t depth, double on_value = 1, double off_value = 0,
+               dtype type = dtype::float32, const std::string& name = "");
+/// A tensor of the given (fully defined) shape filled with value.
+output fill(graph& g, shape dims, double value, dtype type = dtype::float32,
+            const std::string& name = "");
+output zeros_like(output x, const std::string& name = "");
+output ones_like(output x, const std::string& name = "");
+/// x's shape as a 1-D int64 tensor, known at run time (even for -1 dims).
+output shape_of(output x, const std::string& name = "");
+/// x's element count as an int64 scalar.
+output size(output x, const std::string& name = "");
+/// x broadcast to `dims` under NumPy rules (x's dims align right; each is 1 or equal).
+output broadcast_to(output x, shape dims, const std::string& name = "");
+/// x broadcast to like's shape, read at run time (like may have -1 dims).
+output broadcast_like(output x, output like, const std::string& name = "");
+
+}  // namespace actorflow

@@ -1,0 +1,160 @@
+// Indexing ops: gather and one_hot.
+#include <algorithm>
+
+#include "ops/array.hpp"
+#include "ops/array_util.hpp"
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+void check_index_type(dtype t, const std::string& op) {
+  if (t != dtype::int32 && t != dtype::int64)
+    fail(op, std::string("indices must be int32 or int64, got ") + dtype_name(t));
+}
+
+template <class F>
+decltype(auto) visit_index(dtype t, F&& f) {
+  if (t == dtype::int32) return f(int32_t{});
+  return f(int64_t{});
+}
+
+// ---- gather ----------------------------------------------------------------
+
+std::vector<tensor_spec> gather_infer(const shape_context& c) {
+  auto& params = c.inputs[0];
+  auto& indices = c.inputs[1];
+  check_index_type(indices.type, c.op);
+  if (params.dims.rank() == 0) c.fail("cannot gather from a scalar");
+  int axis = normalize_axis(c.attr_or<int64_t>("axis", 0), params.dims.rank(), c.op);
+  const auto& pd = params.dims.dims();
+  std::vector<int64_t> out(pd.begin(), pd.begin() + axis);
+  out.insert(out.end(), indices.dims.dims().begin(), indices.dims.dims().end());
+  out.insert(out.end(), pd.begin() + axis + 1, pd.end());
+  return {{params.type, shape(out)}};
+}
+
+void gather_kernel(kernel_context& ctx) {
+  const tensor& params = ctx.input(0);
+  const tensor& indices = ctx.input(1);
+  check_index_type(indices.type(), ctx.op);
+  if (params.rank() == 0) ctx.fail("cannot gather from a scalar");
+  int axis = normalize_axis(ctx.attr_or<int64_t>("axis", 0), params.rank(), ctx.op);
+  const auto& pd = params.dims().dims();
+  int64_t outer = 1, inner = 1, d = pd[static_cast<size_t>(axis)];
+  for (int k = 0; k < axis; ++k) outer *= pd[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < pd.size(); ++k) inner *= pd[k];
+  std::vector<int64_t> out_dims(pd.begin(), pd.begin() + axis);
+  out_dims.insert(out_dims.end(), indices.dims().dims().begin(), indices.dims().dims().end());
+  out_dims.insert(out_dims.end(), pd.begin() + axis + 1, pd.end());
+  tensor& out = ctx.allocate_output(0, params.type(), shape(out_dims));
+  int64_t n = indices.num_elements();
+  // Validate every index first, so a bad one fails the step before any work.
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  visit_index(indices.type(), [&](auto tag) {
+    using I = decltype(tag);
+    const I* p = indices.data<I>();
+    for (int64_t j = 0; j < n; ++j) {
+      if (p[j] < 0 || p[j] >= d)
+        ctx.fail("index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
+                 ") is out of range for axis " + std::to_string(axis) + " of size " +
+                 std::to_string(d) + " in params " + params.dims().to_string());
+      idx[static_cast<size_t>(j)] = p[j];
+    }
+  });
+  if (out.num_elements() == 0) return;
+  detail::visit_elem_size(dtype_size(params.type()), [&](auto tag) {
+    using U = decltype(tag);
+    const U* src = static_cast<const U*>(params.raw_data());
+    U* dst = static_cast<U*>(out.raw_mutable_data());
+    int64_t grain = std::max<int64_t>(1, parallel_grain / inner);
+    parallel_for(outer * n, grain, [&](int64_t b, int64_t e) {
+      int64_t o = b / n, j = b % n;
+      for (int64_t u = b; u < e; ++u) {
+        const U* s = src + (o * d + idx[static_cast<size_t>(j)]) * inner;
+        U* t = dst + u * inner;
+        if (inner == 1)
+          *t = *s;
+        else
+          std::copy_n(s, inner, t);
+        if (++j == n) j = 0, ++o;
+      }
+    });
+  });
+}
+
+// ---- one_hot ---------------------------------------------------------------
+
+std::vector<tensor_spec> one_hot_infer(const shape_context& c) {
+  auto& indices = c.inputs[0];
+  check_index_type(indices.type, c.op);
+  int64_t depth = c.attr<int64_t>("depth");
+  if (depth < 0) c.fail("depth must not be negative, got " + std::to_string(depth));
+  dtype type = c.attr_or<dtype>("dtype", dtype::float32);
+  visit_dtype(type, [&](auto tag) {
+    using T = decltype(tag);
+    detail::cast_value<T>(c.attr_or<double>("on_value", 1), c.op, "on_value");
+    detail::cast_value<T>(c.attr_or<double>("off_value", 0), c.op, "off_value");
+  });
+  auto d = indices.dims.dims();
+  d.push_back(depth);
+  return {{type, shape(d)}};
+}
+
+void one_hot_kernel(kernel_context& ctx) {
+  const tensor& indices = ctx.input(0);
+  check_index_type(indices.type(), ctx.op);
+  int64_t depth = ctx.attr<int64_t>("depth");
+  if (depth < 0) ctx.fail("depth must not be negative, got " + std::to_string(depth));
+  dtype type = ctx.attr_or<dtype>("dtype", dtype::float32);
+  auto d = indices.dims().dims();
+  d.push_back(depth);
+  tensor& out = ctx.allocate_output(0, type, shape(d));
+  int64_t n = indices.num_elements();
+  if (out.num_elements() == 0) return;
+  visit_dtype(type, [&](auto tag) {
+    using T = decltype(tag);
+    T on = detail::cast_value<T>(ctx.attr_or<double>("on_value", 1), ctx.op, "on_value");
+    T off = detail::cast_value<T>(ctx.attr_or<double>("off_value", 0), ctx.op, "off_value");
+    T* o = out.mutable_data<T>();
+    visit_index(indices.type(), [&](auto itag) {
+      using I = decltype(itag);
+      const I* p = indices.data<I>();
+      int64_t grain = std::max<int64_t>(1, parallel_grain / depth);
+      parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        std::fill(o + b * depth, o + e * depth, off);
+        for (int64_t i = b; i < e; ++i)
+          if (p[i] >= 0 && p[i] < depth) o[i * depth + p[i]] = on;
+      });
+    });
+  });
+}
+
+const op_registrar registrations[] = {
+    op_registrar({.name = "gather",
+                  .num_inputs = 2,
+                  .infer = gather_infer,
+                  .kernel = gather_kernel,
+                  .summary = "slices of params at indices along attr axis"}),
+    op_registrar({.name = "one_hot",
+                  .num_inputs = 1,
+                  .infer = one_hot_infer,
+                  .kernel = one_hot_kernel,
+                  .summary = "one-hot rows of attr depth (on_value, off_value, dtype)"}),
+};
+
+}  // namespace
+
+output gather(output params, output indices, int64_t axis, const std::string& name) {
+  return make_op("gather", {params, indices}, {{"axis", axis}}, name);
+}
+
+output one_hot(output indices, int64_t depth, double on_value, double off_value, dtype type,
+               const std::string& name) {
+  return make_op(
+      "one_hot", {indices},
+      {{"depth", depth}, {"on_value", on_value}, {"off_value", off_value}, {"dtype", type}}, name);
+}
+
+}  // namespace actorflow

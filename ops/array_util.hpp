@@ -1,0 +1,72 @@
+// Internal helpers of the array and reduction families: strided copies (the
+// engine behind transpose, slice, pad, tile, broadcast), attribute checks and
+// value casts. Not a public API.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/op_registry.hpp"
+
+namespace actorflow::detail {
+
+/// Row-major strides (in elements) of a dense tensor with these dims.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims);
+
+/// For every index i of `dims`: dst[i·dst_strides] = src[i·src_strides] (strides in
+/// elements of `elem_size` bytes; a source stride may be 0 to broadcast). Merges
+/// contiguous dims, copies contiguous rows with memcpy, tiles transposes so both
+/// sides stay in cache, and parallelizes large copies.
+void strided_copy(size_t elem_size, const void* src, std::vector<int64_t> src_strides, void* dst,
+                  std::vector<int64_t> dst_strides, std::vector<int64_t> dims);
+
+/// x (dense) broadcast to `to` under NumPy rules; the caller has checked the shapes.
+tensor broadcast_tensor(const tensor& x, const shape& to);
+
+/// Sets every element of t (allocated, not yet shared) to value cast to its dtype.
+void fill_value(tensor& t, double value, const std::string& op, const char* what = "value");
+
+/// "[1,2,3]" for error messages.
+std::string list_to_string(const std::vector<int64_t>& v);
+
+/// Product of known dims, or -1 when a dim is unknown.
+int64_t known_product(const shape& s);
+
+/// A double attribute converted to T; fails when an integer T cannot hold it.
+template <class T>
+T cast_value(double v, const std::string& op, const char* what) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    // The bounds are exact powers of two (or zero), so the comparisons are exact.
+    double lo = static_cast<double>(std::numeric_limits<T>::min());
+    double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+    if (!(v >= lo && v < hi))
+      fail(op, std::string(what) + " " + std::to_string(v) + " does not fit " +
+                   dtype_name(dtype_of<T>()));
+    return static_cast<T>(v);
+  }
+}
+
+/// Calls f(U{}) with an unsigned type of elem_size bytes: copies only move bytes,
+/// so one instantiation per element size serves every dtype.
+template <class F>
+decltype(auto) visit_elem_size(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+  }
+  fail("strided_copy", "unsupported element size " + std::to_string(elem_size));
+}
+
+}  // namespace actorflow::detail

@@ -1,0 +1,399 @@
+// conv2d and its backprops: im2col + GEMM over chunks of output pixels.
+//
+// The im2col matrix has one row per output pixel (n, oy, ox) and one column per
+// filter tap (ky, kx, c), so the filter [KH,KW,C,K] is already the [L, K]
+// right-hand side (L = KH*KW*C) and the output [N,OH,OW,K] the [P, K] result
+// (P = N*OH*OW). Rows are materialized a chunk at a time into a per-thread
+// scratch buffer sized to stay in cache; TBB splits the rows (or, for the
+// input gradient whose col2im scatter overlaps within an image, the images)
+// across the arena the kernel runs in. Each chunk's GEMM (conv_gemm.hpp) is
+// single-threaded.
+#include "ops/conv.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/conv_gemm.hpp"
+#include "ops/conv_window.hpp"
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+using conv_detail::gemm_rows;
+using conv_detail::geometry;
+
+// Size of one chunk's im2col buffer: about half of a core's L2, so the GEMM
+// reads back what im2col just wrote from cache.
+constexpr int64_t chunk_bytes = 512 * 1024;
+constexpr int64_t min_chunk_rows = 32;
+// Multiply-adds below which a kernel runs on the calling thread.
+constexpr int64_t parallel_macs = int64_t{1} << 20;
+
+int64_t chunk_rows(int64_t row_len, size_t elem) {
+  int64_t bytes = std::max<int64_t>(row_len, 1) * static_cast<int64_t>(elem);
+  return std::max(min_chunk_rows, chunk_bytes / bytes);
+}
+
+// A per-thread buffer that persists across calls, so chunks do not allocate
+// (and page-fault) every time. Only used inside one task body, which makes no
+// TBB call that could run another body on this thread meanwhile.
+template <class T>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+// --- validation shared by the shape functions and the kernels ---
+
+struct conv_dims {
+  geometry g;
+  int64_t k;  // output channels
+};
+
+conv_dims conv_geometry(const std::string& op, const shape& in, const shape& filter,
+                        const attr_map& attrs) {
+  if (in.rank() != 4) fail(op, "input must be rank 4 [N,H,W,C], got " + in.to_string());
+  if (filter.rank() != 4) fail(op, "filter must be rank 4 [KH,KW,C,K], got " + filter.to_string());
+  if (in[3] >= 0 && filter[2] >= 0 && in[3] != filter[2])
+    fail(op, "input channels differ from the filter's: input " + in.to_string() + ", filter " +
+                 filter.to_string());
+  if (filter[0] == 0 || filter[1] == 0)
+    fail(op, "filter spatial dims must be positive, got " + filter.to_string());
+  auto g = conv_detail::make_geometry(
+      in, filter[0], filter[1], attrs, "strides", op,
+      "filter (" + std::to_string(filter[0]) + "," + std::to_string(filter[1]) + ")");
+  g.c = in[3] >= 0 ? in[3] : filter[2];
+  return {g, filter[3]};
+}
+
+shape conv_output_shape(const conv_dims& d) { return shape{d.g.n, d.g.oh, d.g.ow, d.k}; }
+
+void check_float_pair(const std::string& op, dtype a, dtype b, const char* an, const char* bn) {
+  if (!is_floating(a)) fail(op, std::string("expects float32 or float64, got ") + dtype_name(a));
+  if (a != b)
+    fail(op, std::string(an) + " and " + bn + " dtypes differ: " + dtype_name(a) + " vs " +
+                 dtype_name(b));
+}
+
+// out_backprop must have the forward output's shape (unknown dims match anything).
+void check_out_backprop(const std::string& op, const conv_dims& d, const shape& dy) {
+  shape expect = conv_output_shape(d);
+  if (dy.rank() != 4 || !dy.compatible_with(expect))
+    fail(op, "out_backprop shape " + dy.to_string() + " does not match the conv2d output shape " +
+                 expect.to_string());
+}
+
+// --- im2col / col2im over rows [r0, r1) of the P x L patch matrix ---
+
+// Walks rows [r0, r1) of the patch matrix: for each filter row i of output
+// pixel r calls f(r, i, off, lo, hi) when the filter row lies inside the input
+// (taps [lo, hi) of its KW*C values are valid, starting at input offset off;
+// off - lo may point before the image) and f(r, i, -1, 0, 0) when it does not.
+template <class F>
+void for_each_patch_row(const geometry& geom, int64_t r0, int64_t r1, F f) {
+  const geometry g = geom;  // a local copy stays in registers across f's stores
+  const int64_t pix = g.oh * g.ow;
+  int64_t n = r0 / pix, rem = r0 % pix, y = rem / g.ow, x = rem % g.ow;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t ih0 = y * g.sh - g.pad_top, iw0 = x * g.sw - g.pad_left;
+    const int64_t lo = std::max<int64_t>(0, -iw0) * g.c;
+    const int64_t hi = std::min<int64_t>(g.kw, g.w - iw0) * g.c;
+    const int64_t image = n * g.h * g.w * g.c;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const int64_t ih = ih0 + i;
+      if (ih >= 0 && ih < g.h && hi > lo)
+        f(r, i, image + (ih * g.w + iw0) * g.c + lo, lo, hi);
+      else
+        f(r, i, int64_t{-1}, int64_t{0}, int64_t{0});
+    }
+    if (++x == g.ow) {
+      x = 0;
+      if (++y == g.oh) {
+        y = 0;
+        ++n;
+      }
+    }
+  }
+}
+
+// Writes one filter row's KW*C patch values: s[lo, hi) and zeros around them.
+template <class T>
+inline void patch_segment(T* d, const T* s, int64_t lo, int64_t hi, int64_t seg) {
+#if defined(__AVX512F__)
+  // Short runs (small C, as in a first layer) in one masked load and store.
+  using S = conv_detail::simd<T>;
+  if (seg <= S::width) {
+    const auto bits = [](int64_t b) { return static_cast<__mmask16>((1u << b) - 1); };
+    const __mmask16 valid = static_cast<__mmask16>(bits(hi) & ~bits(lo));
+    S::store_masked(d, S::load_masked(s, valid), bits(seg));
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < lo; ++j) d[j] = T(0);
+  for (int64_t j = lo; j < hi; ++j) d[j] = s[j];
+  for (int64_t j = hi; j < seg; ++j) d[j] = T(0);
+}
+
+template <class T>
+void im2col(const geometry& g, int64_t r0, int64_t r1, const T* in, T* cols) {
+  const int64_t seg = g.kw * g.c, row_len = g.kh * seg;
+  for_each_patch_row(g, r0, r1, [=](int64_t r, int64_t i, int64_t off, int64_t lo, int64_t hi) {
+    T* d = cols + (r - r0) * row_len + i * seg;
+    if (off < 0)
+      patch_segment<T>(d, in, 0, 0, seg);
+    else
+      patch_segment<T>(d, in + (off - lo), lo, hi, seg);
+  });
+}
+
+template <class T>
+void col2im_add(const geometry& g, int64_t r0, int64_t r1, const T* cols, T* din) {
+  const int64_t seg = g.kw * g.c, row_len = g.kh * seg;
+  for_each_patch_row(g, r0, r1, [=](int64_t r, int64_t i, int64_t off, int64_t lo, int64_t hi) {
+    if (off < 0) return;
+    const T* s = cols + (r - r0) * row_len + i * seg + lo;
+    T* d = din + off;
+    for (int64_t j = 0; j < hi - lo; ++j) d[j] += s[j];
+  });
+}
+
+// A 1x1 filter with unit strides needs no patches: the input is the patch matrix.
+bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
+
+// Runs body(begin, end) over [0, n) split by TBB in pieces of about `grain`,
+// or inline when the work is small.
+template <class F>
+void split(int64_t n, int64_t grain, int64_t macs, F&& body) {
+  if (n <= 0) return;
+  if (macs < parallel_macs || n <= grain) {
+    body(int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+}
+
+// --- kernels ---
+
+template <class T>
+void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y) {
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  if (rows == 0 || k == 0) return;
+  const int64_t step = chunk_rows(len, sizeof(T));
+  const bool pointwise = is_pointwise(g);
+  // y[rows, k] = patches[rows, len] * f[len, k]
+  split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
+    if (pointwise) {
+      gemm_rows(e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
+      return;
+    }
+    T* cols = scratch<T>(std::min(step, e - b) * len);
+    for (int64_t r0 = b; r0 < e; r0 += step) {
+      const int64_t r1 = std::min(e, r0 + step);
+      im2col(g, r0, r1, x, cols);
+      gemm_rows(r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
+    }
+  });
+}
+
+template <class T>
+void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx) {
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  const int64_t image = g.h * g.w * g.c, pix = g.oh * g.ow;
+  if (g.n * image == 0) return;
+  if (rows == 0 || k == 0 || len == 0) {
+    std::fill(dx, dx + g.n * image, T(0));
+    return;
+  }
+  // d patches[rows, len] = dy[rows, k] * f^T[k, len]; f^T made row-major once.
+  std::vector<T> ft(static_cast<size_t>(len * k));
+  for (int64_t l = 0; l < len; ++l)
+    for (int64_t o = 0; o < k; ++o) ft[static_cast<size_t>(o * len + l)] = f[l * k + o];
+  const int64_t step = chunk_rows(len, sizeof(T));
+  if (is_pointwise(g)) {
+    split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
+      gemm_rows(e - b, len, k, dy + b * k, k, 1, ft.data(), len, dx + b * len, len, false);
+    });
+    return;
+  }
+  // col2im of one image's rows overlaps wherever windows do, so images are the
+  // unit of parallel work; inside one, chunks run in order. Each image is zeroed
+  // just before its first chunk scatters into it, while it is still in cache.
+  split(g.n, 1, rows * len * k, [&](int64_t nb, int64_t ne) {
+    const int64_t b = nb * pix, e = ne * pix;
+    int64_t zeroed = nb;
+    T* cols = scratch<T>(std::min(step, e - b) * len);
+    for (int64_t r0 = b; r0 < e; r0 += step) {
+      const int64_t r1 = std::min(e, r0 + step);
+      gemm_rows(r1 - r0, len, k, dy + r0 * k, k, 1, ft.data(), len, cols, len, false);
+      const int64_t last = (r1 - 1) / pix;
+      std::fill(dx + zeroed * image, dx + (last + 1) * image, T(0));
+      zeroed = last + 1;
+      col2im_add(g, r0, r1, cols, dx);
+    }
+  });
+}
+
+template <class T>
+void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* df) {
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  std::fill(df, df + len * k, T(0));
+  if (rows == 0 || k == 0 || len == 0) return;
+  const int64_t step = chunk_rows(len, sizeof(T));
+  const bool pointwise = is_pointwise(g);
+  // Adds patches^T[len, rows b..e) * dy[b..e), k] to acc[len, k]; the patch
+  // matrix is read transposed in place (row stride 1, column stride len).
+  auto body = [&](int64_t b, int64_t e, T* acc) {
+    if (pointwise) {
+      gemm_rows(len, k, e - b, x + b * len, 1, len, dy + b * k, k, acc, k, true);
+      return;
+    }
+    T* cols = scratch<T>(std::min(step, e - b) * len);
+    for (int64_t r0 = b; r0 < e; r0 += step) {
+      const int64_t r1 = std::min(e, r0 + step);
+      im2col(g, r0, r1, x, cols);
+      gemm_rows(len, k, r1 - r0, cols, 1, len, dy + r0 * k, k, acc, k, true);
+    }
+  };
+  if (rows * len * k < parallel_macs || rows <= step) {
+    body(0, rows, df);
+    return;
+  }
+  // Per-thread partial sums, reduced once at the end.
+  tbb::enumerable_thread_specific<std::vector<T>> partials(static_cast<size_t>(len * k), T(0));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, step),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      body(r.begin(), r.end(), partials.local().data());
+                    });
+  for (auto& p : partials)
+    for (int64_t i = 0; i < len * k; ++i) df[i] += p[static_cast<size_t>(i)];
+}
+
+// --- registration ---
+
+std::vector<tensor_spec> infer_conv2d(const shape_context& c) {
+  auto& in = c.inputs[0];
+  auto& f = c.inputs[1];
+  check_float_pair(c.op, in.type, f.type, "input", "filter");
+  auto d = conv_geometry(c.op, in.dims, f.dims, c.attrs);
+  return {{in.type, conv_output_shape(d)}};
+}
+
+std::vector<tensor_spec> infer_backprop_input(const shape_context& c) {
+  auto& like = c.inputs[0];
+  auto& f = c.inputs[1];
+  auto& dy = c.inputs[2];
+  check_float_pair(c.op, f.type, dy.type, "filter", "out_backprop");
+  auto d = conv_geometry(c.op, like.dims, f.dims, c.attrs);
+  check_out_backprop(c.op, d, dy.dims);
+  shape out = like.dims;
+  if (out[0] < 0) out[0] = dy.dims[0];
+  return {{f.type, out}};
+}
+
+std::vector<tensor_spec> infer_backprop_filter(const shape_context& c) {
+  auto& in = c.inputs[0];
+  auto& like = c.inputs[1];
+  auto& dy = c.inputs[2];
+  check_float_pair(c.op, in.type, dy.type, "input", "out_backprop");
+  auto d = conv_geometry(c.op, in.dims, like.dims, c.attrs);
+  check_out_backprop(c.op, d, dy.dims);
+  shape out = like.dims;
+  if (out[3] < 0) out[3] = dy.dims[3];
+  return {{in.type, out}};
+}
+
+void conv2d_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  const tensor& f = ctx.input(1);
+  check_float_pair(ctx.op, x.type(), f.type(), "input", "filter");
+  auto d = conv_geometry(ctx.op, x.dims(), f.dims(), ctx.attrs);
+  tensor& y = ctx.allocate_output(0, x.type(), conv_output_shape(d));
+  visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    forward<T>(d.g, d.k, x.data<T>(), f.data<T>(), y.mutable_data<T>());
+  });
+}
+
+void backprop_input_kernel(kernel_context& ctx) {
+  const tensor& like = ctx.input(0);
+  const tensor& f = ctx.input(1);
+  const tensor& dy = ctx.input(2);
+  check_float_pair(ctx.op, f.type(), dy.type(), "filter", "out_backprop");
+  auto d = conv_geometry(ctx.op, like.dims(), f.dims(), ctx.attrs);
+  check_out_backprop(ctx.op, d, dy.dims());
+  tensor& dx = ctx.allocate_output(0, f.type(), like.dims());
+  visit_floating(f.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    backprop_input<T>(d.g, d.k, f.data<T>(), dy.data<T>(), dx.mutable_data<T>());
+  });
+}
+
+void backprop_filter_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  const tensor& like = ctx.input(1);
+  const tensor& dy = ctx.input(2);
+  check_float_pair(ctx.op, x.type(), dy.type(), "input", "out_backprop");
+  auto d = conv_geometry(ctx.op, x.dims(), like.dims(), ctx.attrs);
+  check_out_backprop(ctx.op, d, dy.dims());
+  tensor& df = ctx.allocate_output(0, x.type(), like.dims());
+  visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    backprop_filter<T>(d.g, d.k, x.data<T>(), dy.data<T>(), df.mutable_data<T>());
+  });
+}
+
+const op_registrar registrations[] = {
+    op_registrar({.name = "conv2d",
+                  .num_inputs = 2,
+                  .infer = infer_conv2d,
+                  .kernel = conv2d_kernel,
+                  .expensive = true,
+                  .summary = "2-D convolution of NHWC input with a [KH,KW,C,K] filter"}),
+    op_registrar({.name = "conv2d_backprop_input",
+                  .num_inputs = 3,
+                  .infer = infer_backprop_input,
+                  .kernel = backprop_input_kernel,
+                  .expensive = true,
+                  .summary = "gradient of conv2d with respect to its input"}),
+    op_registrar({.name = "conv2d_backprop_filter",
+                  .num_inputs = 3,
+                  .infer = infer_backprop_filter,
+                  .kernel = backprop_filter_kernel,
+                  .expensive = true,
+                  .summary = "gradient of conv2d with respect to its filter"}),
+};
+
+attr_map conv_attrs(std::vector<int64_t> strides, const std::string& padding) {
+  return {{"strides", std::move(strides)}, {"padding", std::string(padding)}};
+}
+
+}  // namespace
+
+output conv2d(output input, output filter, std::vector<int64_t> strides, const std::string& padding,
+              const std::string& name) {
+  return make_op("conv2d", {input, filter}, conv_attrs(std::move(strides), padding), name);
+}
+
+output conv2d_backprop_input(output input_like, output filter, output out_backprop,
+                             std::vector<int64_t> strides, const std::string& padding,
+                             const std::string& name) {
+  return make_op("conv2d_backprop_input", {input_like, filter, out_backprop},
+                 conv_attrs(std::move(strides), padding), name);
+}
+
+output conv2d_backprop_filter(output input, output filter_like, output out_backprop,
+                              std::vector<int64_t> strides, const std::string& padding,
+                              const std::string& name) {
+  return make_op("conv2d_backprop_filter", {input, filter_like, out_backprop},
+                 conv_attrs(std::move(strides), padding), name);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,40 @@
+// 2-D convolution and its two backprops (NHWC, TensorFlow semantics), float32
+// and float64.
+//
+// Ops:
+//   conv2d(input [N,H,W,C], filter [KH,KW,C,K]) -> [N,OH,OW,K]
+//   conv2d_backprop_input(input_like, filter, out_backprop) -> d input, shaped like input_like
+//   conv2d_backprop_filter(input, filter_like, out_backprop) -> d filter, shaped like filter_like
+// Attributes: "strides" = [sh, sw] (or TF's [1, sh, sw, 1]); "padding" = "SAME" or "VALID".
+// VALID: OH = ceil((H - KH + 1) / sh). SAME: OH = ceil(H / sh), padded with
+// max((OH - 1) * sh + KH - H, 0) zeros, the odd one on the bottom (right for W).
+//
+// Unlike TensorFlow, the backprops take no static "input_sizes"/"filter_sizes":
+// `input_like` / `filter_like` are tensors whose shape (only; their values and
+// dtype are ignored) gives the shape of the result. The gradient of conv2d
+// passes the forward's own input / filter there, which also works when the
+// batch dimension is unknown (-1) at graph-build time.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// Convolves input [N,H,W,C] with filter [KH,KW,C,K] (cross-correlation, as TF).
+output conv2d(output input, output filter, std::vector<int64_t> strides, const std::string& padding,
+              const std::string& name = "");
+
+/// Gradient of conv2d with respect to its input; the result has input_like's shape.
+output conv2d_backprop_input(output input_like, output filter, output out_backprop,
+                             std::vector<int64_t> strides, const std::string& padding,
+                             const std::string& name = "");
+
+/// Gradient of conv2d with respect to its filter; the result has filter_like's shape.
+output conv2d_backprop_filter(output input, output filter_like, output out_backprop,
+                              std::vector<int64_t> strides, const std::string& padding,
+                              const std::string& name = "");
+
+}  // namespace actorflow

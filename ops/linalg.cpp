@@ -1,0 +1,377 @@
+// GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512 intrinsics
+// as Eigen's GEMM kernels inline them; the state of this pragma at the intrinsics' location
+// is what counts, so it comes before any include.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "ops/linalg.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+template <class T>
+using const_rows =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+               Eigen::OuterStride<>>;
+template <class T>
+using mutable_rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                                0, Eigen::OuterStride<>>;
+
+// One Eigen product for rows [r0, r1) and columns [c0, c1) of c = op(a) x op(b). The operands are
+// strided views into the full matrices; a transposed operand is a transposed view (Eigen's GEMM
+// packs either storage order, so nothing is copied to transpose).
+template <class T>
+void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  mutable_rows<T> out(c + r0 * n + c0, rows, cols, Eigen::OuterStride<>(n));
+  if (!ta) {
+    const_rows<T> lhs(a + r0 * k, rows, k, Eigen::OuterStride<>(k));
+    if (!tb) {
+      const_rows<T> rhs(b + c0, k, cols, Eigen::OuterStride<>(n));
+      out.noalias() = lhs * rhs;
+    } else {
+      const_rows<T> rhs(b + c0 * k, cols, k, Eigen::OuterStride<>(k));
+      out.noalias() = lhs * rhs.transpose();
+    }
+  } else {
+    const_rows<T> lhs(a + r0, k, rows, Eigen::OuterStride<>(m));
+    if (!tb) {
+      const_rows<T> rhs(b + c0, k, cols, Eigen::OuterStride<>(n));
+      out.noalias() = lhs.transpose() * rhs;
+    } else {
+      const_rows<T> rhs(b + c0 * k, cols, k, Eigen::OuterStride<>(k));
+      out.noalias() = lhs.transpose() * rhs.transpose();
+    }
+  }
+}
+
+// Below this many multiply-adds in all, the whole product runs as one call on the calling thread.
+constexpr double serial_work = 64.0 * 64.0 * 64.0;
+// Blocks are kept at least this large: each Eigen call packs its panels anew, so many small
+// blocks would spend their time packing.
+constexpr double min_block_work = 32.0 * 64.0 * 64.0;
+// From this many matrices per thread on, whole matrices are the unit of work.
+constexpr int64_t batch_only_factor = 4;
+// Blocks per thread when a matrix is split: a little more than one evens out the load when a
+// thread of the arena is late.
+constexpr int64_t blocks_per_thread = 2;
+
+// c[i] = op(a[i]) x op(b[i]) for i < batch, where a[i] = a + i * a_stride (a stride of 0 shares
+// one matrix across the batch). Splits each product into column blocks (or row blocks when the
+// output is taller than wide, so the smaller operand is the one each block packs again).
+template <class T>
+void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride, int64_t b_stride,
+                  int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + batch * m * n, T(0));
+    return;
+  }
+  const double work = double(m) * double(n) * double(k);
+  const int64_t threads = tbb::this_task_arena::max_concurrency();
+  if (threads <= 1 || work * double(batch) < serial_work) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm_block(a + i * a_stride, b + i * b_stride, c + i * m * n, m, n, k, ta, tb, 0, m, 0, n);
+    return;
+  }
+  const bool split_cols = n >= m;
+  const int64_t dim = split_cols ? n : m;
+  // Column blocks start on a 64-byte boundary (whole SIMD registers); row blocks on 8 rows.
+  const int64_t align = split_cols ? std::max<int64_t>(1, 64 / int64_t(sizeof(T))) : 8;
+  int64_t parts = 1;
+  if (batch < batch_only_factor * threads) {
+    // Enough blocks that batch * parts divides evenly among the threads.
+    parts = threads / std::gcd(batch, threads) * blocks_per_thread;
+    parts = std::min(parts, std::max<int64_t>(1, dim / align));
+    parts = std::min(parts, std::max<int64_t>(1, int64_t(work / min_block_work)));
+  }
+  auto bound = [&](int64_t p) {
+    if (p >= parts) return dim;
+    int64_t x = dim * p / parts;
+    return std::min(dim, (x + align - 1) / align * align);
+  };
+  const int64_t tasks = batch * parts;
+  const int64_t grain = parts > 1 ? 1 : std::max<int64_t>(1, int64_t(min_block_work / work));
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, tasks, grain),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t t = r.begin(); t < r.end(); ++t) {
+          const int64_t i = t / parts, p = t % parts;
+          const int64_t lo = bound(p), hi = bound(p + 1);
+          if (lo >= hi) continue;
+          const T* ai = a + i * a_stride;
+          const T* bi = b + i * b_stride;
+          T* ci = c + i * m * n;
+          if (split_cols)
+            gemm_block(ai, bi, ci, m, n, k, ta, tb, 0, m, lo, hi);
+          else
+            gemm_block(ai, bi, ci, m, n, k, ta, tb, lo, hi, 0, n);
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmul
+
+struct matmul_geometry {
+  std::vector<int64_t> batch;  // the output's batch dims (empty for rank 2)
+  int64_t m = 0, n = 0, k = 0;
+  bool a_batched = false, b_batched = false;
+};
+
+std::string flags_note(bool ta, bool tb) {
+  if (ta && tb) return " (transpose_a, transpose_b)";
+  if (ta) return " (transpose_a)";
+  if (tb) return " (transpose_b)";
+  return "";
+}
+
+// Merges two dims that must agree; -1 (unknown) yields to a known dim.
+int64_t merge_dim(int64_t x, int64_t y) { return x < 0 ? y : x; }
+
+// Validates a x b and computes the output geometry; dims may be unknown (-1) at build time.
+matmul_geometry matmul_shapes(const shape& a, const shape& b, bool ta, bool tb) {
+  auto operands = [&] { return a.to_string() + " x " + b.to_string() + flags_note(ta, tb); };
+  if (a.rank() < 2 || b.rank() < 2)
+    fail("matmul", "expects inputs of rank >= 2, got " + operands());
+  matmul_geometry g;
+  g.a_batched = a.rank() > 2;
+  g.b_batched = b.rank() > 2;
+  if (g.a_batched && g.b_batched) {
+    if (a.rank() != b.rank()) fail("matmul", "batch dimensions differ: " + operands());
+    for (int i = 0; i < a.rank() - 2; ++i) {
+      if (a[i] >= 0 && b[i] >= 0 && a[i] != b[i])
+        fail("matmul", "batch dimensions differ: " + operands());
+      g.batch.push_back(merge_dim(a[i], b[i]));
+    }
+  } else if (g.a_batched) {
+    g.batch.assign(a.dims().begin(), a.dims().end() - 2);
+  } else if (g.b_batched) {
+    g.batch.assign(b.dims().begin(), b.dims().end() - 2);
+  }
+  g.m = ta ? a.dim(-1) : a.dim(-2);
+  const int64_t ka = ta ? a.dim(-2) : a.dim(-1);
+  const int64_t kb = tb ? b.dim(-1) : b.dim(-2);
+  g.n = tb ? b.dim(-2) : b.dim(-1);
+  if (ka >= 0 && kb >= 0 && ka != kb) fail("matmul", "inner dimensions differ: " + operands());
+  g.k = merge_dim(ka, kb);
+  return g;
+}
+
+bool is_matmul_type(dtype t) {
+  return t == dtype::float32 || t == dtype::float64 || t == dtype::int32 || t == dtype::int64;
+}
+
+std::vector<tensor_spec> matmul_infer(const shape_context& c) {
+  auto& a = c.inputs[0];
+  auto& b = c.inputs[1];
+  if (a.type != b.type)
+    c.fail("operands have different dtypes: " + a.to_string() + " x " + b.to_string());
+  if (!is_matmul_type(a.type))
+    c.fail(std::string("expects float32, float64, int32 or int64, got ") + dtype_name(a.type));
+  auto g = matmul_shapes(a.dims, b.dims, c.attr_or<bool>("transpose_a", false),
+                         c.attr_or<bool>("transpose_b", false));
+  auto dims = g.batch;
+  dims.push_back(g.m);
+  dims.push_back(g.n);
+  return {{a.type, shape(std::move(dims))}};
+}
+
+void matmul_kernel(kernel_context& ctx) {
+  const tensor& a = ctx.input(0);
+  const tensor& b = ctx.input(1);
+  if (a.type() != b.type())
+    ctx.fail(std::string("operands have different dtypes: ") + dtype_name(a.type()) + " x " +
+             dtype_name(b.type()));
+  const bool ta = ctx.attr_or<bool>("transpose_a", false);
+  const bool tb = ctx.attr_or<bool>("transpose_b", false);
+  auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
+  auto dims = g.batch;
+  dims.push_back(g.m);
+  dims.push_back(g.n);
+  tensor& out = ctx.allocate_output(0, a.type(), shape(dims));
+  int64_t batch = 1;
+  for (auto d : g.batch) batch *= d;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.mutable_data<T>();
+    if (g.a_batched && !g.b_batched && !ta) {
+      // [batch, M, K] x [K, N] is one [batch * M, K] x [K, N] product.
+      batched_gemm(pa, pb, pc, 1, 0, 0, batch * g.m, g.n, g.k, false, tb);
+    } else {
+      batched_gemm(pa, pb, pc, batch, g.a_batched ? g.m * g.k : 0, g.b_batched ? g.k * g.n : 0, g.m,
+                   g.n, g.k, ta, tb);
+    }
+  };
+  switch (a.type()) {
+    case dtype::float32:
+      run(float{});
+      break;
+    case dtype::float64:
+      run(double{});
+      break;
+    case dtype::int32:
+      run(int32_t{});
+      break;
+    case dtype::int64:
+      run(int64_t{});
+      break;
+    default:
+      ctx.fail(std::string("expects float32, float64, int32 or int64, got ") +
+               dtype_name(a.type()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bias_add, bias_add_grad
+
+std::vector<tensor_spec> bias_add_infer(const shape_context& c) {
+  auto& v = c.inputs[0];
+  auto& bias = c.inputs[1];
+  if (v.type != bias.type)
+    c.fail("value and bias have different dtypes: " + v.to_string() + " and " + bias.to_string());
+  if (v.type == dtype::boolean) c.fail("bool is not a numeric type");
+  if (v.dims.rank() < 1) c.fail("value must have rank >= 1, got " + v.dims.to_string());
+  if (bias.dims.rank() != 1) c.fail("bias must be 1-D, got " + bias.dims.to_string());
+  int64_t last = v.dims.dim(-1);
+  if (last >= 0 && bias.dims[0] >= 0 && last != bias.dims[0])
+    c.fail("bias " + bias.dims.to_string() + " does not match the last dimension of value " +
+           v.dims.to_string());
+  tensor_spec out = v;
+  out.dims[out.dims.rank() - 1] = merge_dim(last, bias.dims[0]);
+  return {out};
+}
+
+void bias_add_kernel(kernel_context& ctx) {
+  const tensor& v = ctx.input(0);
+  const tensor& bias = ctx.input(1);
+  if (v.type() != bias.type() || v.rank() < 1 || bias.rank() != 1 ||
+      v.dims().dim(-1) != bias.dims()[0])
+    ctx.fail("bias " + tensor_spec{bias.type(), bias.dims()}.to_string() +
+             " does not match value " + tensor_spec{v.type(), v.dims()}.to_string());
+  tensor& out = ctx.allocate_output(0, v.type(), v.dims());
+  const int64_t cols = bias.num_elements();
+  if (cols == 0) return;
+  const int64_t rows = v.num_elements() / cols;
+  visit_numeric(v.type(), "bias_add", [&](auto tag) {
+    using T = decltype(tag);
+    using vec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    using mvec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+    const T* src = v.data<T>();
+    T* dst = out.mutable_data<T>();
+    vec b(bias.data<T>(), cols);
+    parallel_for(rows, std::max<int64_t>(1, parallel_grain / cols), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) mvec(dst + r * cols, cols) = vec(src + r * cols, cols) + b;
+    });
+  });
+}
+
+std::vector<tensor_spec> bias_add_grad_infer(const shape_context& c) {
+  auto& dy = c.inputs[0];
+  if (dy.type == dtype::boolean) c.fail("bool is not a numeric type");
+  if (dy.dims.rank() < 1) c.fail("dy must have rank >= 1, got " + dy.dims.to_string());
+  return {{dy.type, shape{dy.dims.dim(-1)}}};
+}
+
+// Sums rows in fixed chunks (independent of the thread count), then adds the chunk sums in
+// order, so the result is the same however the work was split.
+void bias_add_grad_kernel(kernel_context& ctx) {
+  const tensor& dy = ctx.input(0);
+  if (dy.rank() < 1) ctx.fail("dy must have rank >= 1, got " + dy.dims().to_string());
+  const int64_t cols = dy.dims().dim(-1);
+  tensor& out = ctx.allocate_output(0, dy.type(), shape{cols});
+  visit_numeric(dy.type(), "bias_add_grad", [&](auto tag) {
+    using T = decltype(tag);
+    using array = Eigen::Array<T, Eigen::Dynamic, 1>;
+    using vec = Eigen::Map<const array>;
+    auto sum = out.mutable_flat<T>();
+    sum.setZero();
+    if (cols == 0) return;
+    const int64_t rows = dy.num_elements() / cols;
+    const T* src = dy.data<T>();
+    const int64_t chunk_rows = std::max<int64_t>(1, parallel_grain / cols);
+    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+    if (chunks <= 1) {
+      for (int64_t r = 0; r < rows; ++r) sum += vec(src + r * cols, cols);
+      return;
+    }
+    std::vector<array> partial(static_cast<size_t>(chunks));
+    tbb::parallel_for(int64_t{0}, chunks, [&](int64_t ch) {
+      array& acc = partial[static_cast<size_t>(ch)];
+      acc.setZero(cols);
+      const int64_t end = std::min(rows, (ch + 1) * chunk_rows);
+      for (int64_t r = ch * chunk_rows; r < end; ++r) acc += vec(src + r * cols, cols);
+    });
+    for (auto& p : partial) sum += p;
+  });
+}
+
+const op_registrar registrations[] = {
+    op_registrar({.name = "matmul",
+                  .num_inputs = 2,
+                  .infer = matmul_infer,
+                  .kernel = matmul_kernel,
+                  .expensive = true,
+                  .summary = "matrix product over the last two dims, batched over the rest"}),
+    op_registrar({.name = "bias_add",
+                  .num_inputs = 2,
+                  .infer = bias_add_infer,
+                  .kernel = bias_add_kernel,
+                  .summary = "adds a 1-D bias along the last dim"}),
+    op_registrar({.name = "bias_add_grad",
+                  .num_inputs = 1,
+                  .infer = bias_add_grad_infer,
+                  .kernel = bias_add_grad_kernel,
+                  .summary = "sums over all but the last dim (the gradient of bias_add)"}),
+};
+
+}  // namespace
+
+template <class T>
+void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b) {
+  batched_gemm(a, b, c, 1, 0, 0, m, n, k, transpose_a, transpose_b);
+}
+
+template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
+                          bool);
+template void gemm<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,
+                           bool);
+template void gemm<int32_t>(const int32_t*, const int32_t*, int32_t*, int64_t, int64_t, int64_t,
+                            bool, bool);
+template void gemm<int64_t>(const int64_t*, const int64_t*, int64_t*, int64_t, int64_t, int64_t,
+                            bool, bool);
+
+output matmul(output a, output b, bool transpose_a, bool transpose_b, const std::string& name) {
+  return make_op("matmul", {a, b}, {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}},
+                 name);
+}
+
+output bias_add(output value, output bias, const std::string& name) {
+  return make_op("bias_add", {value, bias}, {}, name);
+}
+
+output bias_add_grad(output dy, const std::string& name) {
+  return make_op("bias_add_grad", {dy}, {}, name);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,31 @@
+// Linear algebra: matrix products and bias addition.
+//
+// Ops: matmul (attrs transpose_a, transpose_b), bias_add, bias_add_grad.
+#pragma once
+#include <cstdint>
+
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// a x b over the last two dims. a is [..., M, K] ([..., K, M] with transpose_a), b is
+/// [..., K, N] ([..., N, K] with transpose_b); the result is [..., M, N]. Batch dims (rank >= 3)
+/// must be equal, or one side may be rank 2 and is then shared by every batch.
+/// float32, float64, int32 and int64.
+output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
+              const std::string& name = "");
+/// value [..., C] + bias [C], the bias added along the last dim.
+output bias_add(output value, output bias, const std::string& name = "");
+/// The gradient of bias_add with respect to the bias: dy [..., C] summed over all but the
+/// last dim, giving [C].
+output bias_add_grad(output dy, const std::string& name = "");
+
+/// The CPU GEMM behind matmul, exposed for benchmarks and tests: c[M, N] = op(a) x op(b),
+/// all row-major and contiguous, where op(a) is [M, K] (a stored [K, M] when transpose_a)
+/// and op(b) is [K, N] (b stored [N, K] when transpose_b). Splits the product into a few
+/// large blocks run with tbb::parallel_for in the current task arena.
+template <class T>
+void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b);
+
+}  // namespace actorflow

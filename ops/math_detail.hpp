@@ -1,0 +1,341 @@
+// Internals shared by the math op family (ops/math_*.cpp): dtype sets, NumPy
+// broadcasting of partial and concrete shapes, and the element-wise drivers
+// that split work with parallel_for.
+//
+// Broadcast kernels never divide per element: the shapes are reduced to a
+// "plan" (size-1 dims dropped, adjacent dims merged where every input stays
+// contiguous or stays broadcast), whose innermost dim has stride 0 or 1 for
+// each input. The work is then a sequence of flat runs over that dim; the
+// outer index advances like an odometer. Same-shape and scalar-vs-tensor
+// inputs collapse to a single run, which is split across threads directly.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/op_registry.hpp"
+#include "devices/cpu/parallel.hpp"
+
+namespace actorflow::math_detail {
+
+// ---- dtype sets ------------------------------------------------------------
+
+enum class dtypes { all, numeric, signed_numeric, floating, boolean };
+
+constexpr bool accepts(dtypes set, dtype t) {
+  switch (set) {
+    case dtypes::all:
+      return true;
+    case dtypes::numeric:
+      return t != dtype::boolean;
+    case dtypes::signed_numeric:
+      return t == dtype::float32 || t == dtype::float64 || t == dtype::int32 || t == dtype::int64;
+    case dtypes::floating:
+      return t == dtype::float32 || t == dtype::float64;
+    case dtypes::boolean:
+      return t == dtype::boolean;
+  }
+  return false;
+}
+
+template <dtypes Set, class T>
+constexpr bool accepts_type() {
+  return accepts(Set, dtype_of<T>());
+}
+
+inline const char* describe(dtypes set) {
+  switch (set) {
+    case dtypes::all:
+      return "any dtype";
+    case dtypes::numeric:
+      return "a numeric dtype";
+    case dtypes::signed_numeric:
+      return "float32, float64, int32 or int64";
+    case dtypes::floating:
+      return "float32 or float64";
+    case dtypes::boolean:
+      return "bool";
+  }
+  return "?";
+}
+
+/// Throws "[op] expects <set>, got <dtype>" when t is not in the set.
+inline void check_dtype(const std::string& op, dtypes set, dtype t) {
+  if (!accepts(set, t))
+    fail(op, std::string("expects ") + describe(set) + ", got " + dtype_name(t));
+}
+
+/// Throws "[op] dtypes differ: a and b".
+inline void check_same_dtype(const std::string& op, dtype a, dtype b) {
+  if (a != b) fail(op, std::string("dtypes differ: ") + dtype_name(a) + " and " + dtype_name(b));
+}
+
+/// Calls f(T{}) for t when t is in Set; otherwise throws like check_dtype. Only the
+/// accepted types are instantiated.
+template <dtypes Set, class F>
+void visit_set(dtype t, const std::string& op, F&& f) {
+  visit_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (accepts_type<Set, T>())
+      f(tag);
+    else
+      check_dtype(op, Set, t);
+  });
+}
+
+// ---- broadcasting ----------------------------------------------------------
+
+/// "(2,3) and (2,5)", "(2), (3) and (4)".
+inline std::string join_shapes(const std::vector<shape>& shapes) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (i) s += i + 1 == shapes.size() ? " and " : ", ";
+    s += shapes[i].to_string();
+  }
+  return s;
+}
+
+[[noreturn]] inline void fail_broadcast(const std::string& op, const std::vector<shape>& shapes) {
+  fail(op, "shapes " + join_shapes(shapes) + " cannot broadcast");
+}
+
+/// NumPy broadcasting of partial shapes (-1 = unknown): 1 vs ? -> ?, ? vs 5 -> 5,
+/// ? vs ? -> ?. Throws "[op] shapes ... cannot broadcast" on a known conflict.
+inline shape broadcast_partial(const std::vector<shape>& shapes, const std::string& op) {
+  int rank = 0;
+  for (auto& s : shapes) rank = std::max(rank, s.rank());
+  std::vector<int64_t> out(static_cast<size_t>(rank), 1);
+  for (auto& s : shapes) {
+    for (int i = 0; i < s.rank(); ++i) {
+      int64_t d = s[i];
+      int64_t& o = out[static_cast<size_t>(rank - s.rank() + i)];
+      if (d == 1 || d == o) continue;
+      if (o == 1)
+        o = d;  // also takes an unknown dim: 1 vs ? is ?
+      else if (d == shape::unknown)
+        continue;  // o is known (not 1) or already unknown
+      else if (o == shape::unknown)
+        o = d;  // ? vs 5 is 5 (a valid graph needs ? = 1 or 5)
+      else
+        fail_broadcast(op, shapes);
+    }
+  }
+  return shape(std::move(out));
+}
+
+/// Iteration plan for N concrete inputs broadcast to one output.
+template <size_t N>
+struct broadcast_plan {
+  shape out;                  // the broadcast output shape
+  int64_t num_elements = 0;   // of out
+  std::vector<int64_t> dims;  // reduced dims (at least one); their product is num_elements
+  std::array<std::vector<int64_t>, N> strides;  // element strides per reduced dim, 0 = broadcast
+};
+
+/// Broadcasts concrete shapes and reduces them to a plan; throws naming all shapes.
+template <size_t N>
+broadcast_plan<N> make_plan(const std::array<const shape*, N>& in, const std::string& op) {
+  auto fail_here = [&]() {
+    std::vector<shape> all;
+    for (auto* s : in) all.push_back(*s);
+    fail_broadcast(op, all);
+  };
+  int rank = 0;
+  for (auto* s : in) rank = std::max(rank, s->rank());
+  std::vector<int64_t> out(static_cast<size_t>(rank), 1);
+  for (auto* s : in) {
+    for (int i = 0; i < s->rank(); ++i) {
+      int64_t d = (*s)[i];
+      if (d < 0) fail(op, "run-time shape " + s->to_string() + " has an unknown dim");
+      int64_t& o = out[static_cast<size_t>(rank - s->rank() + i)];
+      if (d == o || d == 1) continue;
+      if (o == 1)
+        o = d;
+      else
+        fail_here();
+    }
+  }
+  broadcast_plan<N> p;
+  p.out = shape(out);
+  p.num_elements = p.out.num_elements();
+  if (p.num_elements == 0) {
+    p.dims = {0};
+    for (auto& s : p.strides) s = {0};
+    return p;
+  }
+  // Full strides per input, aligned right; 0 where the input broadcasts.
+  std::array<std::vector<int64_t>, N> full;
+  for (size_t k = 0; k < N; ++k) {
+    full[k].assign(static_cast<size_t>(rank), 0);
+    int64_t stride = 1;
+    for (int i = in[k]->rank() - 1; i >= 0; --i) {
+      int64_t d = (*in[k])[i];
+      if (d != 1) full[k][static_cast<size_t>(rank - in[k]->rank() + i)] = stride;
+      stride *= d;
+    }
+  }
+  // Drop size-1 output dims; merge a dim into the kept dim before it when every
+  // input steps through both as one (contiguous, or broadcast in both).
+  for (int j = 0; j < rank; ++j) {
+    int64_t n = out[static_cast<size_t>(j)];
+    if (n == 1) continue;
+    bool merge = !p.dims.empty();
+    for (size_t k = 0; merge && k < N; ++k)
+      merge = p.strides[k].back() == full[k][static_cast<size_t>(j)] * n;
+    if (merge) {
+      p.dims.back() *= n;
+      for (size_t k = 0; k < N; ++k) p.strides[k].back() = full[k][static_cast<size_t>(j)];
+    } else {
+      p.dims.push_back(n);
+      for (size_t k = 0; k < N; ++k) p.strides[k].push_back(full[k][static_cast<size_t>(j)]);
+    }
+  }
+  if (p.dims.empty()) {  // one element
+    p.dims = {1};
+    for (auto& s : p.strides) s = {0};
+  }
+  return p;
+}
+
+/// Runs run(out_offset, in_offsets, n) over the plan: n consecutive output elements
+/// from out_offset, input k starting at in_offsets[k] and stepping by its innermost
+/// stride (0 or 1). Runs are split across threads with at least ~grain elements per task.
+template <size_t N, class F>
+void for_each_run(const broadcast_plan<N>& p, int64_t grain, F&& run) {
+  if (p.num_elements == 0) return;
+  using offsets = std::array<int64_t, N>;
+  const int r = static_cast<int>(p.dims.size());
+  const int64_t inner = p.dims.back();
+  if (r == 1) {
+    parallel_for(inner, grain, [&](int64_t b, int64_t e) {
+      offsets off;
+      for (size_t k = 0; k < N; ++k) off[k] = b * p.strides[k][0];
+      run(b, off, e - b);
+    });
+    return;
+  }
+  const int64_t rows = p.num_elements / inner;
+  parallel_for(rows, std::max<int64_t>(1, grain / inner), [&](int64_t r0, int64_t r1) {
+    // Index of the first row: one division per task, none per element.
+    std::vector<int64_t> idx(static_cast<size_t>(r - 1));
+    offsets off{};
+    int64_t rem = r0;
+    for (int d = r - 2; d >= 0; --d) {
+      idx[static_cast<size_t>(d)] = rem % p.dims[static_cast<size_t>(d)];
+      rem /= p.dims[static_cast<size_t>(d)];
+      for (size_t k = 0; k < N; ++k)
+        off[k] += idx[static_cast<size_t>(d)] * p.strides[k][static_cast<size_t>(d)];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      run(row * inner, off, inner);
+      for (int d = r - 2; d >= 0; --d) {
+        auto du = static_cast<size_t>(d);
+        for (size_t k = 0; k < N; ++k) off[k] += p.strides[k][du];
+        if (++idx[du] < p.dims[du]) break;
+        idx[du] = 0;
+        for (size_t k = 0; k < N; ++k) off[k] -= p.strides[k][du] * p.dims[du];
+      }
+    }
+  });
+}
+
+// ---- element-wise drivers --------------------------------------------------
+
+/// Element-wise tasks: plain arithmetic runs in big chunks, transcendental and
+/// integer-division work (10-50x dearer per element) in smaller ones.
+inline constexpr int64_t cheap_grain = parallel_grain;
+inline constexpr int64_t costly_grain = parallel_grain / 8;
+
+/// out[i] = f(a[i], b[i]) over one run; va/vb say whether a/b advance (else broadcast).
+template <class R, class T, class F>
+inline void binary_run(R* __restrict o, const T* __restrict a, bool va, const T* __restrict b,
+                       bool vb, int64_t n, const F& f) {
+  if (va && vb) {
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(a[i], b[i]));
+  } else if (va) {
+    const T y = *b;
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(a[i], y));
+  } else if (vb) {
+    const T x = *a;
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(x, b[i]));
+  } else {
+    std::fill(o, o + n, static_cast<R>(f(*a, *b)));
+  }
+}
+
+/// Broadcasts inputs 0 and 1 of ctx (dtype T) into a new output 0 of dtype R;
+/// run(R* out, const T* a, bool a_advances, const T* b, bool b_advances, n) fills one run.
+template <class T, class R, class Run>
+void binary_broadcast(kernel_context& ctx, int64_t grain, const Run& run) {
+  const tensor& a = ctx.input(0);
+  const tensor& b = ctx.input(1);
+  check_same_dtype(ctx.op, a.type(), b.type());
+  auto plan = make_plan<2>({&a.dims(), &b.dims()}, ctx.op);
+  tensor& out = ctx.allocate_output(0, dtype_of<R>(), plan.out);
+  if (plan.num_elements == 0) return;
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  R* po = out.mutable_data<R>();
+  const bool va = plan.strides[0].back() != 0;
+  const bool vb = plan.strides[1].back() != 0;
+  for_each_run(plan, grain, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+    run(po + o, pa + off[0], va, pb + off[1], vb, n);
+  });
+}
+
+/// binary_broadcast with a scalar function f(T, T) -> R.
+template <class T, class R, class F>
+void binary_elementwise(kernel_context& ctx, int64_t grain, const F& f) {
+  binary_broadcast<T, R>(ctx, grain,
+                         [&](R* o, const T* a, bool va, const T* b, bool vb, int64_t n) {
+                           binary_run(o, a, va, b, vb, n, f);
+                         });
+}
+
+/// Maps input 0 (dtype T, flat) to a new output 0 of dtype R and the same shape;
+/// seg(const T* in, R* out, n) fills one contiguous segment.
+template <class T, class R, class Seg>
+void unary_map(kernel_context& ctx, int64_t grain, const Seg& seg) {
+  const tensor& x = ctx.input(0);
+  tensor& out = ctx.allocate_output(0, dtype_of<R>(), x.dims());
+  const int64_t n = x.num_elements();
+  if (n == 0) return;
+  const T* px = x.data<T>();
+  R* po = out.mutable_data<R>();
+  parallel_for(n, grain, [&](int64_t b, int64_t e) { seg(px + b, po + b, e - b); });
+}
+
+/// A segment function from an Eigen array expression: f(x) -> expression of x.
+template <class T, class R = T, class F>
+auto eigen_seg(F f) {
+  return [f](const T* in, R* out, int64_t n) {
+    Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(in, n);
+    Eigen::Map<Eigen::Array<R, Eigen::Dynamic, 1>> y(out, n);
+    y = f(x);
+  };
+}
+
+/// A segment function from a scalar function f(T) -> R (simple enough to auto-vectorize).
+template <class T, class R = T, class F>
+auto scalar_seg(F f) {
+  return [f](const T* __restrict in, R* __restrict out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(in[i]));
+  };
+}
+
+/// Integer arithmetic that wraps (two's complement) instead of overflowing into UB.
+template <class T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
+struct wrap {
+  using type = T;
+};
+template <class T>
+struct wrap<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class T>
+using wrap_t = typename wrap<T>::type;
+
+}  // namespace actorflow::math_detail

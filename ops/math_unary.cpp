@@ -1,0 +1,216 @@
+// Unary element-wise math, logical_not and cast.
+#include <cmath>
+#include <limits>
+
+#include "ops/math.hpp"
+#include "ops/math_detail.hpp"
+#include "ops/op_util.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow {
+
+namespace {
+
+using namespace math_detail;
+
+template <dtypes Set>
+std::vector<tensor_spec> infer_unary(const shape_context& c) {
+  check_dtype(c.op, Set, c.inputs[0].type);
+  return {c.inputs[0]};
+}
+
+// Float ops through Eigen array functions, which vectorize (exp, tanh, logistic, ...).
+template <class F>
+kernel_fn eigen_kernel(F f) {
+  return [f](kernel_context& ctx) {
+    visit_set<dtypes::floating>(ctx.input(0).type(), ctx.op, [&](auto tag) {
+      using T = decltype(tag);
+      unary_map<T, T>(ctx, costly_grain, eigen_seg<T>(f));
+    });
+  };
+}
+
+// Ops simple enough that a plain loop vectorizes; f is generic over the element type.
+template <dtypes Set, class F>
+kernel_fn scalar_kernel(F f) {
+  return [f](kernel_context& ctx) {
+    visit_set<Set>(ctx.input(0).type(), ctx.op, [&](auto tag) {
+      using T = decltype(tag);
+      unary_map<T, T>(ctx, cheap_grain, scalar_seg<T>([&f](T x) { return f(x); }));
+    });
+  };
+}
+
+// Value conversion for cast: float to integer truncates and saturates (NaN -> 0)
+// instead of the undefined behaviour of an out-of-range static_cast.
+template <class To, class From>
+To convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    constexpr To lo = std::numeric_limits<To>::lowest();
+    constexpr To hi = std::numeric_limits<To>::max();
+    if (std::isnan(v)) return To(0);
+    if (v <= static_cast<From>(lo)) return lo;
+    // static_cast<From>(hi) rounds up to a power of two for wide To: >= covers it.
+    if (v >= static_cast<From>(hi)) return hi;
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+void cast_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  const dtype to = ctx.attr<dtype>("dtype");
+  if (x.type() == to) {  // immutable tensors: the input itself is the result
+    ctx.set_output(0, x);
+    return;
+  }
+  visit_dtype(x.type(), [&](auto from_tag) {
+    using From = decltype(from_tag);
+    visit_dtype(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      if constexpr (!std::is_same_v<From, To>)
+        unary_map<From, To>(ctx, cheap_grain, scalar_seg<From, To>(convert<To, From>));
+    });
+  });
+}
+
+std::vector<tensor_spec> infer_cast(const shape_context& c) {
+  return {{c.attr<dtype>("dtype"), c.inputs[0].dims}};
+}
+
+const auto negate = [](auto x) {
+  using T = decltype(x);
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(wrap_t<T>(0) - wrap_t<T>(x));
+  else
+    return -x;
+};
+
+const op_registrar registrations[] = {
+    op_registrar({.name = "neg",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::signed_numeric>,
+                  .kernel = scalar_kernel<dtypes::signed_numeric>(negate),
+                  .summary = "-x"}),
+    op_registrar({.name = "abs",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::signed_numeric>,
+                  .kernel = scalar_kernel<dtypes::signed_numeric>([](auto x) {
+                    using T = decltype(x);
+                    if constexpr (std::is_integral_v<T>)
+                      return x < T(0) ? negate(x) : x;
+                    else
+                      return std::abs(x);
+                  }),
+                  .summary = "|x|"}),
+    op_registrar({.name = "exp",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.exp(); }),
+                  .summary = "e^x"}),
+    op_registrar({.name = "log",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.log(); }),
+                  .summary = "natural logarithm"}),
+    op_registrar({.name = "sqrt",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.sqrt(); }),
+                  .summary = "square root"}),
+    op_registrar({.name = "rsqrt",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.rsqrt(); }),
+                  .summary = "1 / sqrt(x)"}),
+    op_registrar({.name = "square",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::signed_numeric>,
+                  .kernel = scalar_kernel<dtypes::signed_numeric>([](auto x) {
+                    using T = decltype(x);
+                    return static_cast<T>(wrap_t<T>(x) * wrap_t<T>(x));
+                  }),
+                  .summary = "x * x"}),
+    op_registrar({.name = "sign",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::signed_numeric>,
+                  .kernel = scalar_kernel<dtypes::signed_numeric>([](auto x) {
+                    using T = decltype(x);
+                    return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;  // keeps 0, -0 and NaN
+                  }),
+                  .summary = "-1, 0 or 1"}),
+    op_registrar({.name = "reciprocal",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.inverse(); }),
+                  .summary = "1 / x"}),
+    op_registrar({.name = "relu",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::numeric>,
+                  .kernel = scalar_kernel<dtypes::numeric>([](auto x) {
+                    using T = decltype(x);
+                    if constexpr (std::is_unsigned_v<T>)
+                      return x;
+                    else
+                      return x < T(0) ? T(0) : x;  // NaN passes through
+                  }),
+                  .summary = "max(x, 0)"}),
+    op_registrar({.name = "sigmoid",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.logistic(); }),
+                  .summary = "1 / (1 + e^-x)"}),
+    op_registrar({.name = "tanh",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::floating>,
+                  .kernel = eigen_kernel([](const auto& x) { return x.tanh(); }),
+                  .summary = "hyperbolic tangent"}),
+    op_registrar({.name = "logical_not",
+                  .num_inputs = 1,
+                  .infer = infer_unary<dtypes::boolean>,
+                  .kernel = scalar_kernel<dtypes::boolean>([](bool x) { return !x; }),
+                  .summary = "!x"}),
+    op_registrar({.name = "cast",
+                  .num_inputs = 1,
+                  .infer = infer_cast,
+                  .kernel = cast_kernel,
+                  .summary = "converts to the dtype attribute"}),
+};
+
+}  // namespace
+
+output neg(output x, const std::string& name) { return make_op("neg", {x}, {}, name); }
+output abs(output x, const std::string& name) { return make_op("abs", {x}, {}, name); }
+output exp(output x, const std::string& name) { return make_op("exp", {x}, {}, name); }
+output log(output x, const std::string& name) { return make_op("log", {x}, {}, name); }
+output sqrt(output x, const std::string& name) { return make_op("sqrt", {x}, {}, name); }
+output rsqrt(output x, const std::string& name) { return make_op("rsqrt", {x}, {}, name); }
+output square(output x, const std::string& name) { return make_op("square", {x}, {}, name); }
+output sign(output x, const std::string& name) { return make_op("sign", {x}, {}, name); }
+output reciprocal(output x, const std::string& name) {
+  return make_op("reciprocal", {x}, {}, name);
+}
+output relu(output x, const std::string& name) { return make_op("relu", {x}, {}, name); }
+output sigmoid(output x, const std::string& name) { return make_op("sigmoid", {x}, {}, name); }
+output tanh(output x, const std::string& name) { return make_op("tanh", {x}, {}, name); }
+output logical_not(output x, const std::string& name) {
+  return make_op("logical_not", {x}, {}, name);
+}
+
+output cast(output x, dtype to, const std::string& name) {
+  return make_op("cast", {x}, {{"dtype", to}}, name);
+}
+
+output scalar_like(output x, double value, const std::string& name) {
+  tensor t;
+  visit_dtype(x.type(), [&](auto tag) {
+    using T = decltype(tag);
+    t = tensor::scalar<T>(convert<T, double>(value));
+  });
+  return constant(x.owner(), std::move(t), name);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,496 @@
+// Reductions. Every reduction is brought to one form: a dense (O, R, I) block
+// reduced over R. Size-1 dims are dropped and neighbouring dims merged, so
+// reducing the last axes gives (O, R, 1): contiguous rows reduced with Eigen's
+// vectorized redux; leading or middle axes give (O, R, I): whole rows combined
+// element-wise into an accumulator row, which vectorizes too. Other patterns
+// (reduced dims not adjacent) are transposed first. Large reductions split R
+// into blocks fixed by the shape alone, so results do not depend on threads.
+#include "ops/reduce.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/array_util.hpp"
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+using detail::list_to_string;
+
+enum class reduce_kind { sum, mean, max, min, prod };
+
+// Elements per partial result: fixes the summation order of long reductions.
+constexpr int64_t block = int64_t{1} << 15;
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
+}
+
+template <class T>
+using row_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+template <class T>
+struct sum_op {
+  static T combine(T a, T b) { return static_cast<T>(a + b); }
+  static T redux(const row_map<T>& m) { return m.sum(); }
+};
+
+template <class T>
+struct prod_op {
+  static T combine(T a, T b) { return static_cast<T>(a * b); }
+  static T redux(const row_map<T>& m) { return m.prod(); }
+};
+
+// NaN wins: once either side is NaN the result is NaN.
+template <class T>
+struct max_op {
+  static T combine(T a, T b) { return (b > a || is_nan(b)) ? b : a; }
+  static T redux(const row_map<T>& m) {
+    if constexpr (std::is_floating_point_v<T>)
+      return m.template maxCoeff<Eigen::PropagateNaN>();
+    else
+      return m.maxCoeff();
+  }
+};
+
+template <class T>
+struct min_op {
+  static T combine(T a, T b) { return (b < a || is_nan(b)) ? b : a; }
+  static T redux(const row_map<T>& m) {
+    if constexpr (std::is_floating_point_v<T>)
+      return m.template minCoeff<Eigen::PropagateNaN>();
+    else
+      return m.minCoeff();
+  }
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// (O, R, 1): out[o] = reduce(x[o, :]).
+template <class T, class Op>
+void reduce_rows(const T* x, T* out, int64_t O, int64_t R) {
+  int64_t nb = 1;
+  if (O < 8 && R > 2 * block) nb = std::min<int64_t>(64, ceil_div(R, block));
+  if (nb == 1) {
+    parallel_for(O, std::max<int64_t>(1, parallel_grain / R), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) out[o] = Op::redux(row_map<T>(x + o * R, R));
+    });
+    return;
+  }
+  int64_t chunk = ceil_div(R, nb);
+  nb = ceil_div(R, chunk);  // every block non-empty
+  std::vector<T> partial(static_cast<size_t>(O * nb));
+  parallel_for(O * nb, 1, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      int64_t o = u / nb, r0 = (u % nb) * chunk, r1 = std::min(R, r0 + chunk);
+      partial[static_cast<size_t>(u)] = Op::redux(row_map<T>(x + o * R + r0, r1 - r0));
+    }
+  });
+  for (int64_t o = 0; o < O; ++o) {
+    T acc = partial[static_cast<size_t>(o * nb)];
+    for (int64_t k = 1; k < nb; ++k)
+      acc = Op::combine(acc, partial[static_cast<size_t>(o * nb + k)]);
+    out[o] = acc;
+  }
+}
+
+// (O, R, I) with I > 1: out[o, :] = reduce over r of x[o, r, :], row by row.
+template <class T, class Op>
+void reduce_cols(const T* x, T* out, int64_t O, int64_t R, int64_t I) {
+  constexpr int64_t max_cols = 2048;  // an accumulator slice that stays in L1
+  int64_t cw = std::min(I, max_cols), nbc = ceil_div(I, cw);
+  int64_t nbr = 1;
+  if (O * nbc < 8 && R * cw > 2 * block) nbr = std::min<int64_t>(64, ceil_div(R * cw, block));
+  int64_t rchunk = ceil_div(R, nbr);
+  nbr = ceil_div(R, rchunk);
+  std::vector<T> partial(nbr > 1 ? static_cast<size_t>(O * nbr * I) : 0);
+  T* acc_base = nbr > 1 ? partial.data() : out;
+  int64_t grain = std::max<int64_t>(1, parallel_grain / (rchunk * cw));
+  parallel_for(O * nbr * nbc, grain, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      int64_t kc = u % nbc, rest = u / nbc;
+      int64_t kr = rest % nbr, o = rest / nbr;
+      int64_t c0 = kc * cw, n = std::min(I, c0 + cw) - c0;
+      int64_t r0 = kr * rchunk, r1 = std::min(R, r0 + rchunk);
+      T* acc = acc_base + (o * nbr + kr) * I + c0;
+      const T* row = x + (o * R + r0) * I + c0;
+      std::copy_n(row, n, acc);
+      int64_t r = r0 + 1;
+      // Four rows per pass: a quarter of the accumulator loads and stores.
+      for (; r + 4 <= r1; r += 4) {
+        const T* a = row + I;
+        const T* b = a + I;
+        const T* d = b + I;
+        const T* f = d + I;
+        for (int64_t c = 0; c < n; ++c)
+          acc[c] =
+              Op::combine(acc[c], Op::combine(Op::combine(a[c], b[c]), Op::combine(d[c], f[c])));
+        row = f;
+      }
+      for (; r < r1; ++r) {
+        row += I;
+        for (int64_t c = 0; c < n; ++c) acc[c] = Op::combine(acc[c], row[c]);
+      }
+    }
+  });
+  if (nbr == 1) return;
+  for (int64_t o = 0; o < O; ++o) {
+    T* dst = out + o * I;
+    const T* p = partial.data() + o * nbr * I;
+    std::copy_n(p, I, dst);
+    for (int64_t k = 1; k < nbr; ++k)
+      for (int64_t c = 0; c < I; ++c) dst[c] = Op::combine(dst[c], p[k * I + c]);
+  }
+}
+
+template <class T, class Op>
+void reduce_block(const T* x, T* out, int64_t O, int64_t R, int64_t I) {
+  if (I == 1)
+    reduce_rows<T, Op>(x, out, O, R);
+  else
+    reduce_cols<T, Op>(x, out, O, R, I);
+}
+
+// Which dims are reduced: the named axes, or all when none are named.
+std::vector<bool> reduced_dims(const shape& in, const std::vector<int64_t>& axes,
+                               const std::string& op) {
+  std::vector<bool> red(static_cast<size_t>(in.rank()), axes.empty());
+  for (auto a : axes) {
+    auto k = static_cast<size_t>(normalize_axis(a, in.rank(), op));
+    if (red[k])
+      fail(op, "duplicate axis " + std::to_string(a) + " in axes " + list_to_string(axes));
+    red[k] = true;
+  }
+  return red;
+}
+
+shape reduced_shape(const shape& in, const std::vector<bool>& red, bool keep_dims) {
+  std::vector<int64_t> out;
+  for (int k = 0; k < in.rank(); ++k) {
+    if (!red[static_cast<size_t>(k)])
+      out.push_back(in[k]);
+    else if (keep_dims)
+      out.push_back(1);
+  }
+  return shape(out);
+}
+
+const char* kind_name(reduce_kind k) {
+  switch (k) {
+    case reduce_kind::sum:
+      return "sum";
+    case reduce_kind::mean:
+      return "mean";
+    case reduce_kind::max:
+      return "max";
+    case reduce_kind::min:
+      return "min";
+    case reduce_kind::prod:
+      return "prod";
+  }
+  return "?";
+}
+
+template <class T>
+void run_kind(reduce_kind kind, const T* x, T* out, int64_t O, int64_t R, int64_t I) {
+  switch (kind) {
+    case reduce_kind::sum:
+    case reduce_kind::mean:
+      reduce_block<T, sum_op<T>>(x, out, O, R, I);
+      break;
+    case reduce_kind::prod:
+      reduce_block<T, prod_op<T>>(x, out, O, R, I);
+      break;
+    case reduce_kind::max:
+      reduce_block<T, max_op<T>>(x, out, O, R, I);
+      break;
+    case reduce_kind::min:
+      reduce_block<T, min_op<T>>(x, out, O, R, I);
+      break;
+  }
+  if (kind == reduce_kind::mean) {
+    int64_t n = O * I;
+    parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if constexpr (std::is_floating_point_v<T>)
+          out[i] /= static_cast<T>(R);
+        else
+          out[i] = static_cast<T>(static_cast<int64_t>(out[i]) / R);
+      }
+    });
+  }
+}
+
+// Reduces x over the `red` dims into `out_dims` (holding the kept dims in order,
+// possibly with extra 1s). Sets output 0 of ctx.
+void reduce_tensor(kernel_context& ctx, reduce_kind kind, const tensor& x,
+                   const std::vector<bool>& red, const shape& out_dims) {
+  const auto& xd = x.dims().dims();
+  int64_t reduced_count = 1, kept_count = 1;
+  for (size_t k = 0; k < xd.size(); ++k) (red[k] ? reduced_count : kept_count) *= xd[k];
+  if (reduced_count == 0 && kept_count > 0) {
+    std::string what = "input " + x.dims().to_string() + " reduced over a zero-size dim";
+    if (kind == reduce_kind::max || kind == reduce_kind::min)
+      ctx.fail(std::string("cannot take the ") + kind_name(kind) + " of no elements: " + what);
+    if (kind == reduce_kind::mean && !is_floating(x.type()))
+      ctx.fail("integer mean of no elements: " + what);
+    tensor& out = ctx.allocate_output(0, x.type(), out_dims);
+    double v = kind == reduce_kind::prod ? 1 : kind == reduce_kind::sum ? 0 : std::nan("");
+    return detail::fill_value(out, v, ctx.op);
+  }
+  // Group the dims larger than 1 into runs of kept and reduced dims.
+  std::vector<int64_t> sizes;
+  std::vector<bool> flags;
+  for (size_t k = 0; k < xd.size(); ++k) {
+    if (xd[k] == 1) continue;
+    if (!flags.empty() && flags.back() == red[k]) {
+      sizes.back() *= xd[k];
+    } else {
+      sizes.push_back(xd[k]);
+      flags.push_back(red[k]);
+    }
+  }
+  bool reduces = std::find(flags.begin(), flags.end(), true) != flags.end();
+  if (!reduces || x.num_elements() == 0) {
+    // Nothing to combine (only size-1 dims reduced, or no output elements).
+    if (x.num_elements() == out_dims.num_elements()) return ctx.set_output(0, x.reshaped(out_dims));
+    ctx.allocate_output(0, x.type(), out_dims);
+    return;
+  }
+  tensor src = x;
+  int64_t O = 1, R = 1, I = 1;
+  size_t g = flags.size();
+  // Runs alternate, so this is one of [R], [K R], [R K], [K R K].
+  if (g <= 2 || (g == 3 && !flags[0])) {
+    size_t r = flags[0] ? 0 : 1;
+    for (size_t i = 0; i < r; ++i) O *= sizes[i];
+    R = sizes[r];
+    for (size_t i = r + 1; i < g; ++i) I *= sizes[i];
+  } else {
+    // Kept runs first, then reduced runs: (O, R, 1) after one transposing copy.
+    std::vector<int64_t> strides = detail::dense_strides(sizes), dims, src_strides;
+    for (bool want_reduced : {false, true})
+      for (size_t i = 0; i < g; ++i)
+        if (flags[i] == want_reduced) {
+          dims.push_back(sizes[i]);
+          src_strides.push_back(strides[i]);
+          (want_reduced ? R : O) *= sizes[i];
+        }
+    src = tensor(x.type(), shape{x.num_elements()});
+    detail::strided_copy(dtype_size(x.type()), x.raw_data(), src_strides, src.raw_mutable_data(),
+                         detail::dense_strides(dims), dims);
+  }
+  tensor& out = ctx.allocate_output(0, x.type(), out_dims);
+  visit_numeric(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)  // visit_numeric rejects bool at run time
+      run_kind<T>(kind, src.data<T>(), out.mutable_data<T>(), O, R, I);
+  });
+}
+
+void check_numeric(dtype t, const std::string& op, const shape& dims) {
+  if (t == dtype::boolean)
+    fail(op, "expects a numeric tensor, got " + tensor_spec{t, dims}.to_string());
+}
+
+std::vector<tensor_spec> reduce_infer(const shape_context& c) {
+  auto& in = c.inputs[0];
+  check_numeric(in.type, c.op, in.dims);
+  auto red = reduced_dims(in.dims, c.attr_or<std::vector<int64_t>>("axes", {}), c.op);
+  return {{in.type, reduced_shape(in.dims, red, c.attr_or<bool>("keep_dims", false))}};
+}
+
+kernel_fn reduce_kernel(reduce_kind kind) {
+  return [kind](kernel_context& ctx) {
+    const tensor& x = ctx.input(0);
+    check_numeric(x.type(), ctx.op, x.dims());
+    auto red = reduced_dims(x.dims(), ctx.attr_or<std::vector<int64_t>>("axes", {}), ctx.op);
+    reduce_tensor(ctx, kind, x, red,
+                  reduced_shape(x.dims(), red, ctx.attr_or<bool>("keep_dims", false)));
+  };
+}
+
+// ---- argmax / argmin -------------------------------------------------------
+
+// v replaces best when it is larger (smaller), or the first NaN.
+template <class T, bool is_max>
+bool better(T v, T best) {
+  if constexpr (is_max)
+    return v > best || (is_nan(v) && !is_nan(best));
+  else
+    return v < best || (is_nan(v) && !is_nan(best));
+}
+
+template <class T, bool is_max>
+void arg_reduce(const T* x, int64_t* out, int64_t O, int64_t R, int64_t I) {
+  if (I == 1) {
+    parallel_for(O, std::max<int64_t>(1, parallel_grain / R), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* row = x + o * R;
+        T best = row[0];
+        int64_t at = 0;
+        for (int64_t r = 1; r < R; ++r)
+          if (better<T, is_max>(row[r], best)) best = row[r], at = r;
+        out[o] = at;
+      }
+    });
+    return;
+  }
+  constexpr int64_t cw = 256;
+  int64_t nbc = ceil_div(I, cw);
+  parallel_for(O * nbc, std::max<int64_t>(1, parallel_grain / (R * cw)), [&](int64_t b, int64_t e) {
+    std::vector<T> best(static_cast<size_t>(cw));
+    for (int64_t u = b; u < e; ++u) {
+      int64_t o = u / nbc, c0 = (u % nbc) * cw, n = std::min(I, c0 + cw) - c0;
+      const T* row = x + o * R * I + c0;
+      int64_t* at = out + o * I + c0;
+      std::copy_n(row, n, best.data());
+      std::fill_n(at, n, 0);
+      for (int64_t r = 1; r < R; ++r) {
+        row += I;
+        for (int64_t c = 0; c < n; ++c)
+          if (better<T, is_max>(row[c], best[c])) best[c] = row[c], at[c] = r;
+      }
+    }
+  });
+}
+
+std::vector<tensor_spec> arg_infer(const shape_context& c) {
+  auto& in = c.inputs[0];
+  check_numeric(in.type, c.op, in.dims);
+  int axis = normalize_axis(c.attr_or<int64_t>("axis", 0), in.dims.rank(), c.op);
+  auto d = in.dims.dims();
+  d.erase(d.begin() + axis);
+  return {{dtype::int64, shape(d)}};
+}
+
+template <bool is_max>
+void arg_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  check_numeric(x.type(), ctx.op, x.dims());
+  int axis = normalize_axis(ctx.attr_or<int64_t>("axis", 0), x.rank(), ctx.op);
+  auto d = x.dims().dims();
+  int64_t O = 1, R = d[static_cast<size_t>(axis)], I = 1;
+  for (int k = 0; k < axis; ++k) O *= d[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) I *= d[k];
+  d.erase(d.begin() + axis);
+  tensor& out = ctx.allocate_output(0, dtype::int64, shape(d));
+  if (out.num_elements() == 0) return;
+  if (R == 0)
+    ctx.fail("cannot take the " + ctx.op + " of no elements: axis " + std::to_string(axis) +
+             " of " + x.dims().to_string() + " has size 0");
+  visit_numeric(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      arg_reduce<T, is_max>(x.data<T>(), out.mutable_data<int64_t>(), O, R, I);
+  });
+}
+
+// ---- sum_to_shape_of -------------------------------------------------------
+
+// The dims of `from` that summing to `to` removes or shrinks to 1 (the reverse of
+// broadcasting `to` to `from`). Unknown dims pass at build time.
+std::vector<bool> sum_to_dims(const shape& from, const shape& to, const std::string& op) {
+  bool ok = to.rank() <= from.rank();
+  int lead = from.rank() - to.rank();
+  std::vector<bool> red(static_cast<size_t>(from.rank()), true);
+  for (int k = 0; ok && k < to.rank(); ++k) {
+    int64_t f = from[lead + k], t = to[k];
+    ok = f < 0 || t < 0 || t == 1 || f == t;
+    red[static_cast<size_t>(lead + k)] = t == 1 && f != 1;
+  }
+  if (!ok)
+    fail(op, "cannot sum " + from.to_string() + " to " + to.to_string() + ": " + to.to_string() +
+                 " does not broadcast to " + from.to_string());
+  return red;
+}
+
+std::vector<tensor_spec> sum_to_infer(const shape_context& c) {
+  auto& x = c.inputs[0];
+  check_numeric(x.type, c.op, x.dims);
+  sum_to_dims(x.dims, c.inputs[1].dims, c.op);
+  return {{x.type, c.inputs[1].dims}};
+}
+
+void sum_to_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  check_numeric(x.type(), ctx.op, x.dims());
+  const shape& to = ctx.input(1).dims();
+  auto red = sum_to_dims(x.dims(), to, ctx.op);
+  reduce_tensor(ctx, reduce_kind::sum, x, red, to);
+}
+
+op_def reduction(const char* name, reduce_kind kind, const char* summary) {
+  return {.name = name,
+          .num_inputs = 1,
+          .infer = reduce_infer,
+          .kernel = reduce_kernel(kind),
+          .summary = summary};
+}
+
+const op_registrar registrations[] = {
+    op_registrar(reduction("sum", reduce_kind::sum, "sum over attr axes (empty = all)")),
+    op_registrar(reduction("mean", reduce_kind::mean, "mean over attr axes (empty = all)")),
+    op_registrar(reduction("max", reduce_kind::max, "maximum over attr axes (empty = all)")),
+    op_registrar(reduction("min", reduce_kind::min, "minimum over attr axes (empty = all)")),
+    op_registrar(reduction("prod", reduce_kind::prod, "product over attr axes (empty = all)")),
+    op_registrar({.name = "argmax",
+                  .num_inputs = 1,
+                  .infer = arg_infer,
+                  .kernel = arg_kernel<true>,
+                  .summary = "int64 index of the maximum along attr axis"}),
+    op_registrar({.name = "argmin",
+                  .num_inputs = 1,
+                  .infer = arg_infer,
+                  .kernel = arg_kernel<false>,
+                  .summary = "int64 index of the minimum along attr axis"}),
+    op_registrar({.name = "sum_to_shape_of",
+                  .num_inputs = 2,
+                  .infer = sum_to_infer,
+                  .kernel = sum_to_kernel,
+                  .summary = "sums input 0 down to the run-time shape of input 1 (undoes "
+                             "broadcasting)"}),
+};
+
+output reduce_op(const char* op, output x, std::vector<int64_t> axes, bool keep_dims,
+                 const std::string& name) {
+  return make_op(op, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+}
+
+}  // namespace
+
+output reduce_sum(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduce_op("sum", x, std::move(axes), keep_dims, name);
+}
+output reduce_mean(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduce_op("mean", x, std::move(axes), keep_dims, name);
+}
+output reduce_max(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduce_op("max", x, std::move(axes), keep_dims, name);
+}
+output reduce_min(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduce_op("min", x, std::move(axes), keep_dims, name);
+}
+output reduce_prod(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduce_op("prod", x, std::move(axes), keep_dims, name);
+}
+
+output argmax(output x, int64_t axis, const std::string& name) {
+  return make_op("argmax", {x}, {{"axis", axis}}, name);
+}
+output argmin(output x, int64_t axis, const std::string& name) {
+  return make_op("argmin", {x}, {{"axis", axis}}, name);
+}
+
+output sum_to_shape_of(output x, output like, const std::string& name) {
+  return make_op("sum_to_shape_of", {x, like}, {}, name);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,483 @@
+// Cases for conv2d and its backprops: hand-computed values, then the real
+// guarantee: backprops against central differences of conv2d, and the chunked,
+// multi-threaded paths against a direct-loop reference on larger shapes.
+#include <cmath>
+#include <random>
+
+#include "ops/conv.hpp"
+#include "ops/conv_gemm.hpp"
+#include "ops/op_cases.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow::testing {
+namespace {
+
+attr_map conv_attrs(std::vector<int64_t> strides, std::string padding) {
+  return {{"strides", std::move(strides)}, {"padding", std::move(padding)}};
+}
+
+// 1x3x3x1 input 1..9 and a 2x2x1x1 filter [[1,2],[3,4]].
+tensor x33() { return make<float>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}); }
+tensor w22() { return make<float>({2, 2, 1, 1}, {1, 2, 3, 4}); }
+// 1x4x4x1 input 1..16.
+tensor x44() {
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[i] = float(i + 1);
+  return make<float>({1, 4, 4, 1}, v);
+}
+// 1x4x4x2 input 1..32 and a 2x2x2x2 filter.
+tensor x442() {
+  std::vector<float> v(32);
+  for (int i = 0; i < 32; ++i) v[i] = float(i + 1);
+  return make<float>({1, 4, 4, 2}, v);
+}
+tensor w2222() {
+  return make<float>({2, 2, 2, 2}, {1, 0, 0, 1, -1, 2, 1, 0, 0, 1, 1, -1, 2, 0, 0, 1});
+}
+template <class T>
+tensor filled(shape s, T v) {
+  tensor t(dtype_of<T>(), s);
+  std::fill(t.mutable_data<T>(), t.mutable_data<T>() + t.num_elements(), v);
+  return t;
+}
+
+const op_case_registrar cases({
+    // --- conv2d ---
+    {.op = "conv2d",
+     .label = "VALID 1x3x3x1 * 2x2",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({1, 2, 2, 1}, {37, 47, 67, 77})}},
+    {.op = "conv2d",
+     .label = "SAME stride 1, even filter: extra padding on the bottom/right",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({1, 1}, "SAME"),
+     .expected = {make<float>({1, 3, 3, 1}, {37, 47, 21, 67, 77, 33, 23, 26, 9})}},
+    {.op = "conv2d",
+     .label = "SAME stride 2 on 4x4 with 3x3 ones: pad 0 top, 1 bottom",
+     .inputs = {x44(), filled<float>({3, 3, 1, 1}, 1.f)},
+     .attrs = conv_attrs({2, 2}, "SAME"),
+     .expected = {make<float>({1, 2, 2, 1}, {54, 45, 72, 54})}},
+    {.op = "conv2d",
+     .label = "TF 4-element strides [1,2,2,1]",
+     .inputs = {x44(), filled<float>({3, 3, 1, 1}, 1.f)},
+     .attrs = conv_attrs({1, 2, 2, 1}, "SAME"),
+     .expected = {make<float>({1, 2, 2, 1}, {54, 45, 72, 54})}},
+    {.op = "conv2d",
+     .label = "SAME stride 2 on odd 3x3: 2x2 output",
+     .inputs = {x33(), filled<float>({1, 1, 1, 2}, 1.f)},
+     .attrs = conv_attrs({2, 2}, "SAME"),
+     .expected = {make<float>({1, 2, 2, 2}, {1, 1, 3, 3, 7, 7, 9, 9})}},
+    {.op = "conv2d",
+     .label = "1x4x4x2 -> 2 channels, VALID stride 2",
+     .inputs = {x442(), w2222()},
+     .attrs = conv_attrs({2, 2}, "VALID"),
+     .expected = {make<float>({1, 2, 2, 2}, {34, 19, 50, 35, 98, 83, 114, 99})}},
+    {.op = "conv2d",
+     .label = "float64, strides (1,2) VALID",
+     .inputs = {make<double>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}),
+                make<double>({2, 2, 1, 1}, {1, 2, 3, 4})},
+     .attrs = conv_attrs({1, 2}, "VALID"),
+     .expected = {make<double>({1, 2, 1, 1}, {37, 67})}},
+    {.op = "conv2d",
+     .label = "1x1 pointwise filter (no im2col)",
+     .inputs = {make<float>({1, 1, 2, 2}, {1, 2, 3, 4}),
+                make<float>({1, 1, 2, 3}, {1, 0, 1, 0, 1, -1})},
+     .attrs = conv_attrs({1, 1}, "SAME"),
+     .expected = {make<float>({1, 1, 2, 3}, {1, 2, -1, 3, 4, -1})}},
+    {.op = "conv2d",
+     .label = "zero batch",
+     .inputs = {tensor(dtype::float32, {0, 3, 3, 1}), w22()},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {tensor(dtype::float32, {0, 2, 2, 1})}},
+    {.op = "conv2d",
+     .label = "zero input channels gives zeros",
+     .inputs = {tensor(dtype::float32, {1, 2, 2, 0}), tensor(dtype::float32, {1, 1, 0, 2})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({1, 2, 2, 2}, {0, 0, 0, 0, 0, 0, 0, 0})}},
+    {.op = "conv2d",
+     .label = "channel mismatch",
+     .inputs = {x442(), w22()},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "input channels differ"},
+    {.op = "conv2d",
+     .label = "bad padding string",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({1, 1}, "same"),
+     .expect_error = "padding must be \"SAME\" or \"VALID\""},
+    {.op = "conv2d",
+     .label = "zero stride",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({0, 1}, "VALID"),
+     .expect_error = "strides must be"},
+    {.op = "conv2d",
+     .label = "4-element strides with a batch stride",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({2, 1, 1, 1}, "VALID"),
+     .expect_error = "strides must be"},
+    {.op = "conv2d",
+     .label = "3-element strides",
+     .inputs = {x33(), w22()},
+     .attrs = conv_attrs({1, 1, 1}, "VALID"),
+     .expect_error = "strides must be"},
+    {.op = "conv2d",
+     .label = "filter larger than input with VALID",
+     .inputs = {x33(), filled<float>({4, 2, 1, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "filter (4,2) is larger than the input"},
+    {.op = "conv2d",
+     .label = "input rank 3",
+     .inputs = {tensor(dtype::float32, {3, 3, 1}), w22()},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "input must be rank 4"},
+    {.op = "conv2d",
+     .label = "int32 input",
+     .inputs = {make<int32_t>({1, 1, 1, 1}, {1}), make<int32_t>({1, 1, 1, 1}, {1})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "expects float32 or float64"},
+    {.op = "conv2d",
+     .label = "mixed dtypes",
+     .inputs = {x33(), make<double>({1, 1, 1, 1}, {1})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "dtypes differ"},
+    {.op = "conv2d",
+     .label = "missing strides",
+     .inputs = {x33(), w22()},
+     .attrs = {{"padding", std::string("VALID")}},
+     .expect_error = "missing attribute 'strides'"},
+
+    // --- conv2d_backprop_input ---
+    {.op = "conv2d_backprop_input",
+     .label = "VALID one-hot out_backprop places the filter",
+     .inputs = {x33(), w22(), make<float>({1, 2, 2, 1}, {1, 0, 0, 0})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({1, 3, 3, 1}, {1, 2, 0, 3, 4, 0, 0, 0, 0})}},
+    {.op = "conv2d_backprop_input",
+     .label = "VALID ones: overlapping windows add",
+     .inputs = {x33(), w22(), filled<float>({1, 2, 2, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({1, 3, 3, 1}, {1, 3, 2, 4, 10, 6, 3, 7, 4})}},
+    {.op = "conv2d_backprop_input",
+     .label = "SAME stride 2, 3x3 filter on 4x4 (asymmetric padding)",
+     .inputs = {filled<float>({1, 4, 4, 1}, 0.f),
+                make<float>({3, 3, 1, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}),
+                make<float>({1, 2, 2, 1}, {1, 2, 3, 4})},
+     .attrs = conv_attrs({2, 2}, "SAME"),
+     .expected = {make<float>({1, 4, 4, 1},
+                              {1, 2, 5, 4, 4, 5, 14, 10, 10, 14, 36, 24, 12, 15, 34, 20})}},
+    {.op = "conv2d_backprop_input",
+     .label = "1x4x4x2, VALID stride 2, float64, input_like of another dtype",
+     .inputs = {tensor(dtype::int32, {1, 4, 4, 2}),
+                make<double>({2, 2, 2, 2}, {1, 0, 0, 1, -1, 2, 1, 0, 0, 1, 1, -1, 2, 0, 0, 1}),
+                make<double>({1, 2, 2, 2}, {1, -1, 2, 0, 0, 1, -2, 1})},
+     .attrs = conv_attrs({2, 2}, "VALID"),
+     .expected = {make<double>({1, 4, 4, 2},
+                               {1, -1, -3, 1, 2,  0, -2, 2,  -1, 2,  2, -1, 0, 2,  4,  0,
+                                0, 1,  2,  0, -2, 1, 4,  -2, 1,  -1, 0, 1,  1, -3, -4, 1})}},
+    {.op = "conv2d_backprop_input",
+     .label = "zero batch",
+     .inputs = {tensor(dtype::float32, {0, 3, 3, 1}), w22(), tensor(dtype::float32, {0, 2, 2, 1})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {tensor(dtype::float32, {0, 3, 3, 1})}},
+    {.op = "conv2d_backprop_input",
+     .label = "out_backprop of the wrong shape",
+     .inputs = {x33(), w22(), filled<float>({1, 3, 3, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "does not match the conv2d output shape (1,2,2,1)"},
+    {.op = "conv2d_backprop_input",
+     .label = "channel mismatch",
+     .inputs = {x442(), w22(), filled<float>({1, 3, 3, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "input channels differ"},
+    {.op = "conv2d_backprop_input",
+     .label = "bad padding",
+     .inputs = {x33(), w22(), filled<float>({1, 2, 2, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "FULL"),
+     .expect_error = "padding must be"},
+    {.op = "conv2d_backprop_input",
+     .label = "dtype mismatch",
+     .inputs = {x33(), w22(), filled<double>({1, 2, 2, 1}, 1.0)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "dtypes differ"},
+
+    // --- conv2d_backprop_filter ---
+    {.op = "conv2d_backprop_filter",
+     .label = "VALID ones: window sums",
+     .inputs = {x33(), w22(), filled<float>({1, 2, 2, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({2, 2, 1, 1}, {12, 16, 24, 28})}},
+    {.op = "conv2d_backprop_filter",
+     .label = "SAME stride 2, 3x3 filter on 4x4",
+     .inputs = {x44(), filled<float>({3, 3, 1, 1}, 0.f), make<float>({1, 2, 2, 1}, {1, 2, 3, 4})},
+     .attrs = conv_attrs({2, 2}, "SAME"),
+     .expected = {make<float>({3, 3, 1, 1}, {78, 88, 36, 118, 128, 52, 31, 34, 11})}},
+    {.op = "conv2d_backprop_filter",
+     .label = "1x4x4x2, VALID stride 2",
+     .inputs = {x442(), w2222(), make<float>({1, 2, 2, 2}, {1, -1, 2, 0, 0, 1, -2, 1})},
+     .attrs = conv_attrs({2, 2}, "VALID"),
+     .expected = {make<float>({2, 2, 2, 2}, {-31, 37, -30, 38, -29, 39, -28, 40, -23, 45, -22, 46,
+                                             -21, 47, -20, 48})}},
+    {.op = "conv2d_backprop_filter",
+     .label = "float64 pointwise",
+     .inputs = {make<double>({1, 1, 2, 2}, {1, 2, 3, 4}), tensor(dtype::float64, {1, 1, 2, 1}),
+                make<double>({1, 1, 2, 1}, {1, -1})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<double>({1, 1, 2, 1}, {-2, -2})}},
+    {.op = "conv2d_backprop_filter",
+     .label = "zero batch gives zeros",
+     .inputs = {tensor(dtype::float32, {0, 3, 3, 1}), w22(), tensor(dtype::float32, {0, 2, 2, 1})},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expected = {make<float>({2, 2, 1, 1}, {0, 0, 0, 0})}},
+    {.op = "conv2d_backprop_filter",
+     .label = "out_backprop channels differ from the filter's",
+     .inputs = {x33(), w22(), filled<float>({1, 2, 2, 2}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "does not match the conv2d output shape"},
+    {.op = "conv2d_backprop_filter",
+     .label = "filter larger than input with VALID",
+     .inputs = {x33(), filled<float>({2, 5, 1, 1}, 1.f), filled<float>({1, 2, 1, 1}, 1.f)},
+     .attrs = conv_attrs({1, 1}, "VALID"),
+     .expect_error = "is larger than the input"},
+    {.op = "conv2d_backprop_filter",
+     .label = "bad strides",
+     .inputs = {x33(), w22(), filled<float>({1, 2, 2, 1}, 1.f)},
+     .attrs = conv_attrs({1, -1}, "VALID"),
+     .expect_error = "strides must be"},
+});
+
+// --- references for the extra test cases ---
+
+struct conv_cfg {
+  int64_t n, h, w, c, kh, kw, k, sh, sw;
+  bool same;
+};
+
+struct ref_geometry {
+  int64_t oh, ow, pt, pl;
+};
+
+ref_geometry ref_geom(const conv_cfg& c) {
+  auto axis = [&](int64_t in, int64_t k, int64_t s, int64_t& out, int64_t& pad) {
+    if (c.same) {
+      out = (in + s - 1) / s;
+      pad = std::max<int64_t>((out - 1) * s + k - in, 0) / 2;
+    } else {
+      out = (in - k) / s + 1;
+      pad = 0;
+    }
+  };
+  ref_geometry g{};
+  axis(c.h, c.kh, c.sh, g.oh, g.pt);
+  axis(c.w, c.kw, c.sw, g.ow, g.pl);
+  return g;
+}
+
+// Calls f(x index, filter index, output index) for every multiply-add of the conv.
+template <class F>
+void for_each_tap(const conv_cfg& c, F&& f) {
+  auto g = ref_geom(c);
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        for (int64_t i = 0; i < c.kh; ++i)
+          for (int64_t j = 0; j < c.kw; ++j) {
+            int64_t iy = oy * c.sh - g.pt + i, ix = ox * c.sw - g.pl + j;
+            if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+            for (int64_t ci = 0; ci < c.c; ++ci)
+              for (int64_t co = 0; co < c.k; ++co)
+                f(((n * c.h + iy) * c.w + ix) * c.c + ci, ((i * c.kw + j) * c.c + ci) * c.k + co,
+                  ((n * g.oh + oy) * g.ow + ox) * c.k + co);
+          }
+}
+
+template <class T>
+tensor random_tensor(shape s, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  tensor t(dtype_of<T>(), s);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<T>()[i] = T(u(rng));
+  return t;
+}
+
+attr_map attrs_of(const conv_cfg& c) { return conv_attrs({c.sh, c.sw}, c.same ? "SAME" : "VALID"); }
+
+shape out_shape(const conv_cfg& c) {
+  auto g = ref_geom(c);
+  return {c.n, g.oh, g.ow, c.k};
+}
+
+double dot(const tensor& a, const tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) s += a.data<double>()[i] * b.data<double>()[i];
+  return s;
+}
+
+TEST_CASE("conv2d backprops match central differences of conv2d (float64)") {
+  std::mt19937 rng(1234);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    conv_cfg c{pick(1, 2), pick(1, 7), pick(1, 7), pick(1, 3), pick(1, 4),
+               pick(1, 4), pick(1, 3), pick(1, 3), pick(1, 3), pick(0, 1) == 1};
+    if (!c.same && (c.kh > c.h || c.kw > c.w)) continue;
+    ++checked;
+    INFO("n,h,w,c=" << c.n << "," << c.h << "," << c.w << "," << c.c << " filter " << c.kh << "x"
+                    << c.kw << "x" << c.k << " strides " << c.sh << "," << c.sw
+                    << (c.same ? " SAME" : " VALID"));
+    auto attrs = attrs_of(c);
+    tensor x = random_tensor<double>({c.n, c.h, c.w, c.c}, rng);
+    tensor w = random_tensor<double>({c.kh, c.kw, c.c, c.k}, rng);
+    tensor r = random_tensor<double>(out_shape(c), rng);  // loss = sum(conv2d(x, w) * r)
+    auto loss = [&](const tensor& xx, const tensor& ww) {
+      return dot(run_kernel("conv2d", {xx, ww}, attrs)[0], r);
+    };
+    tensor dx = run_kernel("conv2d_backprop_input", {x, w, r}, attrs)[0];
+    tensor dw = run_kernel("conv2d_backprop_filter", {x, w, r}, attrs)[0];
+    REQUIRE(dx.dims() == x.dims());
+    REQUIRE(dw.dims() == w.dims());
+    const double eps = 1e-3;
+    auto numeric = [&](tensor& t, int64_t i, bool is_x) {
+      double* p = t.mutable_data<double>();
+      double keep = p[i];
+      p[i] = keep + eps;
+      double up = is_x ? loss(t, w) : loss(x, t);
+      p[i] = keep - eps;
+      double down = is_x ? loss(t, w) : loss(x, t);
+      p[i] = keep;
+      return (up - down) / (2 * eps);
+    };
+    tensor xp = x.clone(), wp = w.clone();
+    for (int64_t i = 0; i < x.num_elements(); ++i)
+      CHECK(dx.data<double>()[i] == doctest::Approx(numeric(xp, i, true)).epsilon(1e-7));
+    for (int64_t i = 0; i < w.num_elements(); ++i)
+      CHECK(dw.data<double>()[i] == doctest::Approx(numeric(wp, i, false)).epsilon(1e-7));
+  }
+  CHECK(checked >= 30);
+}
+
+template <class T>
+void check_against_reference(const conv_cfg& c, double tol) {
+  INFO("n,h,w,c=" << c.n << "," << c.h << "," << c.w << "," << c.c << " filter " << c.kh << "x"
+                  << c.kw << "x" << c.k << " strides " << c.sh << "," << c.sw
+                  << (c.same ? " SAME" : " VALID") << " " << dtype_name(dtype_of<T>()));
+  std::mt19937 rng(99);
+  auto attrs = attrs_of(c);
+  tensor x = random_tensor<T>({c.n, c.h, c.w, c.c}, rng);
+  tensor w = random_tensor<T>({c.kh, c.kw, c.c, c.k}, rng);
+  tensor dy = random_tensor<T>(out_shape(c), rng);
+  std::vector<double> y(dy.num_elements()), dx(x.num_elements()), dw(w.num_elements());
+  const T *xp = x.data<T>(), *wp = w.data<T>(), *dyp = dy.data<T>();
+  for_each_tap(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+    y[yi] += double(xp[xi]) * wp[wi];
+    dx[xi] += double(dyp[yi]) * wp[wi];
+    dw[wi] += double(dyp[yi]) * xp[xi];
+  });
+  auto expect = [&](const tensor& got, const std::vector<double>& want, const char* what) {
+    REQUIRE(got.num_elements() == int64_t(want.size()));
+    int bad = 0;
+    for (size_t i = 0; i < want.size() && bad < 5; ++i)
+      if (std::abs(double(got.data<T>()[i]) - want[i]) > tol * (1 + std::abs(want[i]))) {
+        ++bad;
+        FAIL_CHECK(what << " element " << i << ": " << got.data<T>()[i] << " vs " << want[i]);
+      }
+  };
+  expect(run_kernel("conv2d", {x, w}, attrs)[0], y, "conv2d");
+  expect(run_kernel("conv2d_backprop_input", {x, w, dy}, attrs)[0], dx, "backprop_input");
+  expect(run_kernel("conv2d_backprop_filter", {x, w, dy}, attrs)[0], dw, "backprop_filter");
+}
+
+TEST_CASE("conv2d chunked and multi-threaded paths match a direct-loop reference") {
+  // Many images, several chunks, per-thread partial sums in backprop_filter.
+  check_against_reference<float>({16, 16, 16, 8, 3, 3, 16, 1, 1, true}, 1e-4);
+  check_against_reference<double>({16, 16, 16, 8, 3, 3, 16, 1, 1, true}, 1e-10);
+  // One large image: chunks inside an image, col2im chunk boundaries.
+  check_against_reference<float>({1, 64, 64, 16, 3, 3, 8, 1, 1, true}, 1e-4);
+  check_against_reference<float>({2, 33, 31, 16, 4, 5, 8, 2, 3, true}, 1e-4);
+  check_against_reference<float>({3, 40, 37, 16, 5, 3, 8, 3, 2, false}, 1e-4);
+  // Pointwise (no im2col) above the parallel threshold.
+  check_against_reference<float>({32, 16, 16, 32, 1, 1, 16, 1, 1, false}, 1e-4);
+  // The benchmark CNN's second layer at a small batch.
+  check_against_reference<float>({4, 14, 14, 32, 5, 5, 64, 1, 1, true}, 1e-4);
+}
+
+template <class T>
+void check_gemm_rows(std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t m : {1, 2, 5, 6, 7, 11, 12, 13, 25, 50})
+    for (int64_t n : {1, 3, 8, 15, 16, 17, 24, 31, 32, 33, 47, 48, 49, 60, 64, 65, 100, 130})
+      for (int64_t kn : {0, 1, 7, 40})
+        for (bool transposed : {false, true})
+          for (bool accumulate : {false, true}) {
+            INFO(dtype_name(dtype_of<T>())
+                 << " m=" << m << " n=" << n << " k=" << kn << (transposed ? " A^T" : "")
+                 << (accumulate ? " +=" : ""));
+            // A is m x kn, stored row-major (a_rs = kn + 1, padded) or transposed.
+            const int64_t lda = (transposed ? m : kn) + 1, ldb = n + 2, ldc = n + 3;
+            std::vector<T> a((transposed ? kn : m) * lda + 1), b(kn * ldb + 1), c(m * ldc);
+            for (auto* v : {&a, &b, &c})
+              for (auto& x : *v) x = T(u(rng));
+            std::vector<T> want = c;
+            const int64_t a_rs = transposed ? 1 : lda, a_ks = transposed ? lda : 1;
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double s = accumulate ? double(c[i * ldc + j]) : 0.0;
+                for (int64_t k = 0; k < kn; ++k)
+                  s += double(a[i * a_rs + k * a_ks]) * double(b[k * ldb + j]);
+                want[i * ldc + j] = T(s);
+              }
+            conv_detail::gemm_rows<T>(m, n, kn, a.data(), a_rs, a_ks, b.data(), ldb, c.data(), ldc,
+                                      accumulate);
+            int bad = 0;
+            for (size_t i = 0; i < c.size() && bad < 3; ++i)
+              if (std::abs(double(c[i]) - double(want[i])) >
+                  1e-4 * (1 + std::abs(double(want[i])))) {
+                ++bad;
+                FAIL_CHECK("element " << i / ldc << "," << i % ldc << ": " << c[i] << " vs "
+                                      << want[i]);
+              }
+          }
+}
+
+TEST_CASE("conv gemm kernel matches a naive product for every tile remainder") {
+  std::mt19937 rng(5);
+  check_gemm_rows<float>(rng);
+  check_gemm_rows<double>(rng);
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("conv2d builders infer shapes with an unknown batch") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "x");
+  auto w = placeholder(g, dtype::float32, {5, 5, 1, 32}, "w");
+  auto y = conv2d(x, w, {1, 1}, "SAME");
+  CHECK(y.dims() == shape{-1, 28, 28, 32});
+  CHECK(y.node().def->expensive);
+  auto ys = conv2d(x, w, {1, 2, 3, 1}, "VALID");
+  CHECK(ys.dims() == shape{-1, 12, 8, 32});
+  auto dx = conv2d_backprop_input(x, w, y, {1, 1}, "SAME");
+  CHECK(dx.dims() == shape{-1, 28, 28, 1});
+  auto dw = conv2d_backprop_filter(x, w, y, {1, 1}, "SAME");
+  CHECK(dw.dims() == shape{5, 5, 1, 32});
+  auto unknown_hw = placeholder(g, dtype::float32, {-1, -1, -1, 1});
+  CHECK(conv2d(unknown_hw, w, {2, 2}, "SAME").dims() == shape{-1, -1, -1, 32});
+  auto w3 = placeholder(g, dtype::float32, {5, 5, 3, 32});
+  CHECK(error_of([&] {
+          conv2d(x, w3, {1, 1}, "SAME");
+        }).find("[conv2d] input channels differ") != std::string::npos);
+  CHECK(error_of([&] {
+          conv2d_backprop_input(x, w, ys, {1, 1}, "SAME");
+        }).find("does not match the conv2d output shape") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace actorflow::testing

@@ -1,0 +1,353 @@
+// Cases for matmul, bias_add and bias_add_grad, and checks of the blocked GEMM against a
+// naive product on sizes that take its parallel path.
+#include <oneapi/tbb/task_arena.h>
+
+#include <random>
+
+#include "ops/linalg.hpp"
+#include "ops/op_cases.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow::testing {
+namespace {
+
+const tensor a23 = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+const tensor b32 = make<float>({3, 2}, {7, 8, 9, 10, 11, 12});
+const tensor ab = make<float>({2, 2}, {58, 64, 139, 154});
+// The same operands stored transposed.
+const tensor a23_t = make<float>({3, 2}, {1, 4, 2, 5, 3, 6});
+const tensor b32_t = make<float>({2, 3}, {7, 9, 11, 8, 10, 12});
+
+attr_map flags(bool ta, bool tb) { return {{"transpose_a", ta}, {"transpose_b", tb}}; }
+
+const op_case_registrar matmul_cases({
+    {.op = "matmul", .label = "(2,3)x(3,2) float32", .inputs = {a23, b32}, .expected = {ab}},
+    {.op = "matmul",
+     .label = "no attrs means no transposes",
+     .inputs = {a23, b32},
+     .attrs = {},
+     .expected = {ab}},
+    {.op = "matmul",
+     .label = "(2,3)x(3,2) float64",
+     .inputs = {make<double>({2, 3}, {1, 2, 3, 4, 5, 6}),
+                make<double>({3, 2}, {7, 8, 9, 10, 11, 12})},
+     .attrs = flags(false, false),
+     .expected = {make<double>({2, 2}, {58, 64, 139, 154})}},
+    {.op = "matmul",
+     .label = "(2,3)x(3,2) int32",
+     .inputs = {make<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6}),
+                make<int32_t>({3, 2}, {7, 8, 9, 10, 11, 12})},
+     .expected = {make<int32_t>({2, 2}, {58, 64, 139, 154})}},
+    {.op = "matmul",
+     .label = "(2,3)x(3,2) int64",
+     .inputs = {make<int64_t>({2, 3}, {1, 2, 3, 4, 5, -6}),
+                make<int64_t>({3, 2}, {7, 8, 9, 10, 11, 12})},
+     .expected = {make<int64_t>({2, 2}, {58, 64, 7, 10})}},
+    {.op = "matmul",
+     .label = "transpose_a",
+     .inputs = {a23_t, b32},
+     .attrs = flags(true, false),
+     .expected = {ab}},
+    {.op = "matmul",
+     .label = "transpose_b",
+     .inputs = {a23, b32_t},
+     .attrs = flags(false, true),
+     .expected = {ab}},
+    {.op = "matmul",
+     .label = "transpose_a and transpose_b",
+     .inputs = {a23_t, b32_t},
+     .attrs = flags(true, true),
+     .expected = {ab}},
+    {.op = "matmul",
+     .label = "(1,1)x(1,1)",
+     .inputs = {make<float>({1, 1}, {3}), make<float>({1, 1}, {-4})},
+     .expected = {make<float>({1, 1}, {-12})}},
+    {.op = "matmul",
+     .label = "row times column (1,3)x(3,1)",
+     .inputs = {make<float>({1, 3}, {1, 2, 3}), make<float>({3, 1}, {4, 5, 6})},
+     .expected = {make<float>({1, 1}, {32})}},
+    {.op = "matmul",
+     .label = "batched (2,2,2)x(2,2,2)",
+     .inputs = {make<float>({2, 2, 2}, {1, 2, 3, 4, 1, 0, 0, 1}),
+                make<float>({2, 2, 2}, {5, 6, 7, 8, 2, 3, 4, 5})},
+     .expected = {make<float>({2, 2, 2}, {19, 22, 43, 50, 2, 3, 4, 5})}},
+    {.op = "matmul",
+     .label = "batched rank 4 (2,1,2,1)x(2,1,1,2)",
+     .inputs = {make<float>({2, 1, 2, 1}, {1, 2, 3, 4}), make<float>({2, 1, 1, 2}, {5, 6, 7, 8})},
+     .expected = {make<float>({2, 1, 2, 2}, {5, 6, 10, 12, 21, 24, 28, 32})}},
+    {.op = "matmul",
+     .label = "batched with transpose_b",
+     .inputs = {make<float>({2, 2, 2}, {1, 2, 3, 4, 1, 0, 0, 1}),
+                make<float>({2, 2, 2}, {5, 7, 6, 8, 2, 4, 3, 5})},
+     .attrs = flags(false, true),
+     .expected = {make<float>({2, 2, 2}, {19, 22, 43, 50, 2, 3, 4, 5})}},
+    {.op = "matmul",
+     .label = "batch x rank 2: b shared by every batch",
+     .inputs = {make<float>({2, 2, 2}, {1, 2, 3, 4, 0, 1, 1, 0}),
+                make<float>({2, 2}, {5, 6, 7, 8})},
+     .expected = {make<float>({2, 2, 2}, {19, 22, 43, 50, 7, 8, 5, 6})}},
+    {.op = "matmul",
+     .label = "rank 2 x batch: a shared by every batch",
+     .inputs = {make<float>({2, 2}, {1, 2, 3, 4}),
+                make<float>({2, 2, 2}, {5, 6, 7, 8, 1, 0, 0, 1})},
+     .expected = {make<float>({2, 2, 2}, {19, 22, 43, 50, 1, 2, 3, 4})}},
+    {.op = "matmul",
+     .label = "batch (transpose_a) x rank 2",
+     .inputs = {make<float>({1, 3, 2}, {1, 4, 2, 5, 3, 6}), make<float>({3, 1}, {1, 1, 1})},
+     .attrs = flags(true, false),
+     .expected = {make<float>({1, 2, 1}, {6, 15})}},
+    {.op = "matmul",
+     .label = "zero rows (0,3)x(3,2)",
+     .inputs = {tensor(dtype::float32, {0, 3}), tensor::zeros(dtype::float32, {3, 2})},
+     .expected = {tensor(dtype::float32, {0, 2})}},
+    {.op = "matmul",
+     .label = "zero inner dim (2,0)x(0,3) gives zeros",
+     .inputs = {tensor(dtype::float32, {2, 0}), tensor(dtype::float32, {0, 3})},
+     .expected = {tensor::zeros(dtype::float32, {2, 3})}},
+    {.op = "matmul",
+     .label = "zero columns (2,3)x(3,0)",
+     .inputs = {a23, tensor(dtype::float32, {3, 0})},
+     .expected = {tensor(dtype::float32, {2, 0})}},
+    {.op = "matmul",
+     .label = "zero batch (0,2,3)x(0,3,2)",
+     .inputs = {tensor(dtype::float64, {0, 2, 3}), tensor(dtype::float64, {0, 3, 2})},
+     .expected = {tensor(dtype::float64, {0, 2, 2})}},
+    {.op = "matmul",
+     .label = "inner dims differ",
+     .inputs = {tensor::zeros(dtype::float32, {2, 3}), tensor::zeros(dtype::float32, {4, 5})},
+     .expect_error = "[matmul] inner dimensions differ: (2,3) x (4,5)"},
+    {.op = "matmul",
+     .label = "inner dims differ after transpose_a",
+     .inputs = {a23, b32},
+     .attrs = flags(true, false),
+     .expect_error = "inner dimensions differ: (2,3) x (3,2) (transpose_a)"},
+    {.op = "matmul",
+     .label = "dtype mismatch",
+     .inputs = {a23, make<double>({3, 2}, {7, 8, 9, 10, 11, 12})},
+     .expect_error = "different dtypes: float32(2,3) x float64(3,2)"},
+    {.op = "matmul",
+     .label = "rank 1 operand",
+     .inputs = {make<float>({3}, {1, 2, 3}), b32},
+     .expect_error = "expects inputs of rank >= 2, got (3) x (3,2)"},
+    {.op = "matmul",
+     .label = "batch dims differ",
+     .inputs = {tensor::zeros(dtype::float32, {2, 2, 2}), tensor::zeros(dtype::float32, {3, 2, 2})},
+     .expect_error = "batch dimensions differ: (2,2,2) x (3,2,2)"},
+    {.op = "matmul",
+     .label = "batch ranks differ",
+     .inputs = {tensor::zeros(dtype::float32, {1, 2, 2, 2}),
+                tensor::zeros(dtype::float32, {2, 2, 2})},
+     .expect_error = "batch dimensions differ"},
+    {.op = "matmul",
+     .label = "bool operands",
+     .inputs = {tensor::zeros(dtype::boolean, {2, 2}), tensor::zeros(dtype::boolean, {2, 2})},
+     .expect_error = "expects float32, float64, int32 or int64, got bool"},
+    {.op = "matmul", .label = "arity", .inputs = {a23}, .expect_error = "expects 2 inputs"},
+});
+
+const op_case_registrar bias_cases({
+    {.op = "bias_add",
+     .label = "(2,3)+(3) float32",
+     .inputs = {a23, make<float>({3}, {10, 20, 30})},
+     .expected = {make<float>({2, 3}, {11, 22, 33, 14, 25, 36})}},
+    {.op = "bias_add",
+     .label = "float64",
+     .inputs = {make<double>({2, 2}, {1, 2, 3, 4}), make<double>({2}, {-1, 0.5})},
+     .expected = {make<double>({2, 2}, {0, 2.5, 2, 4.5})}},
+    {.op = "bias_add",
+     .label = "int32",
+     .inputs = {make<int32_t>({2, 2}, {1, 2, 3, 4}), make<int32_t>({2}, {-1, 5})},
+     .expected = {make<int32_t>({2, 2}, {0, 7, 2, 9})}},
+    {.op = "bias_add",
+     .label = "int64 rank 3",
+     .inputs = {make<int64_t>({2, 1, 2}, {1, 2, 3, 4}), make<int64_t>({2}, {100, 200})},
+     .expected = {make<int64_t>({2, 1, 2}, {101, 202, 103, 204})}},
+    {.op = "bias_add",
+     .label = "rank 1",
+     .inputs = {make<float>({3}, {1, 2, 3}), make<float>({3}, {1, 1, 1})},
+     .expected = {make<float>({3}, {2, 3, 4})}},
+    {.op = "bias_add",
+     .label = "size-1 last dim",
+     .inputs = {make<float>({3, 1}, {1, 2, 3}), make<float>({1}, {0.5f})},
+     .expected = {make<float>({3, 1}, {1.5f, 2.5f, 3.5f})}},
+    {.op = "bias_add",
+     .label = "zero rows (0,3)+(3)",
+     .inputs = {tensor(dtype::float32, {0, 3}), make<float>({3}, {1, 2, 3})},
+     .expected = {tensor(dtype::float32, {0, 3})}},
+    {.op = "bias_add",
+     .label = "zero columns (2,0)+(0)",
+     .inputs = {tensor(dtype::float32, {2, 0}), tensor(dtype::float32, {0})},
+     .expected = {tensor(dtype::float32, {2, 0})}},
+    {.op = "bias_add",
+     .label = "bias length differs",
+     .inputs = {a23, make<float>({4}, {1, 2, 3, 4})},
+     .expect_error = "bias (4) does not match the last dimension of value (2,3)"},
+    {.op = "bias_add",
+     .label = "bias of rank 2",
+     .inputs = {a23, make<float>({1, 3}, {1, 2, 3})},
+     .expect_error = "bias must be 1-D, got (1,3)"},
+    {.op = "bias_add",
+     .label = "scalar value",
+     .inputs = {scalar_of<float>(1), make<float>({1}, {1})},
+     .expect_error = "value must have rank >= 1"},
+    {.op = "bias_add",
+     .label = "dtype mismatch",
+     .inputs = {a23, make<double>({3}, {1, 2, 3})},
+     .expect_error = "different dtypes"},
+    {.op = "bias_add",
+     .label = "bool",
+     .inputs = {tensor::zeros(dtype::boolean, {2}), tensor::zeros(dtype::boolean, {2})},
+     .expect_error = "bool is not a numeric type"},
+    {.op = "bias_add_grad",
+     .label = "(2,3) float32",
+     .inputs = {a23},
+     .expected = {make<float>({3}, {5, 7, 9})}},
+    {.op = "bias_add_grad",
+     .label = "rank 3 float64",
+     .inputs = {make<double>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})},
+     .expected = {make<double>({2}, {16, 20})}},
+    {.op = "bias_add_grad",
+     .label = "int32",
+     .inputs = {make<int32_t>({3, 1}, {1, -2, 7})},
+     .expected = {make<int32_t>({1}, {6})}},
+    {.op = "bias_add_grad",
+     .label = "int64 rank 1 is itself",
+     .inputs = {make<int64_t>({2}, {4, 5})},
+     .expected = {make<int64_t>({2}, {4, 5})}},
+    {.op = "bias_add_grad",
+     .label = "zero rows gives zeros",
+     .inputs = {tensor(dtype::float32, {0, 3})},
+     .expected = {tensor::zeros(dtype::float32, {3})}},
+    {.op = "bias_add_grad",
+     .label = "zero columns",
+     .inputs = {tensor(dtype::float32, {4, 0})},
+     .expected = {tensor(dtype::float32, {0})}},
+    {.op = "bias_add_grad",
+     .label = "scalar",
+     .inputs = {scalar_of<float>(1)},
+     .expect_error = "dy must have rank >= 1"},
+    {.op = "bias_add_grad",
+     .label = "bool",
+     .inputs = {tensor::zeros(dtype::boolean, {2})},
+     .expect_error = "bool is not a numeric type"},
+});
+
+// Compares gemm with a naive product for every transpose combination.
+template <class T>
+void check_gemm(int64_t m, int64_t n, int64_t k, double tol) {
+  std::mt19937 rng(uint32_t(m * 131 + n * 7 + k));
+  std::uniform_int_distribution<int> dist(-3, 3);
+  std::vector<T> a(size_t(m * k)), b(size_t(k * n));
+  for (auto& v : a) v = T(dist(rng));
+  for (auto& v : b) v = T(dist(rng));
+  for (int flags = 0; flags < 4; ++flags) {
+    const bool ta = flags & 1, tb = flags & 2;
+    std::vector<T> c(size_t(m * n), T(-1));
+    gemm(a.data(), b.data(), c.data(), m, n, k, ta, tb);
+    // op(a) is [m, k]: a is stored [m, k], or [k, m] when transposed; likewise b.
+    auto op_a = [&](int64_t i, int64_t p) {
+      return double(ta ? a[size_t(p * m + i)] : a[size_t(i * k + p)]);
+    };
+    auto op_b = [&](int64_t p, int64_t j) {
+      return double(tb ? b[size_t(j * k + p)] : b[size_t(p * n + j)]);
+    };
+    double worst = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += op_a(i, p) * op_b(p, j);
+        worst = std::max(worst, std::abs(sum - double(c[size_t(i * n + j)])));
+      }
+    INFO(m << "x" << n << "x" << k << " transpose_a=" << ta << " transpose_b=" << tb);
+    CHECK(worst <= tol);
+  }
+}
+
+TEST_CASE("gemm matches a naive product on blocked and parallel paths") {
+  // Small integer values keep float sums exact.
+  for (int threads : {1, 2}) {
+    tbb::task_arena arena(threads);
+    arena.execute([&] {
+      check_gemm<float>(127, 513, 65, 0);  // column blocks, ragged edges
+      check_gemm<float>(300, 70, 90, 0);   // row blocks (taller than wide)
+      check_gemm<double>(64, 200, 100, 0);
+      check_gemm<int32_t>(96, 160, 80, 0);
+      check_gemm<int64_t>(9, 7, 5, 0);  // below the parallel threshold
+    });
+  }
+}
+
+TEST_CASE("batched matmul on the parallel path matches per-batch products") {
+  const int64_t batch = 3, m = 40, k = 70, n = 90;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> dist(-2, 2);
+  std::vector<float> a(size_t(batch * m * k)), b(size_t(batch * k * n)), shared(size_t(k * n));
+  for (auto& v : a) v = float(dist(rng));
+  for (auto& v : b) v = float(dist(rng));
+  for (auto& v : shared) v = float(dist(rng));
+  auto ta = make<float>({batch, m, k}, a);
+  tbb::task_arena arena(2);
+  arena.execute([&] {
+    auto out = run_kernel("matmul", {ta, make<float>({batch, k, n}, b)})[0];
+    auto folded = run_kernel("matmul", {ta, make<float>({k, n}, shared)})[0];
+    REQUIRE(out.dims() == shape{batch, m, n});
+    REQUIRE(folded.dims() == shape{batch, m, n});
+    for (int64_t i = 0; i < batch; ++i) {
+      std::vector<float> ai(a.begin() + i * m * k, a.begin() + (i + 1) * m * k);
+      std::vector<float> bi(b.begin() + i * k * n, b.begin() + (i + 1) * k * n);
+      auto one = run_kernel("matmul", {make<float>({m, k}, ai), make<float>({k, n}, bi)})[0];
+      auto one_shared =
+          run_kernel("matmul", {make<float>({m, k}, ai), make<float>({k, n}, shared)})[0];
+      auto slice = [&](const tensor& t) {
+        auto v = t.to_vector<float>();
+        return make<float>({m, n},
+                           std::vector<float>(v.begin() + i * m * n, v.begin() + (i + 1) * m * n));
+      };
+      CHECK(compare_tensors(slice(out), one, 0) == "");
+      CHECK(compare_tensors(slice(folded), one_shared, 0) == "");
+    }
+  });
+}
+
+TEST_CASE("bias_add_grad sums large inputs the same way on any thread count") {
+  const int64_t rows = 5000, cols = 33;
+  std::vector<float> dy(size_t(rows * cols));
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = float(i % 7) * 0.25f - 0.5f;
+  auto input = make<float>({rows, cols}, dy);
+  std::vector<double> expected(size_t(cols), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) expected[size_t(c)] += dy[size_t(r * cols + c)];
+  tensor one, two;
+  tbb::task_arena(1).execute([&] { one = run_kernel("bias_add_grad", {input})[0]; });
+  tbb::task_arena(2).execute([&] { two = run_kernel("bias_add_grad", {input})[0]; });
+  CHECK(one.equals(two));
+  auto got = two.to_vector<float>();
+  for (int64_t c = 0; c < cols; ++c) CHECK(got[size_t(c)] == doctest::Approx(expected[size_t(c)]));
+}
+
+TEST_CASE("matmul builder infers shapes, propagates unknown dims and validates") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, 784});
+  auto w = placeholder(g, dtype::float32, {784, 512});
+  auto y = matmul(x, w);
+  CHECK(y.dims() == shape{-1, 512});
+  CHECK(y.node().def->expensive);
+  auto yt = matmul(w, x, true, true, "yt");
+  CHECK(yt.dims() == shape{512, -1});
+  CHECK(yt.node().name == "yt");
+  auto batched = placeholder(g, dtype::float32, {-1, 3, 4});
+  auto other = placeholder(g, dtype::float32, {5, -1, 6});
+  CHECK(matmul(batched, other).dims() == shape{5, 3, 6});
+  auto unknown_inner = placeholder(g, dtype::float32, {2, -1});
+  CHECK(matmul(unknown_inner, w).dims() == shape{2, 512});
+  CHECK_THROWS_WITH_AS(matmul(w, w),
+                       doctest::Contains("inner dimensions differ: (784,512) x (784,512)"), error);
+  auto bias = placeholder(g, dtype::float32, {512});
+  CHECK(bias_add(y, bias).dims() == shape{-1, 512});
+  CHECK(bias_add(placeholder(g, dtype::float32, {2, -1}), bias).dims() == shape{2, 512});
+  CHECK(bias_add_grad(y).dims() == shape{512});
+  CHECK_THROWS_AS(bias_add(y, placeholder(g, dtype::float32, {3})), error);
+}
+
+}  // namespace
+}  // namespace actorflow::testing
