@@ -74,9 +74,7 @@ class node_actor : public caf::event_based_actor {
   void on_input(uint64_t step, int32_t slot, step_value&& v) {
     auto n = plan_->num_slots();
     if (n == 1) {  // the common case: fire at once, no per-step state
-      std::vector<step_value> slots(1);
-      slots[0] = std::move(v);
-      fire(step, slots);
+      fire(step, &v, 1);
       return;
     }
     auto& p = pending_[step];
@@ -88,14 +86,14 @@ class node_actor : public caf::event_based_actor {
     if (--p.remaining > 0) return;
     auto slots = std::move(p.slots);
     pending_.erase(step);
-    fire(step, slots);
+    fire(step, slots.data(), slots.size());
   }
 
-  void fire(uint64_t step, std::vector<step_value>& slots) {
+  void fire(uint64_t step, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
     std::vector<tensor> inputs = plan.bound_inputs;
     std::string error;
-    for (size_t s = 0; s < slots.size(); ++s) {
+    for (size_t s = 0; s < num_slots; ++s) {
       if (!slots[s].ok()) {
         error = std::move(slots[s].error);
         break;

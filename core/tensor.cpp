@@ -1,5 +1,7 @@
 #include "core/tensor.hpp"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <ostream>
 #include <sstream>
@@ -8,8 +10,23 @@ namespace actorflow {
 
 namespace {
 
+// glibc hands blocks above a dynamic threshold straight back to the OS, so a
+// training step that allocates the same large activations each step pays
+// page faults every time (measured: ~12 ms per fresh 12.8 MB block under
+// load). Keeping such blocks in the heap makes them reusable; 32 MiB is the
+// largest threshold glibc accepts.
+void keep_large_blocks_in_heap() {
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    return true;
+  }();
+  (void)done;
+}
+
 std::shared_ptr<std::byte> allocate_buffer(size_t bytes) {
   if (bytes == 0) return nullptr;
+  keep_large_blocks_in_heap();
   size_t rounded = (bytes + tensor::alignment - 1) / tensor::alignment * tensor::alignment;
   void* p = std::aligned_alloc(tensor::alignment, rounded);
   if (!p) fail("tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
