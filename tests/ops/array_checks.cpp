@@ -13,14 +13,6 @@ namespace {
 
 using ints = std::vector<int64_t>;
 
-std::vector<tensor> run_kernel_only(const std::string& op, std::vector<tensor> inputs,
-                                    attr_map attrs = {}) {
-  auto& def = op_registry::global().get(op);
-  std::string name = op;
-  kernel_context ctx{def.name, name, attrs, std::move(inputs), {}, 0};
-  def.kernel(ctx);
-  return ctx.outputs;
-}
 
 tensor iota_f(shape dims) {
   tensor t(dtype::float32, dims);

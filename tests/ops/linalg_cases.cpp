@@ -278,7 +278,8 @@ TEST_CASE("gemm matches a naive product on blocked and parallel paths") {
 }
 
 TEST_CASE("batched matmul on the parallel path matches per-batch products") {
-  const int64_t batch = 3, m = 40, k = 70, n = 90;
+  // 3 x 48x96x100 multiply-adds: above the serial threshold, so batches and blocks run in parallel.
+  const int64_t batch = 3, m = 48, k = 100, n = 96;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> dist(-2, 2);
   std::vector<float> a(size_t(batch * m * k)), b(size_t(batch * k * n)), shared(size_t(k * n));

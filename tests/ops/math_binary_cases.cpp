@@ -7,10 +7,6 @@
 namespace actorflow::testing {
 namespace {
 
-constexpr float nan_f = std::numeric_limits<float>::quiet_NaN();
-constexpr float inf_f = std::numeric_limits<float>::infinity();
-constexpr int32_t i32_min = std::numeric_limits<int32_t>::min();
-constexpr int32_t i32_max = std::numeric_limits<int32_t>::max();
 
 const op_case_registrar arithmetic_cases({
     // add

@@ -8,10 +8,6 @@
 namespace actorflow::testing {
 namespace {
 
-constexpr float nan_f = std::numeric_limits<float>::quiet_NaN();
-constexpr float inf_f = std::numeric_limits<float>::infinity();
-constexpr int32_t i32_min = std::numeric_limits<int32_t>::min();
-constexpr int32_t i32_max = std::numeric_limits<int32_t>::max();
 
 const char* const want_float = "expects float32 or float64, got ";
 const char* const want_signed = "expects float32, float64, int32 or int64, got ";

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,22 @@ tensor make(shape dims, std::vector<T> values) {
 template <class T>
 tensor scalar_of(T v) {
   return tensor::scalar<T>(v);
+}
+
+inline constexpr float nan_f = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float inf_f = std::numeric_limits<float>::infinity();
+inline constexpr int32_t i32_min = std::numeric_limits<int32_t>::min();
+inline constexpr int32_t i32_max = std::numeric_limits<int32_t>::max();
+
+/// Runs a kernel without the shape function, as the runtime does with specs
+/// that had unknown dims, to test the kernel's own validation.
+inline std::vector<tensor> run_kernel_only(const std::string& op, std::vector<tensor> inputs,
+                                           attr_map attrs = {}) {
+  auto& def = op_registry::global().get(op);
+  std::string name = op;
+  kernel_context ctx{def.name, name, attrs, std::move(inputs), {}, 0};
+  def.kernel(ctx);
+  return ctx.outputs;
 }
 
 /// Compares dtype, shape and values; floats within tol (relative to magnitude).

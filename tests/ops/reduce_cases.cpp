@@ -12,7 +12,6 @@ namespace actorflow::testing {
 namespace {
 
 using ints = std::vector<int64_t>;
-const float nan_f = std::numeric_limits<float>::quiet_NaN();
 
 // 0..11 as (2,3,2): x[o,r,i] = 6o + 2r + i.
 tensor iota_232() {
@@ -324,16 +323,6 @@ const op_case_registrar cases({
      .expect_error = "cannot sum (3) to (1,3)"},
 });
 
-// Runs a kernel without the shape function, as the runtime does with specs
-// that had unknown dims, to test the kernel's own validation.
-std::vector<tensor> run_kernel_only(const std::string& op, std::vector<tensor> inputs,
-                                    attr_map attrs = {}) {
-  auto& def = op_registry::global().get(op);
-  std::string name = op;
-  kernel_context ctx{def.name, name, attrs, std::move(inputs), {}, 0};
-  def.kernel(ctx);
-  return ctx.outputs;
-}
 
 // Reference reduction in double over `axes` (sorted, distinct) of a dense tensor.
 std::vector<double> naive_reduce(const std::vector<float>& x, const std::vector<int64_t>& dims,
