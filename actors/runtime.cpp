@@ -18,7 +18,13 @@ int default_threads(int requested) {
 }  // namespace
 
 runtime::runtime(runtime_options options)
-    : options_(options), arena_(default_threads(options.compute_threads)) {
+    // No slot is reserved for a joining master thread: kernels arrive by
+    // enqueue, so with one reserved slot only n-1 threads would ever run them.
+    : options_(options),
+      worker_limit_(std::make_unique<tbb::global_control>(
+          tbb::global_control::max_allowed_parallelism,
+          static_cast<size_t>(default_threads(options.compute_threads)) + 1)),
+      arena_(default_threads(options.compute_threads), 0) {
   options_.scheduler_threads = default_threads(options.scheduler_threads);
   options_.compute_threads = default_threads(options.compute_threads);
   config_ = std::make_unique<caf::actor_system_config>();

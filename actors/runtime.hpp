@@ -3,6 +3,7 @@
 #pragma once
 #include <caf/all.hpp>
 #include <memory>
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "devices/cpu/cpu_device.hpp"
@@ -36,6 +37,10 @@ class runtime {
 
  private:
   runtime_options options_;
+  // TBB allows hardware_concurrency - 1 workers by default, counting on the
+  // caller to join; enqueued kernels have no joining caller, so the runtime
+  // allows one more worker for as long as it lives.
+  std::unique_ptr<tbb::global_control> worker_limit_;
   tbb::task_arena arena_;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
