@@ -36,10 +36,10 @@ step_value apply_update(variable_actor_state& st, variable_update& u) {
 
 caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
                                 tbb::task_arena& arena) {
-  auto* pool = &arena;
+  // Arguments rather than captures: see spawn_cpu_device.
   return system.spawn(
-      [name = std::move(name), pool](caf::stateful_actor<variable_actor_state>* self)
-          -> caf::behavior {
+      [](caf::stateful_actor<variable_actor_state>* self, std::string name,
+         tbb::task_arena* pool) -> caf::behavior {
         self->state.name = name;
         self->state.arena = pool;
         return {
@@ -52,7 +52,8 @@ caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
             },
             [self](update_atom, variable_update& u) { return apply_update(self->state, u); },
         };
-      });
+      },
+      std::move(name), &arena);
 }
 
 }  // namespace actorflow

@@ -7,7 +7,11 @@ namespace actorflow {
 cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena) {
   tbb::task_arena* pool = &arena;
   auto in_flight = std::make_shared<std::atomic<int64_t>>(0);
-  auto actor = system.spawn([pool, in_flight](caf::event_based_actor*) -> caf::behavior {
+  // State goes in as spawn arguments, not captures: CAF 0.17 binds a
+  // reference to a null argument tuple when a functor is spawned without any
+  // (UBSan reports it).
+  auto device = [](caf::event_based_actor*, tbb::task_arena* pool,
+                   std::shared_ptr<std::atomic<int64_t>> in_flight) -> caf::behavior {
     return {
         [pool, in_flight](run_atom, device_task& task) {
           in_flight->fetch_add(1);
@@ -20,7 +24,8 @@ cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena) {
           });
         },
     };
-  });
+  };
+  auto actor = system.spawn(device, pool, in_flight);
   return {actor, in_flight};
 }
 
