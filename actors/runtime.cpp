@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "actors/messages.hpp"
+#include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
 
 namespace actorflow {
@@ -27,8 +28,10 @@ runtime::runtime(runtime_options options)
       arena_(default_threads(options.compute_threads), 0) {
   options_.scheduler_threads = default_threads(options.scheduler_threads);
   options_.compute_threads = default_threads(options.compute_threads);
+  if (options_.idle_naps < 0) fail("runtime", "idle_naps must be >= 0");
   config_ = std::make_unique<caf::actor_system_config>();
   config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
+  config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));
   config_->add_message_type<tensor>("actorflow::tensor");
   config_->add_message_type<step_value>("actorflow::step_value");
   system_ = std::make_unique<caf::actor_system>(*config_);

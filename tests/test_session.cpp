@@ -187,3 +187,11 @@ TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
     CHECK(pending.get()[0].item<float>() == 2.0f);
   }
 }
+
+TEST_CASE("runtime options are validated") {
+  CHECK_THROWS_WITH_AS(runtime(runtime_options{1, 1, -1}), "[runtime] idle_naps must be >= 0", error);
+  auto rt = std::make_shared<runtime>(runtime_options{2, 2, 0});
+  graph g;
+  session s(g, rt);
+  CHECK(s.eval(scalar(g, 2.0f) * 3.0).item<float>() == 6.0f);
+}
