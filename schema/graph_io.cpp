@@ -34,23 +34,7 @@ std::string errno_text(int err) { return std::generic_category().message(err); }
 
 // A name from the file, quoted for an error message: bytes that are not
 // printable ASCII are escaped and very long names are cut.
-std::string quoted(std::string_view s) {
-  constexpr size_t max_shown = 80;
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < max_shown; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  if (s.size() > max_shown) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out + "'";
-}
+std::string quoted(std::string_view s) { return "'" + printable(s, 80) + "'"; }
 
 std::string to_std(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
 

@@ -38,11 +38,14 @@ std::string capnp_error_reason(const kj::Exception& e) {
   std::string d = e.getDescription().cStr();
   auto semi = d.rfind("; ");
   if (d.rfind("expected ", 0) == 0 && semi != std::string::npos) d = d.substr(semi + 2);
-  constexpr size_t max_shown = 200;
+  return printable(d, 200);
+}
+
+std::string printable(std::string_view s, size_t max_shown) {
   std::string out;
-  for (size_t i = 0; i < d.size() && i < max_shown; ++i) {
-    auto c = static_cast<unsigned char>(d[i]);
-    if (c >= 0x20 && c < 0x7f) {
+  for (size_t i = 0; i < s.size() && i < max_shown; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
       out += static_cast<char>(c);
     } else {
       static const char hex[] = "0123456789abcdef";
@@ -51,7 +54,7 @@ std::string capnp_error_reason(const kj::Exception& e) {
       out += hex[c & 15];
     }
   }
-  if (d.size() > max_shown) out += "...";
+  if (s.size() > max_shown) out += "...(" + std::to_string(s.size()) + " bytes)";
   return out;
 }
 

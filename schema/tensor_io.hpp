@@ -7,6 +7,7 @@
 #include <kj/exception.h>
 
 #include <string>
+#include <string_view>
 
 #include "core/tensor.hpp"
 #include "schema/tensor.capnp.h"
@@ -43,6 +44,10 @@ void tensor_to_capnp(const tensor& t, schema::Tensor::Builder out);
 /// Throws actorflow::error "<context>: <what was wrong>"; Cap'n Proto decoding
 /// errors (kj::Exception) are converted the same way.
 tensor tensor_from_capnp(schema::Tensor::Reader in, const std::string& context = "[tensor_io]");
+
+/// Text from untrusted input made safe for an error message: bytes that are
+/// not printable ASCII (and backslashes) become \xNN; past max_shown bytes it is cut.
+std::string printable(std::string_view s, size_t max_shown);
 
 /// The reason in a Cap'n Proto decoding error, printable and without the raw
 /// values kj quotes from the input, e.g. "Message ends prematurely in segment table.".
