@@ -153,11 +153,5 @@ graph::control_guard graph::control_dependencies(const std::vector<operation>& d
   return control_guard(this, depth);
 }
 
-void graph::add_control_input(int node_id, int dependency) {
-  if (dependency >= node_id) fail("graph", "a control input must be an earlier node");
-  at(node_id);
-  auto& deps = nodes_[static_cast<size_t>(node_id)].control_inputs;
-  if (std::find(deps.begin(), deps.end(), dependency) == deps.end()) deps.push_back(dependency);
-}
 
 }  // namespace actorflow

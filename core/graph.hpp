@@ -128,9 +128,6 @@ class graph {
   /// Nodes added while the guard lives run after `deps`.
   control_guard control_dependencies(const std::vector<operation>& deps);
 
-  /// Adds a control edge after the fact (used for initializer groups).
-  void add_control_input(int node, int dependency);
-
  private:
   std::string unique_name(const std::string& base);
   std::vector<node> nodes_;
