@@ -153,5 +153,4 @@ graph::control_guard graph::control_dependencies(const std::vector<operation>& d
   return control_guard(this, depth);
 }
 
-
 }  // namespace actorflow
