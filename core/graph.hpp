@@ -72,6 +72,37 @@ class operation {
   int node_ = -1;
 };
 
+/// What a gradient function sees and fills (see op_def::gradient). Holds
+/// copies, not references into the graph: a gradient function adds nodes, and
+/// that may move the graph's node storage.
+struct grad_context {
+  graph& g;
+  int node_id = -1;
+  std::string op;
+  std::string node_name;
+  attr_map attrs;
+  /// The forward node's inputs and outputs.
+  std::vector<output> inputs;
+  std::vector<output> outputs;
+  /// d(ys)/d(output i). When only some outputs receive a gradient, the others
+  /// hold zeros of their shape, so every entry is valid.
+  std::vector<output> grads;
+  /// To be set: d(ys)/d(input i). Left invalid for inputs with no gradient
+  /// (integer inputs, indices, shapes).
+  std::vector<output> input_grads;
+
+  template <class T>
+  T attr(const std::string& name) const {
+    return get_attr<T>(attrs, name, op);
+  }
+  template <class T>
+  T attr_or(const std::string& name, T fallback) const {
+    return get_attr_or<T>(attrs, name, op, fallback);
+  }
+  const output& input(size_t i) const { return inputs[i]; }
+  const output& grad(size_t i = 0) const { return grads[i]; }
+};
+
 class graph {
  public:
   graph() = default;

@@ -81,11 +81,16 @@ struct variable_state {
   }
 };
 
+struct grad_context;  // core/graph.hpp: it speaks in graph outputs
+
 using shape_fn = std::function<std::vector<tensor_spec>(const shape_context&)>;
 using kernel_fn = std::function<void(kernel_context&)>;
 /// Applied by the variable actor, serialized with every other update of that
 /// variable. ctx.inputs excludes the variable reference (input 0). Sets ctx.outputs.
 using update_fn = std::function<void(variable_state&, kernel_context&)>;
+/// Adds the nodes that compute the gradient of an op's inputs from the
+/// gradients of its outputs (see grad_context); written with graph ops.
+using grad_fn = std::function<void(grad_context&)>;
 
 struct op_def {
   std::string name;
@@ -102,6 +107,10 @@ struct op_def {
   bool stateful = false;
   /// One line for docs and errors.
   std::string summary;
+  /// Every op either has a gradient or says it has none (integer outputs,
+  /// sources, updates, random draws); the registry test checks it.
+  grad_fn gradient;
+  bool not_differentiable = false;
 };
 
 class op_registry {

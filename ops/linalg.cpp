@@ -327,23 +327,40 @@ void bias_add_grad_kernel(kernel_context& ctx) {
   });
 }
 
+// d(a b) = dy b^T and a^T dy, with the transpose flags folded into the
+// products so that nothing is transposed in memory.
+void matmul_grad(grad_context& c) {
+  bool ta = c.attr_or<bool>("transpose_a", false), tb = c.attr_or<bool>("transpose_b", false);
+  auto a = c.input(0), b = c.input(1), dy = c.grad();
+  if (!ta && !tb) c.input_grads = {matmul(dy, b, false, true), matmul(a, dy, true, false)};
+  else if (!ta && tb) c.input_grads = {matmul(dy, b), matmul(dy, a, true, false)};
+  else if (ta && !tb) c.input_grads = {matmul(b, dy, false, true), matmul(a, dy)};
+  else c.input_grads = {matmul(b, dy, true, true), matmul(dy, a, true, true)};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "matmul",
                   .num_inputs = 2,
                   .infer = matmul_infer,
                   .kernel = matmul_kernel,
                   .expensive = true,
-                  .summary = "matrix product over the last two dims, batched over the rest"}),
+                  .summary = "matrix product over the last two dims, batched over the rest",
+                  .gradient = matmul_grad}),
     op_registrar({.name = "bias_add",
                   .num_inputs = 2,
                   .infer = bias_add_infer,
                   .kernel = bias_add_kernel,
-                  .summary = "adds a 1-D bias along the last dim"}),
+                  .summary = "adds a 1-D bias along the last dim",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {c.grad(), bias_add_grad(c.grad())};
+                      }}),
     op_registrar({.name = "bias_add_grad",
                   .num_inputs = 1,
                   .infer = bias_add_grad_infer,
                   .kernel = bias_add_grad_kernel,
-                  .summary = "sums over all but the last dim (the gradient of bias_add)"}),
+                  .summary = "sums over all but the last dim (the gradient of bias_add)",
+                  .not_differentiable = true}),
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "ops/math.hpp"
 #include "ops/math_detail.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 
 namespace actorflow {
 
@@ -161,25 +162,42 @@ const auto minimum_fn = [](auto x, auto y) {
     return x < y ? x : y;
 };
 
+// Gradients of broadcasting ops: each input's gradient is summed back down to
+// that input's shape (read at run time, so -1 batch dims work).
+void add_grad(grad_context& c) {
+  c.input_grads = {sum_to_shape_of(c.grad(), c.input(0)), sum_to_shape_of(c.grad(), c.input(1))};
+}
+void sub_grad(grad_context& c) {
+  c.input_grads = {sum_to_shape_of(c.grad(), c.input(0)),
+                   sum_to_shape_of(neg(c.grad()), c.input(1))};
+}
+void mul_grad(grad_context& c) {
+  c.input_grads = {sum_to_shape_of(mul(c.grad(), c.input(1)), c.input(0)),
+                   sum_to_shape_of(mul(c.grad(), c.input(0)), c.input(1))};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "add",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = elementwise_kernel<dtypes::numeric, false>(
                       wrapping([](auto x, auto y) { return x + y; })),
-                  .summary = "a + b, broadcasting"}),
+                  .summary = "a + b, broadcasting",
+                  .gradient = add_grad}),
     op_registrar({.name = "sub",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = elementwise_kernel<dtypes::numeric, false>(
                       wrapping([](auto x, auto y) { return x - y; })),
-                  .summary = "a - b, broadcasting"}),
+                  .summary = "a - b, broadcasting",
+                  .gradient = sub_grad}),
     op_registrar({.name = "mul",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = elementwise_kernel<dtypes::numeric, false>(
                       wrapping([](auto x, auto y) { return x * y; })),
-                  .summary = "a * b, broadcasting"}),
+                  .summary = "a * b, broadcasting",
+                  .gradient = mul_grad}),
     op_registrar({.name = "div",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,

@@ -65,7 +65,8 @@ const op_registrar registrations[] = {
                   .num_inputs = 0,
                   .infer = spec_from_attrs,
                   .kernel = runtime_only,
-                  .summary = "a value fed at run time"}),
+                  .summary = "a value fed at run time",
+                  .not_differentiable = true}),
     op_registrar({.name = "constant",
                   .num_inputs = 0,
                   .infer =
@@ -75,23 +76,27 @@ const op_registrar registrations[] = {
                         return std::vector<tensor_spec>{{t.type(), t.dims()}};
                       },
                   .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.attr<tensor>("value")); },
-                  .summary = "a fixed tensor"}),
+                  .summary = "a fixed tensor",
+                  .not_differentiable = true}),
     op_registrar({.name = "identity",
                   .num_inputs = 1,
                   .infer = same_as_input0,
                   .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
-                  .summary = "passes its input through"}),
+                  .summary = "passes its input through",
+                  .gradient = [](grad_context& c) { c.input_grads = {c.grad()}; }}),
     op_registrar({.name = "no_op",
                   .num_inputs = 0,
                   .infer = no_outputs,
                   .kernel = [](kernel_context&) {},
-                  .summary = "does nothing; groups control dependencies"}),
+                  .summary = "does nothing; groups control dependencies",
+                  .not_differentiable = true}),
     op_registrar({.name = "variable",
                   .num_inputs = 0,
                   .infer = spec_from_attrs,
                   .kernel = runtime_only,
                   .stateful = true,
-                  .summary = "reads a variable's current value"}),
+                  .summary = "reads a variable's current value",
+                  .not_differentiable = true}),
     op_registrar({.name = "read_variable",
                   .num_inputs = 1,
                   .infer = same_as_input0,
@@ -101,7 +106,9 @@ const op_registrar registrations[] = {
                         ctx.set_output(0, v.value);
                       },
                   .stateful = true,
-                  .summary = "reads a variable when its control dependencies are done"}),
+                  .summary = "reads a variable when its control dependencies are done",
+                  // A read is the variable's value: its gradient is the variable's.
+                  .gradient = [](grad_context& c) { c.input_grads = {c.grad()}; }}),
     op_registrar({.name = "assign",
                   .num_inputs = 2,
                   .infer = update_spec,
@@ -115,7 +122,8 @@ const op_registrar registrations[] = {
                         ctx.set_output(0, v.value);
                       },
                   .stateful = true,
-                  .summary = "sets a variable"}),
+                  .summary = "sets a variable",
+                  .not_differentiable = true}),
     op_registrar({.name = "assign_add",
                   .num_inputs = 2,
                   .infer = update_spec,
@@ -124,7 +132,8 @@ const op_registrar registrations[] = {
                         update_in_place(v, ctx, [](auto a, auto b) { return a + b; });
                       },
                   .stateful = true,
-                  .summary = "adds to a variable in place"}),
+                  .summary = "adds to a variable in place",
+                  .not_differentiable = true}),
     op_registrar({.name = "assign_sub",
                   .num_inputs = 2,
                   .infer = update_spec,
@@ -133,7 +142,8 @@ const op_registrar registrations[] = {
                         update_in_place(v, ctx, [](auto a, auto b) { return a - b; });
                       },
                   .stateful = true,
-                  .summary = "subtracts from a variable in place"}),
+                  .summary = "subtracts from a variable in place",
+                  .not_differentiable = true}),
 };
 
 }  // namespace

@@ -1,0 +1,161 @@
+#include "ops/gradients.hpp"
+
+#include <map>
+
+#include "ops/array.hpp"
+#include "ops/math.hpp"
+#include "ops/op_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+const char* const kOp = "gradients";
+
+struct endpoint_less {
+  bool operator()(const endpoint& a, const endpoint& b) const {
+    return a.node != b.node ? a.node < b.node : a.index < b.index;
+  }
+};
+using grad_map = std::map<endpoint, std::vector<output>, endpoint_less>;
+
+// Nodes on a path from some x to some y: only they take part in the backward
+// pass. Nodes are in topological order, so one sweep each way suffices.
+std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
+                                const std::vector<output>& xs) {
+  const auto& nodes = g.nodes();
+  std::vector<char> from_x(nodes.size(), 0), to_y(nodes.size(), 0);
+  for (auto& x : xs) from_x[size_t(x.ref().node)] = 1;
+  for (auto& n : nodes)
+    for (auto& in : n.inputs)
+      if (from_x[size_t(in.node)]) from_x[size_t(n.id)] = 1;
+  for (auto& y : ys) to_y[size_t(y.ref().node)] = 1;
+  for (size_t id = nodes.size(); id-- > 0;)
+    if (to_y[id])
+      for (auto& in : nodes[id].inputs) to_y[size_t(in.node)] = 1;
+  std::vector<char> between(nodes.size(), 0);
+  for (size_t id = 0; id < nodes.size(); ++id) between[id] = from_x[id] && to_y[id];
+  return between;
+}
+
+output sum_all(const std::vector<output>& terms) {
+  output total = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) total = add(total, terms[i]);
+  return total;
+}
+
+void check_input_grad(const grad_context& ctx, size_t i, const output& grad) {
+  auto& want = ctx.inputs[i].spec();
+  auto& got = grad.spec();
+  if (got.type != want.type || !got.dims.compatible_with(want.dims))
+    fail(kOp, "the gradient of op '" + ctx.op + "' (node '" + ctx.node_name + "') for input " +
+                  std::to_string(i) + " is " + got.to_string() + " but the input is " +
+                  want.to_string());
+}
+
+// Runs one node's gradient function and queues what it returns for its inputs.
+void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
+                   const std::vector<char>& between, grad_map& pending) {
+  const op_def& def = *n.def;
+  if (!def.gradient) {
+    std::string why = def.not_differentiable ? "is not differentiable" : "has no gradient";
+    fail(kOp, "op '" + n.op + "' (node '" + n.name + "') " + why +
+                  ", but it lies on the path from an x to a y");
+  }
+  grad_context ctx{g, n.id, n.op, n.name, n.attrs, {}, {}, {}, {}};
+  for (size_t i = 0; i < n.inputs.size(); ++i) ctx.inputs.emplace_back(&g, n.inputs[i]);
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    output out(&g, {n.id, int(i)});
+    ctx.outputs.push_back(out);
+    if (!out_grads[i].valid() && is_differentiable_type(out.type())) out_grads[i] = zeros_like(out);
+  }
+  ctx.grads = std::move(out_grads);
+  ctx.input_grads.resize(ctx.inputs.size());
+  std::string node_name = n.name;  // n may move once gradient nodes are added
+  auto scope = g.name_scope("gradients/" + node_name);
+  def.gradient(ctx);
+  for (size_t i = 0; i < ctx.inputs.size() && i < ctx.input_grads.size(); ++i) {
+    auto& grad = ctx.input_grads[i];
+    auto& in = ctx.inputs[i];
+    if (!grad.valid() || !between[size_t(in.ref().node)] || !is_differentiable_type(in.type()))
+      continue;
+    check_input_grad(ctx, i, grad);
+    pending[in.ref()].push_back(grad);
+  }
+}
+
+}  // namespace
+
+bool is_differentiable_type(dtype type) {
+  return type == dtype::float32 || type == dtype::float64;
+}
+
+std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
+                              const std::vector<output>& grad_ys) {
+  if (ys.empty()) fail(kOp, "no ys to differentiate");
+  if (!grad_ys.empty() && grad_ys.size() != ys.size())
+    fail(kOp, std::to_string(grad_ys.size()) + " grad_ys for " + std::to_string(ys.size()) + " ys");
+  graph& g = ys[0].owner();
+  for (auto& t : ys)
+    if (&t.owner() != &g) fail(kOp, "ys come from different graphs");
+  for (auto& t : xs)
+    if (&t.owner() != &g) fail(kOp, "x '" + t.name() + "' is from another graph than the ys");
+  for (auto& y : ys)
+    if (!is_differentiable_type(y.type()))
+      fail(kOp, "y '" + y.name() + "' is " + y.spec().to_string() + "; only float tensors have gradients");
+
+  auto between = nodes_between(g, ys, xs);
+  grad_map pending;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    auto seed = grad_ys.empty() ? ones_like(ys[i]) : grad_ys[i];
+    if (seed.type() != ys[i].type())
+      fail(kOp, "grad_ys[" + std::to_string(i) + "] is " + seed.spec().to_string() + " but y '" +
+                    ys[i].name() + "' is " + ys[i].spec().to_string());
+    pending[ys[i].ref()].push_back(seed);
+  }
+
+  grad_map done;  // the summed gradient of each endpoint reached
+  int last = int(g.size()) - 1;
+  for (int id = last; id >= 0; --id) {
+    if (!between[size_t(id)]) continue;
+    const node& n = g.at(id);
+    std::vector<output> out_grads(n.outputs.size());
+    bool any = false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      auto it = pending.find(endpoint{id, int(i)});
+      if (it == pending.end()) continue;
+      out_grads[i] = sum_all(it->second);
+      done[it->first] = {out_grads[i]};
+      any = true;
+    }
+    bool has_input_between = false;
+    for (auto& in : n.inputs) has_input_between |= bool(between[size_t(in.node)]);
+    // An x with no x upstream of it is where the backward pass stops.
+    if (!any || !has_input_between) continue;
+    backprop_node(g, g.at(id), std::move(out_grads), between, pending);
+  }
+
+  std::vector<output> result;
+  for (auto& x : xs) {
+    auto it = done.find(x.ref());
+    result.push_back(it == done.end() ? output() : it->second[0]);
+  }
+  return result;
+}
+
+namespace {
+const op_registrar stop_gradient_op({
+    .name = "stop_gradient",
+    .num_inputs = 1,
+    .infer = [](const shape_context& c) { return std::vector<tensor_spec>{c.inputs[0]}; },
+    .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
+    .summary = "passes its input through; no gradient flows back",
+    .gradient = [](grad_context&) {},
+});
+}  // namespace
+
+output stop_gradient(output x, const std::string& name) {
+  return make_op("stop_gradient", {x}, {}, name);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,22 @@
+// Reverse-mode automatic differentiation over the graph, as in TensorFlow:
+// gradients(ys, xs) adds the nodes that compute d(sum of ys)/d(x) for each x.
+#pragma once
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// Adds gradient nodes to ys' graph and returns d(sum ys)/d(xs[i]) for each i.
+/// `grad_ys` (optional, one per y) seeds the backward pass; ones by default.
+/// An x that no y depends on gets an invalid output. Throws, naming the op,
+/// when the path from an x to a y crosses an op that has no gradient.
+/// Gradients of integer and bool tensors are never formed.
+std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
+                              const std::vector<output>& grad_ys = {});
+
+/// x in the forward pass; no gradient flows back through it.
+output stop_gradient(output x, const std::string& name = "");
+
+/// True for the dtypes gradients flow through (float32, float64).
+bool is_differentiable_type(dtype type);
+
+}  // namespace actorflow
