@@ -84,6 +84,12 @@ const op_registrar registrations[] = {
                   .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
                   .summary = "passes its input through",
                   .gradient = [](grad_context& c) { c.input_grads = {c.grad()}; }}),
+    op_registrar({.name = "stop_gradient",
+                  .num_inputs = 1,
+                  .infer = same_as_input0,
+                  .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
+                  .summary = "passes its input through; no gradient flows back",
+                  .gradient = [](grad_context&) {}}),
     op_registrar({.name = "no_op",
                   .num_inputs = 0,
                   .infer = no_outputs,
@@ -161,6 +167,10 @@ output constant(graph& g, tensor value, const std::string& name) {
 }
 
 output identity(output x, const std::string& name) { return make_op("identity", {x}, {}, name); }
+
+output stop_gradient(output x, const std::string& name) {
+  return make_op("stop_gradient", {x}, {}, name);
+}
 
 operation no_op(graph& g, const std::string& name) {
   return operation(&g, g.add_node("no_op", {}, {}, name.empty() ? "no_op" : name).id);

@@ -13,6 +13,8 @@ output scalar(graph& g, T value, const std::string& name = "") {
   return constant(g, tensor::scalar<T>(value), name);
 }
 output identity(output x, const std::string& name = "");
+/// x in the forward pass; no gradient flows back through it.
+output stop_gradient(output x, const std::string& name = "");
 /// Does nothing; with control dependencies it groups operations.
 operation no_op(graph& g, const std::string& name = "");
 /// Groups operations: the returned op runs after all of them.

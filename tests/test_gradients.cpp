@@ -4,7 +4,7 @@
 
 #include "actors/session.hpp"
 #include "ops/array.hpp"
-#include "ops/gradients.hpp"
+#include "core/gradients.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"

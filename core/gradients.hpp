@@ -13,9 +13,6 @@ namespace actorflow {
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
                               const std::vector<output>& grad_ys = {});
 
-/// x in the forward pass; no gradient flows back through it.
-output stop_gradient(output x, const std::string& name = "");
-
 /// True for the dtypes gradients flow through (float32, float64).
 bool is_differentiable_type(dtype type);
 

@@ -1,16 +1,18 @@
-#include "ops/gradients.hpp"
+#include "core/gradients.hpp"
 
 #include <map>
-
-#include "ops/array.hpp"
-#include "ops/math.hpp"
-#include "ops/op_util.hpp"
 
 namespace actorflow {
 
 namespace {
 
 const char* const kOp = "gradients";
+
+// The driver adds nodes by op name: the ops themselves live in ops/.
+output add_op(const std::string& op, std::vector<output> inputs) {
+  graph& g = inputs[0].owner();
+  return output(&g, {g.add_node(op, std::move(inputs)).id, 0});
+}
 
 struct endpoint_less {
   bool operator()(const endpoint& a, const endpoint& b) const {
@@ -40,7 +42,7 @@ std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
 
 output sum_all(const std::vector<output>& terms) {
   output total = terms[0];
-  for (size_t i = 1; i < terms.size(); ++i) total = add(total, terms[i]);
+  for (size_t i = 1; i < terms.size(); ++i) total = add_op("add", {total, terms[i]});
   return total;
 }
 
@@ -67,7 +69,7 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     output out(&g, {n.id, int(i)});
     ctx.outputs.push_back(out);
-    if (!out_grads[i].valid() && is_differentiable_type(out.type())) out_grads[i] = zeros_like(out);
+    if (!out_grads[i].valid() && is_differentiable_type(out.type())) out_grads[i] = add_op("zeros_like", {out});
   }
   ctx.grads = std::move(out_grads);
   ctx.input_grads.resize(ctx.inputs.size());
@@ -107,7 +109,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   auto between = nodes_between(g, ys, xs);
   grad_map pending;
   for (size_t i = 0; i < ys.size(); ++i) {
-    auto seed = grad_ys.empty() ? ones_like(ys[i]) : grad_ys[i];
+    auto seed = grad_ys.empty() ? add_op("ones_like", {ys[i]}) : grad_ys[i];
     if (seed.type() != ys[i].type())
       fail(kOp, "grad_ys[" + std::to_string(i) + "] is " + seed.spec().to_string() + " but y '" +
                     ys[i].name() + "' is " + ys[i].spec().to_string());
@@ -141,21 +143,6 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     result.push_back(it == done.end() ? output() : it->second[0]);
   }
   return result;
-}
-
-namespace {
-const op_registrar stop_gradient_op({
-    .name = "stop_gradient",
-    .num_inputs = 1,
-    .infer = [](const shape_context& c) { return std::vector<tensor_spec>{c.inputs[0]}; },
-    .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.inputs[0]); },
-    .summary = "passes its input through; no gradient flows back",
-    .gradient = [](grad_context&) {},
-});
-}  // namespace
-
-output stop_gradient(output x, const std::string& name) {
-  return make_op("stop_gradient", {x}, {}, name);
 }
 
 }  // namespace actorflow
