@@ -81,7 +81,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self,
 
 // ---- compiling a signature ------------------------------------------------
 
-bool is_update(const node& n) { return n.def->update != nullptr; }
+// Update ops (and queue ops) go to the actor of the resource at input 0.
+bool is_update(const node& n) { return n.def->acts_on_resource(); }
 
 // A constant without control inputs is folded into its consumers: its value
 // is bound into their plans and it sends no message.

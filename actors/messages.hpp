@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/op_registry.hpp"
 #include "core/tensor.hpp"
 #include "devices/device.hpp"
 
@@ -34,8 +35,17 @@ struct step_request {
 };
 using step_request_ptr = std::shared_ptr<step_request>;
 
+/// A resource actor's answer to an update op: one tensor per output of the
+/// update node (none for an enqueue, one per component for a dequeue), or the
+/// error that failed it.
+struct update_result {
+  std::vector<tensor> values;
+  std::string error;
+  bool ok() const { return error.empty(); }
+};
+
 struct op_def;
-/// Asks a variable actor to apply an update op.
+/// Asks a resource actor (a variable's, a queue's) to apply an update op.
 struct variable_update {
   const op_def* def = nullptr;
   std::string node_name;
@@ -45,7 +55,16 @@ struct variable_update {
 
 using input_atom = caf::atom_constant<caf::atom("input")>;   // (step, slot, step_value)
 using read_atom = caf::atom_constant<caf::atom("read")>;     // -> step_value
-using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> step_value
+using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> update_result
+// A queue actor's direct interface (readers and tools, beside the graph's ops):
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;  // vector<tensor> -> update_result
+using dequeue_atom = caf::atom_constant<caf::atom("dequeue")>;  // -> update_result
+using close_atom = caf::atom_constant<caf::atom("close")>;  // bool cancel_pending -> update_result
+using size_atom = caf::atom_constant<caf::atom("size")>;    // -> update_result (int32 scalar)
+
+// A variable actor's checkpoint interface (actors/checkpoint.hpp, via the session):
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // -> variable_state
+using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_state -> bool
 
 /// Wire form of a tensor: header plus one contiguous byte run.
 template <class Inspector>
@@ -85,8 +104,15 @@ typename Inspector::result_type inspect(Inspector& f, step_value& x) {
   return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, update_result& x) {
+  return f(caf::meta::type_name("actorflow::update_result"), x.values, x.error);
+}
+
 }  // namespace actorflow
 
 // In-process only: these carry pointers and callables.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::step_request_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::variable_update)
+// A session snapshots and restores its own variables, in its own process.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::variable_state)

@@ -112,9 +112,9 @@ class node_actor : public caf::event_based_actor {
         return;
       }
       case node_kind::variable_read:
-        return ask_variable(step, read_atom::value);
+        return read_variable(step);
       case node_kind::variable_update:
-        return ask_variable(step, update_atom::value,
+        return ask_resource(step,
                             variable_update{plan.def, plan.name, &plan.attrs, std::move(inputs)});
       case node_kind::kernel:
         return run_kernel_for(step, std::move(inputs));
@@ -136,20 +136,34 @@ class node_actor : public caf::event_based_actor {
          }});
   }
 
-  template <class... Ts>
-  void ask_variable(uint64_t step, Ts&&... xs) {
+  void read_variable(uint64_t step) {
     auto plan = plan_;
-    request(plan->variable, caf::infinite, std::forward<Ts>(xs)...)
+    request(plan->variable, caf::infinite, read_atom::value)
         .then(
             [plan, step](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
               emit(*plan, step, outs, v.error);
             },
-            [plan, step](caf::error& e) {
-              std::vector<tensor> none;
-              emit(*plan, step, none,
-                   describe_failure(*plan, "variable actor failed: " + caf::to_string(e)));
-            });
+            [plan, step](caf::error& e) { emit_actor_failure(*plan, step, e); });
+  }
+
+  // The resource actor may answer much later (a dequeue waits for an
+  // element); `then` keeps this actor free for other steps meanwhile.
+  void ask_resource(uint64_t step, variable_update&& u) {
+    auto plan = plan_;
+    request(plan->variable, caf::infinite, update_atom::value, std::move(u))
+        .then(
+            [plan, step](update_result& r) {
+              if (r.ok() && r.values.size() < plan->output_consumers.size())
+                r.error = describe_failure(*plan, "update produced too few outputs");
+              emit(*plan, step, r.values, r.error);
+            },
+            [plan, step](caf::error& e) { emit_actor_failure(*plan, step, e); });
+  }
+
+  static void emit_actor_failure(const node_plan& plan, uint64_t step, const caf::error& e) {
+    std::vector<tensor> none;
+    emit(plan, step, none, describe_failure(plan, "resource actor failed: " + caf::to_string(e)));
   }
 
   node_plan_ptr plan_;

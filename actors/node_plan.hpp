@@ -18,7 +18,7 @@ enum class node_kind : uint8_t {
   kernel,           // runs its op's kernel
   placeholder,      // forwards the feed the coordinator sends
   variable_read,    // asks its variable actor for the current value
-  variable_update,  // asks its variable actor to apply the op
+  variable_update,  // asks its resource actor (a variable's, a queue's) to apply the op
 };
 
 struct node_plan {
@@ -35,7 +35,7 @@ struct node_plan {
   /// consumers of each output, then the control consumers (sent an empty value).
   std::vector<std::vector<consumer>> output_consumers;
   std::vector<consumer> control_consumers;
-  caf::actor variable;  // for variable_read / variable_update
+  caf::actor variable;  // the resource actor, for variable_read / variable_update
   caf::actor device;    // where expensive kernels run
 
   size_t num_slots() const { return slot_input.size(); }

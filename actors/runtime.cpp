@@ -34,6 +34,8 @@ runtime::runtime(runtime_options options)
   config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));
   config_->add_message_type<tensor>("actorflow::tensor");
   config_->add_message_type<step_value>("actorflow::step_value");
+  config_->add_message_type<update_result>("actorflow::update_result");
+  config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");
   system_ = std::make_unique<caf::actor_system>(*config_);
   arena_.initialize();
   cpu_device_ = spawn_cpu_device(*system_, arena_);

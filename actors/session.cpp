@@ -3,6 +3,8 @@
 #include <thread>
 
 #include "actors/executable.hpp"
+#include "actors/messages.hpp"
+#include "actors/queue_actor.hpp"
 #include "actors/variable_actor.hpp"
 
 namespace actorflow {
@@ -44,18 +46,42 @@ session::session(graph& g, std::shared_ptr<runtime> rt)
 }
 
 session::~session() {
+  {
+    // A step waiting on a queue that no one feeds would never finish: closing
+    // fails such dequeues (and waiting enqueues) once the queue is drained.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [name, actor] : queues_) caf::anon_send(actor, close_atom::value, true);
+  }
   // Steps cannot hang (errors flow like values), so this wait is bounded.
   while (in_flight_->load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   std::lock_guard<std::mutex> lock(mutex_);
   executables_.clear();
   for (auto& [name, actor] : variables_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   variables_.clear();
+  for (auto& [name, actor] : queues_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  queues_.clear();
 }
 
 caf::actor session::variable_actor(const std::string& name) {
   auto& actor = variables_[name];
   if (!actor) actor = spawn_variable_actor(runtime_->system(), name, runtime_->arena());
   return actor;
+}
+
+caf::actor session::resource_actor(const std::string& name) {
+  const node* n = graph_.find(name);
+  if (!n || n->op != "fifo_queue") return variable_actor(name);
+  auto& actor = queues_[name];
+  if (!actor) actor = spawn_queue_actor(runtime_->system(), name, queue_spec_of(n->attrs, n->op));
+  return actor;
+}
+
+caf::actor session::queue_actor(output queue) {
+  check_same_graph(graph_, queue.owner(), "queue '" + queue.name() + "'");
+  if (queue.node().op != "fifo_queue")
+    fail("session", "'" + queue.name() + "' is a " + queue.node().op + ", not a queue");
+  std::lock_guard<std::mutex> lock(mutex_);
+  return resource_actor(queue.node().name);
 }
 
 size_t session::num_executables() const {
@@ -84,7 +110,7 @@ std::shared_ptr<const executable> session::compile(const feed_list& feeds,
   auto it = executables_.find(key);
   if (it != executables_.end()) return it->second;
   auto exe = std::make_shared<const executable>(
-      graph_, sig, *runtime_, [this](const std::string& name) { return variable_actor(name); });
+      graph_, sig, *runtime_, [this](const std::string& name) { return resource_actor(name); });
   executables_.emplace(key, exe);
   return exe;
 }

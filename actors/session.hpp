@@ -3,6 +3,7 @@
 // Many threads may call run at once; their steps are in flight together and
 // share the session's variables.
 #pragma once
+#include <chrono>
 #include <future>
 #include <map>
 #include <memory>
@@ -47,22 +48,50 @@ class session {
                                   const std::vector<std::string>& fetches,
                                   const std::vector<std::string>& targets = {});
 
+  /// The actor of `queue` (a fifo_queue output), spawned on first use; a
+  /// reader actor (actors/reader_actor.hpp) enqueues to it directly. At
+  /// destruction the session closes its queues, cancelling waiting enqueues,
+  /// so that no step or reader waits on them forever.
+  caf::actor queue_actor(output queue);
+
   graph& owner() { return graph_; }
   runtime& rt() { return *runtime_; }
+  /// The runtime, shared: for helpers whose actors must not outlive it (readers).
+  std::shared_ptr<runtime> shared_rt() const { return runtime_; }
   /// Compiled signatures so far.
   size_t num_executables() const;
+
+  /// Every variable of the graph, by name: its value and optimizer slots
+  /// (sharing their buffers; updates copy before writing one that is shared).
+  /// Throws naming the variables that are not initialized, or one whose actor
+  /// does not answer within `timeout`. Take it between steps: a step in flight
+  /// may update some variables before their snapshot and others after.
+  /// (actors/session_variables.cpp; checkpoints use it, actors/checkpoint.hpp.)
+  std::map<std::string, variable_state> snapshot_variables(
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// Sets every variable of the graph, value and slots, from `states`, all or
+  /// nothing: first checks that each variable of the graph is there with the
+  /// graph's dtype and shape (throws naming every variable that is missing or
+  /// differs, with both shapes) and changes nothing if one is not; then spawns
+  /// the variable actors not yet spawned and restores each. Entries that name
+  /// no variable of the graph are ignored. Run it between steps.
+  void restore_variables(const std::map<std::string, variable_state>& states,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
   std::shared_ptr<const executable> compile(const feed_list& feeds,
                                             const std::vector<output>& fetches,
                                             const std::vector<operation>& targets);
   caf::actor variable_actor(const std::string& name);
+  /// The actor serving resource node `name`: a queue's or a variable's (mutex_ held).
+  caf::actor resource_actor(const std::string& name);
 
   graph& graph_;
   std::shared_ptr<runtime> runtime_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const executable>> executables_;
   std::map<std::string, caf::actor> variables_;
+  std::map<std::string, caf::actor> queues_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;
 };
 

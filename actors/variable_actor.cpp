@@ -14,8 +14,8 @@ struct variable_actor_state {
   tbb::task_arena* arena = nullptr;
 };
 
-step_value apply_update(variable_actor_state& st, variable_update& u) {
-  step_value result;
+update_result apply_update(variable_actor_state& st, variable_update& u) {
+  update_result result;
   try {
     auto& attrs = *static_cast<const attr_map*>(u.attrs);
     kernel_context ctx{u.def->name, u.node_name, attrs, std::move(u.inputs), {}, 0};
@@ -24,7 +24,7 @@ step_value apply_update(variable_actor_state& st, variable_update& u) {
     // message, which keeps updates to this variable serialized.
     if (elements >= parallel_grain) st.arena->execute([&] { u.def->update(st.var, ctx); });
     else u.def->update(st.var, ctx);
-    if (!ctx.outputs.empty()) result.value = std::move(ctx.outputs[0]);
+    result.values = std::move(ctx.outputs);
   } catch (const std::exception& e) {
     result.error = "node '" + u.node_name + "' (" + u.def->name + ") on variable '" + st.name +
                    "': " + e.what();
@@ -51,6 +51,13 @@ caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
               return step_value{st.var.value, ""};
             },
             [self](update_atom, variable_update& u) { return apply_update(self->state, u); },
+            // Checkpoints. Both share buffers rather than copy them: updates
+            // copy a value or slot that someone else still holds before writing.
+            [self](snapshot_atom) { return self->state.var; },
+            [self](restore_atom, variable_state& s) {
+              self->state.var = std::move(s);
+              return true;
+            },
         };
       },
       std::move(name), &arena);

@@ -69,7 +69,8 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     output out(&g, {n.id, int(i)});
     ctx.outputs.push_back(out);
-    if (!out_grads[i].valid() && is_differentiable_type(out.type())) out_grads[i] = add_op("zeros_like", {out});
+    if (!out_grads[i].valid() && is_differentiable_type(out.type()))
+      out_grads[i] = add_op("zeros_like", {out});
   }
   ctx.grads = std::move(out_grads);
   ctx.input_grads.resize(ctx.inputs.size());
@@ -88,9 +89,7 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
 
 }  // namespace
 
-bool is_differentiable_type(dtype type) {
-  return type == dtype::float32 || type == dtype::float64;
-}
+bool is_differentiable_type(dtype type) { return type == dtype::float32 || type == dtype::float64; }
 
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
                               const std::vector<output>& grad_ys) {
@@ -104,7 +103,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     if (&t.owner() != &g) fail(kOp, "x '" + t.name() + "' is from another graph than the ys");
   for (auto& y : ys)
     if (!is_differentiable_type(y.type()))
-      fail(kOp, "y '" + y.name() + "' is " + y.spec().to_string() + "; only float tensors have gradients");
+      fail(kOp, "y '" + y.name() + "' is " + y.spec().to_string() +
+                    "; only float tensors have gradients");
 
   auto between = nodes_between(g, ys, xs);
   grad_map pending;

@@ -111,8 +111,9 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
     if (c < 0 || c >= id)
       fail(op, "node '" + name + "' control input names node " + std::to_string(c) +
                    ", which is not an earlier node");
-  if (def.update && (inputs.empty() || nodes_[static_cast<size_t>(inputs[0].node)].op != "variable"))
-    fail(op, "node '" + name + "': input 0 must be a variable");
+  if (def.acts_on_resource() &&
+      (inputs.empty() || nodes_[static_cast<size_t>(inputs[0].node)].op != def.resource_op()))
+    fail(op, "node '" + name + "': input 0 must be a " + def.resource_op());
   node n;
   n.id = id;
   n.name = name;

@@ -101,6 +101,10 @@ struct op_def {
   kernel_fn kernel;
   /// Set for ops applied to a variable: input 0 is the variable's reference edge.
   update_fn update;
+  /// Set for ops served by another resource actor (a queue): the op of the
+  /// resource node at input 0, e.g. "fifo_queue". The runtime sends such ops
+  /// to that node's actor, as it sends updates to a variable's actor.
+  std::string resource;
   /// Always hand to the device's pool (matmul, conv); otherwise decided by size.
   bool expensive = false;
   /// Has side effects or draws random numbers: never folded or deduplicated.
@@ -111,6 +115,11 @@ struct op_def {
   /// sources, updates, random draws); the registry test checks it.
   grad_fn gradient;
   bool not_differentiable = false;
+
+  /// True for ops that the runtime sends to a resource actor (input 0).
+  bool acts_on_resource() const { return update || !resource.empty(); }
+  /// The op of the node input 0 must be, for ops that act on a resource.
+  std::string resource_op() const { return update ? "variable" : resource; }
 };
 
 class op_registry {

@@ -1,7 +1,9 @@
 // Array and shape ops (TensorFlow semantics): reshape, transpose, expand_dims,
 // squeeze, concat, split, slice, pad, tile, gather, one_hot, fill, zeros_like,
 // ones_like, shape, size, and the broadcasting helpers broadcast_to and
-// broadcast_like. Shape-like parameters are attributes, not inputs.
+// broadcast_like. Shape-like parameters are attributes, not inputs; the *_like
+// ops (reshape_like, split_like, scatter_add_like, broadcast_like) take a shape
+// known only at run time from another tensor, as gradients need with -1 dims.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,6 +16,9 @@ namespace actorflow {
 /// x with a new shape of the same element count; at most one dim may be -1
 /// (inferred). Never copies: the result shares x's buffer.
 output reshape(output x, std::vector<int64_t> new_shape, const std::string& name = "");
+/// x's elements in like's shape, read at run time (like may have -1 dims; only its
+/// shape is used). Never copies. The gradient of reshape uses it.
+output reshape_like(output x, output like, const std::string& name = "");
 /// Permutes the dims: output dim i is input dim perm[i]. Empty perm reverses the dims.
 output transpose(output x, std::vector<int64_t> perm = {}, const std::string& name = "");
 /// Inserts a size-1 dim at `axis` (in [-rank-1, rank]). Never copies.
@@ -28,6 +33,10 @@ std::vector<output> split(output x, int64_t num_splits, int64_t axis = 0,
 /// Splits x along `axis` into parts of the given sizes (one may be -1: the rest).
 std::vector<output> split_sizes(output x, std::vector<int64_t> sizes, int64_t axis = 0,
                                 const std::string& name = "");
+/// Splits x along `axis` into one part per tensor in likes, each as long there as that
+/// tensor is at run time (only the shapes of likes are used; their sizes must add up).
+std::vector<output> split_like(output x, const std::vector<output>& likes, int64_t axis = 0,
+                               const std::string& name = "");
 /// x[begin[i] : begin[i] + size[i]] in each dim; size -1 means to the end.
 output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,
              const std::string& name = "");
@@ -38,6 +47,11 @@ output tile(output x, std::vector<int64_t> multiples, const std::string& name = 
 /// Takes slices of params along `axis` at `indices` (int32 or int64); the output
 /// shape is params.shape[:axis] + indices.shape + params.shape[axis+1:].
 output gather(output params, output indices, int64_t axis = 0, const std::string& name = "");
+/// The adjoint of gather: zeros of like's run-time shape (only its shape is used) and
+/// updates' dtype, with each slice of updates added at its index along `axis`;
+/// repeated indices add up. updates must have the shape gather(like, indices, axis) has.
+output scatter_add_like(output updates, output indices, output like, int64_t axis = 0,
+                        const std::string& name = "");
 /// indices.shape + (depth): on_value where the last coordinate equals the index,
 /// off_value elsewhere; an out-of-range index gives an all-off row.
 output one_hot(output indices, int64_t depth, double on_value = 1, double off_value = 0,

@@ -3,6 +3,7 @@
 #include "ops/array.hpp"
 #include "ops/array_util.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 
 namespace actorflow {
 
@@ -54,17 +55,22 @@ void broadcast_like_kernel(kernel_context& ctx) {
   ctx.set_output(0, detail::broadcast_tensor(ctx.input(0), to));
 }
 
+// Broadcasting copies: the gradient sums the copies back to the input's shape.
+void broadcast_grad(grad_context& c) { c.input_grads = {sum_to_shape_of(c.grad(), c.input(0))}; }
+
 const op_registrar registrations[] = {
     op_registrar({.name = "broadcast_to",
                   .num_inputs = 1,
                   .infer = broadcast_to_infer,
                   .kernel = broadcast_to_kernel,
-                  .summary = "broadcasts to attr shape (NumPy rules)"}),
+                  .summary = "broadcasts to attr shape (NumPy rules)",
+                  .gradient = broadcast_grad}),
     op_registrar({.name = "broadcast_like",
                   .num_inputs = 2,
                   .infer = broadcast_like_infer,
                   .kernel = broadcast_like_kernel,
-                  .summary = "broadcasts input 0 to the run-time shape of input 1"}),
+                  .summary = "broadcasts input 0 to the run-time shape of input 1",
+                  .gradient = broadcast_grad}),
 };
 
 }  // namespace

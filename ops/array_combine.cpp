@@ -1,10 +1,11 @@
-// Ops that cut and join tensors: concat, split, slice, pad, tile.
+// Ops that cut and join tensors: concat, split, split_like, slice, pad, tile.
 #include <algorithm>
 #include <cstring>
 
 #include "ops/array.hpp"
 #include "ops/array_util.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 
 namespace actorflow {
 
@@ -134,10 +135,8 @@ std::vector<tensor_spec> split_infer(const shape_context& c) {
   return out;
 }
 
-void split_kernel(kernel_context& ctx) {
-  const tensor& x = ctx.input(0);
-  int axis = 0;
-  auto parts = split_parts(x.dims(), ctx.attrs, ctx.op, axis);
+// Cuts x along axis into outputs of the given sizes (which add up to x's size there).
+void split_into(kernel_context& ctx, const tensor& x, int axis, const std::vector<int64_t>& parts) {
   const auto& xd = x.dims().dims();
   size_t elem = dtype_size(x.type());
   int64_t outer = prod(xd, 0, static_cast<size_t>(axis));
@@ -163,6 +162,61 @@ void split_kernel(kernel_context& ctx) {
       }
     }
   });
+}
+
+void split_kernel(kernel_context& ctx) {
+  int axis = 0;
+  auto parts = split_parts(ctx.input(0).dims(), ctx.attrs, ctx.op, axis);
+  split_into(ctx, ctx.input(0), axis, parts);
+}
+
+// ---- split_like --------------------------------------------------------------
+
+// split_like(x, like_1, ..., like_n): part i is as long along axis as like_i.
+int split_like_axis(const std::vector<shape>& dims, const attr_map& attrs, const std::string& op) {
+  int r = dims[0].rank();
+  if (r == 0) fail(op, "cannot split a scalar");
+  int axis = normalize_axis(get_attr_or<int64_t>(attrs, "axis", op, 0), r, op);
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i].rank() != r)
+      fail(op, "input " + std::to_string(i) + " has shape " + dims[i].to_string() +
+                   ", not of the rank of x " + dims[0].to_string());
+  return axis;
+}
+
+std::vector<tensor_spec> split_like_infer(const shape_context& c) {
+  std::vector<shape> dims;
+  for (auto& in : c.inputs) dims.push_back(in.dims);
+  int axis = split_like_axis(dims, c.attrs, c.op);
+  int64_t sum = 0;
+  std::vector<tensor_spec> out;
+  for (size_t i = 1; i < dims.size(); ++i) {
+    int64_t d = dims[i][axis];
+    sum = (sum < 0 || d < 0) ? -1 : sum + d;
+    shape part = dims[0];
+    part[axis] = d;
+    out.push_back({c.inputs[0].type, part});
+  }
+  if (sum >= 0 && dims[0][axis] >= 0 && sum != dims[0][axis])
+    c.fail("the parts' sizes along axis " + std::to_string(axis) + " add up to " +
+           std::to_string(sum) + ", not to the size of x " + dims[0].to_string());
+  return out;
+}
+
+void split_like_kernel(kernel_context& ctx) {
+  std::vector<shape> dims;
+  for (auto& in : ctx.inputs) dims.push_back(in.dims());
+  int axis = split_like_axis(dims, ctx.attrs, ctx.op);
+  std::vector<int64_t> parts;
+  int64_t sum = 0;
+  for (size_t i = 1; i < dims.size(); ++i) {
+    parts.push_back(dims[i][axis]);
+    sum += parts.back();
+  }
+  if (sum != dims[0][axis])
+    ctx.fail("the parts' sizes along axis " + std::to_string(axis) + " add up to " +
+             std::to_string(sum) + ", not to the size of x " + dims[0].to_string());
+  split_into(ctx, ctx.input(0), axis, parts);
 }
 
 // ---- slice -----------------------------------------------------------------
@@ -291,6 +345,100 @@ void tile_kernel(kernel_context& ctx) {
                        detail::dense_strides(dims), dims);
 }
 
+// ---- gradients -------------------------------------------------------------
+// Shapes come from attributes, so a dim unknown at build time can leave the
+// gradient's shape undetermined; those rare cases fail naming the op and shape.
+
+[[noreturn]] void fail_unknown(const grad_context& c, const std::string& what) {
+  fail(c.op, "cannot form the gradient of node '" + c.node_name + "': " + what);
+}
+
+void concat_grad(grad_context& c) {
+  int axis = normalize_axis(c.attr<int64_t>("axis"), c.input(0).dims().rank(), c.op);
+  std::vector<int64_t> sizes;
+  int unknown = 0;
+  for (auto& in : c.inputs) {
+    sizes.push_back(in.dims()[axis]);
+    unknown += sizes.back() < 0;
+  }
+  if (c.inputs.size() == 1) {
+    c.input_grads = {c.grad()};
+    return;
+  }
+  if (unknown <= 1) {
+    c.input_grads = split_sizes(c.grad(), sizes, axis);
+    return;
+  }
+  // The sizes along the axis are known only at run time.
+  std::vector<output> ins = {c.grad()};
+  ins.insert(ins.end(), c.inputs.begin(), c.inputs.end());
+  c.input_grads = make_op_outputs("split_like", ins, {{"axis", int64_t{axis}}});
+}
+
+void split_grad(grad_context& c) {
+  c.input_grads = {concat(c.grads, c.attr_or<int64_t>("axis", 0))};
+}
+
+// Zeros around the slice: pad by begin before and by what the slice left after.
+void slice_grad(grad_context& c) {
+  const shape& in = c.input(0).dims();
+  auto begin = c.attr<std::vector<int64_t>>("begin");
+  auto size = c.attr<std::vector<int64_t>>("size");
+  std::vector<int64_t> paddings;
+  for (int k = 0; k < in.rank(); ++k) {
+    auto u = static_cast<size_t>(k);
+    if (size[u] >= 0 && in[k] < 0)
+      fail_unknown(c, "dim " + std::to_string(k) + " of the input " + in.to_string() +
+                          " is unknown and the slice does not reach its end");
+    paddings.push_back(begin[u]);
+    paddings.push_back(size[u] < 0 ? 0 : in[k] - begin[u] - size[u]);
+  }
+  c.input_grads = {pad(c.grad(), paddings)};
+}
+
+void pad_grad(grad_context& c) {
+  const shape& in = c.input(0).dims();
+  auto p = get_paddings(in, c.attrs, c.op);
+  std::vector<int64_t> begin, size;
+  for (int k = 0; k < in.rank(); ++k) {
+    auto u = static_cast<size_t>(k);
+    if (in[k] < 0 && p[2 * u + 1] > 0)
+      fail_unknown(c, "dim " + std::to_string(k) + " of the input " + in.to_string() +
+                          " is unknown and padded after its end");
+    begin.push_back(p[2 * u]);
+    size.push_back(in[k]);  // -1 (to the end) only where nothing was padded after
+  }
+  c.input_grads = {slice(c.grad(), begin, size)};
+}
+
+// The output seen as (m0, d0, m1, d1, ...) summed over the m dims.
+void tile_grad(grad_context& c) {
+  const output& x = c.input(0);
+  auto m = get_multiples(x.dims(), c.attrs, c.op);
+  if (std::find(m.begin(), m.end(), 0) != m.end()) {
+    c.input_grads = {zeros_like(x)};
+    return;
+  }
+  std::vector<int64_t> split_dims, axes;
+  int unknown = 0;
+  for (int k = 0; k < x.dims().rank(); ++k) {
+    int64_t mk = m[static_cast<size_t>(k)], dk = x.dims()[k];
+    if (mk != 1) {
+      axes.push_back(static_cast<int64_t>(split_dims.size()));
+      split_dims.push_back(mk);
+    }
+    split_dims.push_back(dk);
+    unknown += dk < 0;
+  }
+  if (axes.empty()) {
+    c.input_grads = {c.grad()};
+    return;
+  }
+  if (unknown > 1)
+    fail_unknown(c, "the input " + x.dims().to_string() + " has more than one unknown dim");
+  c.input_grads = {reduce_sum(reshape(c.grad(), split_dims), axes)};
+}
+
 const op_registrar registrations[] = {
     op_registrar(
         {.name = "concat",
@@ -299,12 +447,25 @@ const op_registrar registrations[] = {
          .infer =
              [](const shape_context& c) { return concat_infer_specs(c.inputs, c.attrs, c.op); },
          .kernel = concat_kernel,
-         .summary = "joins tensors along attr axis"}),
+         .summary = "joins tensors along attr axis",
+         .gradient = concat_grad}),
     op_registrar({.name = "split",
                   .num_inputs = 1,
                   .infer = split_infer,
                   .kernel = split_kernel,
-                  .summary = "splits along attr axis into num_splits equal parts or sizes"}),
+                  .summary = "splits along attr axis into num_splits equal parts or sizes",
+                  .gradient = split_grad}),
+    op_registrar({.name = "split_like",
+                  .num_inputs = -1,
+                  .min_inputs = 2,
+                  .infer = split_like_infer,
+                  .kernel = split_like_kernel,
+                  .summary = "splits input 0 along attr axis into parts as long there as inputs "
+                             "1.. are at run time (the gradient of concat)",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {concat(c.grads, c.attr_or<int64_t>("axis", 0))};
+                      }}),
     op_registrar({.name = "slice",
                   .num_inputs = 1,
                   .infer =
@@ -313,17 +474,20 @@ const op_registrar registrations[] = {
                             {c.inputs[0].type, slice_shape(c.inputs[0].dims, c.attrs, c.op)}};
                       },
                   .kernel = slice_kernel,
-                  .summary = "a block at attr begin of attr size (-1: to the end)"}),
+                  .summary = "a block at attr begin of attr size (-1: to the end)",
+                  .gradient = slice_grad}),
     op_registrar({.name = "pad",
                   .num_inputs = 1,
                   .infer = pad_infer,
                   .kernel = pad_kernel,
-                  .summary = "pads by attr paddings [before0, after0, ...] with attr value"}),
+                  .summary = "pads by attr paddings [before0, after0, ...] with attr value",
+                  .gradient = pad_grad}),
     op_registrar({.name = "tile",
                   .num_inputs = 1,
                   .infer = tile_infer,
                   .kernel = tile_kernel,
-                  .summary = "repeats along each dim by attr multiples"}),
+                  .summary = "repeats along each dim by attr multiples",
+                  .gradient = tile_grad}),
 };
 
 }  // namespace
@@ -340,6 +504,13 @@ std::vector<output> split(output x, int64_t num_splits, int64_t axis, const std:
 std::vector<output> split_sizes(output x, std::vector<int64_t> sizes, int64_t axis,
                                 const std::string& name) {
   return make_op_outputs("split", {x}, {{"axis", axis}, {"sizes", std::move(sizes)}}, name);
+}
+
+std::vector<output> split_like(output x, const std::vector<output>& likes, int64_t axis,
+                               const std::string& name) {
+  std::vector<output> ins = {x};
+  ins.insert(ins.end(), likes.begin(), likes.end());
+  return make_op_outputs("split_like", ins, {{"axis", axis}}, name);
 }
 
 output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,

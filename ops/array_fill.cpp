@@ -44,17 +44,21 @@ const op_registrar registrations[] = {
                   .num_inputs = 0,
                   .infer = fill_infer,
                   .kernel = fill_kernel,
-                  .summary = "a tensor of attr shape and dtype filled with attr value"}),
+                  .summary = "a tensor of attr shape and dtype filled with attr value",
+                  .not_differentiable = true}),
     op_registrar({.name = "zeros_like",
                   .num_inputs = 1,
                   .infer = same_as_input0,
                   .kernel = [](kernel_context& ctx) { fill_like(ctx, 0); },
-                  .summary = "zeros of the input's dtype and shape"}),
+                  .summary = "zeros of the input's dtype and shape",
+                  // The value does not depend on the input's values: no gradient flows.
+                  .gradient = [](grad_context&) {}}),
     op_registrar({.name = "ones_like",
                   .num_inputs = 1,
                   .infer = same_as_input0,
                   .kernel = [](kernel_context& ctx) { fill_like(ctx, 1); },
-                  .summary = "ones of the input's dtype and shape"}),
+                  .summary = "ones of the input's dtype and shape",
+                  .gradient = [](grad_context&) {}}),
     op_registrar(
         {.name = "shape",
          .num_inputs = 1,
@@ -67,7 +71,8 @@ const op_registrar registrations[] = {
              [](kernel_context& ctx) {
                ctx.set_output(0, tensor::from_vector<int64_t>(ctx.input(0).dims().dims()));
              },
-         .summary = "the input's shape as a 1-D int64 tensor"}),
+         .summary = "the input's shape as a 1-D int64 tensor",
+         .not_differentiable = true}),
     op_registrar({.name = "size",
                   .num_inputs = 1,
                   .infer =
@@ -78,7 +83,8 @@ const op_registrar registrations[] = {
                       [](kernel_context& ctx) {
                         ctx.set_output(0, tensor::scalar<int64_t>(ctx.input(0).num_elements()));
                       },
-                  .summary = "the input's element count as an int64 scalar"}),
+                  .summary = "the input's element count as an int64 scalar",
+                  .not_differentiable = true}),
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Indexing ops: gather and one_hot.
+// Indexing ops: gather, its adjoint scatter_add_like, and one_hot.
 #include <algorithm>
 
 #include "ops/array.hpp"
@@ -18,6 +18,25 @@ template <class F>
 decltype(auto) visit_index(dtype t, F&& f) {
   if (t == dtype::int32) return f(int32_t{});
   return f(int64_t{});
+}
+
+// Every index, validated first so that a bad one fails the step before any work.
+std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
+                                     int64_t d, const std::string& where) {
+  int64_t n = indices.num_elements();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  visit_index(indices.type(), [&](auto tag) {
+    using I = decltype(tag);
+    const I* p = indices.data<I>();
+    for (int64_t j = 0; j < n; ++j) {
+      if (p[j] < 0 || p[j] >= d)
+        ctx.fail("index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
+                 ") is out of range for axis " + std::to_string(axis) + " of size " +
+                 std::to_string(d) + " in " + where);
+      idx[static_cast<size_t>(j)] = p[j];
+    }
+  });
+  return idx;
 }
 
 // ---- gather ----------------------------------------------------------------
@@ -50,19 +69,7 @@ void gather_kernel(kernel_context& ctx) {
   out_dims.insert(out_dims.end(), pd.begin() + axis + 1, pd.end());
   tensor& out = ctx.allocate_output(0, params.type(), shape(out_dims));
   int64_t n = indices.num_elements();
-  // Validate every index first, so a bad one fails the step before any work.
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  visit_index(indices.type(), [&](auto tag) {
-    using I = decltype(tag);
-    const I* p = indices.data<I>();
-    for (int64_t j = 0; j < n; ++j) {
-      if (p[j] < 0 || p[j] >= d)
-        ctx.fail("index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
-                 ") is out of range for axis " + std::to_string(axis) + " of size " +
-                 std::to_string(d) + " in params " + params.dims().to_string());
-      idx[static_cast<size_t>(j)] = p[j];
-    }
-  });
+  auto idx = checked_indices(ctx, indices, axis, d, "params " + params.dims().to_string());
   if (out.num_elements() == 0) return;
   detail::visit_elem_size(dtype_size(params.type()), [&](auto tag) {
     using U = decltype(tag);
@@ -81,6 +88,99 @@ void gather_kernel(kernel_context& ctx) {
         if (++j == n) j = 0, ++o;
       }
     });
+  });
+}
+
+// ---- scatter_add_like --------------------------------------------------------
+
+// The shape gather(like, indices, axis) would have: like[:axis] + indices + like[axis+1:].
+shape gathered_shape(const shape& like, const shape& indices, int axis) {
+  const auto& ld = like.dims();
+  std::vector<int64_t> out(ld.begin(), ld.begin() + axis);
+  out.insert(out.end(), indices.dims().begin(), indices.dims().end());
+  out.insert(out.end(), ld.begin() + axis + 1, ld.end());
+  return shape(out);
+}
+
+std::vector<tensor_spec> scatter_add_infer(const shape_context& c) {
+  auto& updates = c.inputs[0];
+  auto& indices = c.inputs[1];
+  shape like = c.inputs[2].dims;
+  check_index_type(indices.type, c.op);
+  if (updates.type == dtype::boolean) c.fail("bool is not a numeric type");
+  if (like.rank() == 0) c.fail("cannot scatter into a scalar");
+  int axis = normalize_axis(c.attr_or<int64_t>("axis", 0), like.rank(), c.op);
+  shape want = gathered_shape(like, indices.dims, axis);
+  if (!updates.dims.compatible_with(want))
+    c.fail("updates " + updates.dims.to_string() + " do not match " + want.to_string() +
+           ", the shape of gathering from " + like.to_string() + " at indices " +
+           indices.dims.to_string() + " along axis " + std::to_string(axis));
+  // The dims of like outside the axis also show in updates.
+  int tail = like.rank() - axis - 1;
+  for (int k = 0; k < like.rank(); ++k) {
+    int from = k < axis ? k : updates.dims.rank() - tail + (k - axis - 1);
+    if (like[k] < 0 && k != axis) like[k] = updates.dims[from];
+  }
+  return {{updates.type, like}};
+}
+
+// Integers add with wrap-around, as the math ops do.
+template <class T>
+T add_wrapping(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// out[o, idx[j], c] += upd[o, j, c]. Tasks own disjoint (o, column block) pairs and add
+// the updates in index order, so the sums do not depend on how the work was split.
+template <class T>
+void scatter_add(const T* upd, const std::vector<int64_t>& idx, T* out, int64_t outer, int64_t d,
+                 int64_t inner) {
+  const int64_t n = static_cast<int64_t>(idx.size());
+  const int64_t cw = std::min<int64_t>(inner, 1024);
+  const int64_t blocks = (inner + cw - 1) / cw;
+  int64_t grain = std::max<int64_t>(1, parallel_grain / std::max<int64_t>(1, n * cw));
+  parallel_for(outer * blocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * cw, c1 = std::min(inner, c0 + cw);
+      for (int64_t j = 0; j < n; ++j) {
+        T* dst = out + (o * d + idx[static_cast<size_t>(j)]) * inner;
+        const T* src = upd + (o * n + j) * inner;
+        for (int64_t c = c0; c < c1; ++c) dst[c] = add_wrapping(dst[c], src[c]);
+      }
+    }
+  });
+}
+
+void scatter_add_kernel(kernel_context& ctx) {
+  const tensor& updates = ctx.input(0);
+  const tensor& indices = ctx.input(1);
+  const shape& like = ctx.input(2).dims();
+  check_index_type(indices.type(), ctx.op);
+  if (like.rank() == 0) ctx.fail("cannot scatter into a scalar");
+  int axis = normalize_axis(ctx.attr_or<int64_t>("axis", 0), like.rank(), ctx.op);
+  shape want = gathered_shape(like, indices.dims(), axis);
+  if (updates.dims() != want)
+    ctx.fail("updates " + updates.dims().to_string() + " do not match " + want.to_string() +
+             ", the shape of gathering from " + like.to_string() + " at indices " +
+             indices.dims().to_string() + " along axis " + std::to_string(axis));
+  const auto& ld = like.dims();
+  int64_t outer = 1, inner = 1, d = ld[static_cast<size_t>(axis)];
+  for (int k = 0; k < axis; ++k) outer *= ld[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < ld.size(); ++k) inner *= ld[k];
+  auto idx = checked_indices(ctx, indices, axis, d, "the output " + like.to_string());
+  tensor& out = ctx.allocate_output(0, updates.type(), like);
+  visit_numeric(updates.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* o = out.mutable_data<T>();
+      std::fill(o, o + out.num_elements(), T(0));
+      if (updates.num_elements() > 0) scatter_add<T>(updates.data<T>(), idx, o, outer, d, inner);
+    }
   });
 }
 
@@ -136,12 +236,29 @@ const op_registrar registrations[] = {
                   .num_inputs = 2,
                   .infer = gather_infer,
                   .kernel = gather_kernel,
-                  .summary = "slices of params at indices along attr axis"}),
+                  .summary = "slices of params at indices along attr axis",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {scatter_add_like(c.grad(), c.input(1), c.input(0),
+                                                          c.attr_or<int64_t>("axis", 0))};
+                      }}),
     op_registrar({.name = "one_hot",
                   .num_inputs = 1,
                   .infer = one_hot_infer,
                   .kernel = one_hot_kernel,
-                  .summary = "one-hot rows of attr depth (on_value, off_value, dtype)"}),
+                  .summary = "one-hot rows of attr depth (on_value, off_value, dtype)",
+                  .not_differentiable = true}),
+    op_registrar({.name = "scatter_add_like",
+                  .num_inputs = 3,
+                  .infer = scatter_add_infer,
+                  .kernel = scatter_add_kernel,
+                  .summary = "zeros shaped like input 2, plus the updates added at indices along "
+                             "attr axis (the adjoint of gather)",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {
+                            gather(c.grad(), c.input(1), c.attr_or<int64_t>("axis", 0))};
+                      }}),
 };
 
 }  // namespace
@@ -155,6 +272,11 @@ output one_hot(output indices, int64_t depth, double on_value, double off_value,
   return make_op(
       "one_hot", {indices},
       {{"depth", depth}, {"on_value", on_value}, {"off_value", off_value}, {"dtype", type}}, name);
+}
+
+output scatter_add_like(output updates, output indices, output like, int64_t axis,
+                        const std::string& name) {
+  return make_op("scatter_add_like", {updates, indices, like}, {{"axis", axis}}, name);
 }
 
 }  // namespace actorflow

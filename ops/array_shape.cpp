@@ -1,5 +1,6 @@
-// Shape-changing ops that keep the element order: reshape, expand_dims, squeeze
-// (never copy: the output shares the input's buffer), and transpose.
+// Shape-changing ops that keep the element order: reshape, reshape_like,
+// expand_dims, squeeze (never copy: the output shares the input's buffer), and
+// transpose.
 #include <algorithm>
 
 #include "ops/array.hpp"
@@ -167,17 +168,73 @@ shape squeeze_shape(const shape& in, const attr_map& attrs, const std::string& o
   return shape(out);
 }
 
+// ---- reshape_like ----------------------------------------------------------
+
+std::string elements_text(const shape& s) {
+  int64_t n = detail::known_product(s);
+  return s.to_string() + (n >= 0 ? " (" + std::to_string(n) + " elements)" : "");
+}
+
+void check_same_count(const shape& from, const shape& to, const std::string& op) {
+  int64_t a = detail::known_product(from), b = detail::known_product(to);
+  if (a >= 0 && b >= 0 && a != b)
+    fail(op, "cannot reshape " + elements_text(from) + " to the shape of " + elements_text(to));
+}
+
+std::vector<tensor_spec> reshape_like_infer(const shape_context& c) {
+  check_same_count(c.inputs[0].dims, c.inputs[1].dims, c.op);
+  return {{c.inputs[0].type, c.inputs[1].dims}};
+}
+
+void reshape_like_kernel(kernel_context& ctx) {
+  const shape& to = ctx.input(1).dims();
+  check_same_count(ctx.input(0).dims(), to, ctx.op);
+  ctx.set_output(0, ctx.input(0).reshaped(to));
+}
+
+// ---- gradients -------------------------------------------------------------
+
+// Back to the input's shape: fixed when known, else read at run time.
+output reshape_back(output dy, const output& x) {
+  if (x.dims().is_fully_defined()) return reshape(dy, x.dims().dims());
+  return reshape_like(dy, x);
+}
+
+void reshape_grad(grad_context& c) { c.input_grads = {reshape_back(c.grad(), c.input(0))}; }
+
+void transpose_grad(grad_context& c) {
+  auto perm = get_perm(c.attrs, c.input(0).dims(), c.op);
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = int64_t(i);
+  c.input_grads = {transpose(c.grad(), inverse)};
+}
+
+void expand_dims_grad(grad_context& c) {
+  int axis = normalize_axis(c.attr<int64_t>("axis"), c.input(0).dims().rank() + 1, c.op);
+  c.input_grads = {squeeze(c.grad(), {axis})};
+}
+
+void squeeze_grad(grad_context& c) {
+  auto drop = squeezed_dims(c.input(0).dims(), c.attrs, c.op);
+  output dy = c.grad();
+  for (int k = 0; k < c.input(0).dims().rank(); ++k)
+    if (drop[static_cast<size_t>(k)]) dy = expand_dims(dy, k);
+  c.input_grads = {dy};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "reshape",
                   .num_inputs = 1,
                   .infer = reshape_infer,
                   .kernel = reshape_kernel,
-                  .summary = "the same elements in a new shape (attr shape, one -1 allowed)"}),
+                  .summary = "the same elements in a new shape (attr shape, one -1 allowed)",
+                  .gradient = reshape_grad}),
     op_registrar({.name = "transpose",
                   .num_inputs = 1,
                   .infer = transpose_infer,
                   .kernel = transpose_kernel,
-                  .summary = "permutes dims (attr perm; empty reverses)"}),
+                  .summary = "permutes dims (attr perm; empty reverses)",
+                  .gradient = transpose_grad}),
     op_registrar({.name = "expand_dims",
                   .num_inputs = 1,
                   .infer =
@@ -191,7 +248,8 @@ const op_registrar registrations[] = {
                         ctx.set_output(0,
                                        x.reshaped(expand_dims_shape(x.dims(), ctx.attrs, ctx.op)));
                       },
-                  .summary = "inserts a size-1 dim at attr axis"}),
+                  .summary = "inserts a size-1 dim at attr axis",
+                  .gradient = expand_dims_grad}),
     op_registrar({.name = "squeeze",
                   .num_inputs = 1,
                   .infer =
@@ -204,7 +262,16 @@ const op_registrar registrations[] = {
                         const tensor& x = ctx.input(0);
                         ctx.set_output(0, x.reshaped(squeeze_shape(x.dims(), ctx.attrs, ctx.op)));
                       },
-                  .summary = "removes size-1 dims (attr axes; empty = all)"}),
+                  .summary = "removes size-1 dims (attr axes; empty = all)",
+                  .gradient = squeeze_grad}),
+    op_registrar(
+        {.name = "reshape_like",
+         .num_inputs = 2,
+         .infer = reshape_like_infer,
+         .kernel = reshape_like_kernel,
+         .summary = "input 0's elements in the run-time shape of input 1",
+         .gradient =
+             [](grad_context& c) { c.input_grads = {reshape_back(c.grad(), c.input(0))}; }}),
 };
 
 }  // namespace
@@ -225,6 +292,10 @@ output expand_dims(output x, int64_t axis, const std::string& name) {
 
 output squeeze(output x, std::vector<int64_t> axes, const std::string& name) {
   return make_op("squeeze", {x}, {{"axes", std::move(axes)}}, name);
+}
+
+output reshape_like(output x, output like, const std::string& name) {
+  return make_op("reshape_like", {x, like}, {}, name);
 }
 
 }  // namespace actorflow

@@ -350,25 +350,53 @@ void backprop_filter_kernel(kernel_context& ctx) {
   });
 }
 
+// ---- gradients -------------------------------------------------------------
+// conv2d is linear in each operand, and its two backprops are its adjoints, so
+// each op's gradients are the other two ops (as TensorFlow's nn_grad.py). The
+// attributes pass through unchanged.
+
+void conv2d_grad(grad_context& c) {
+  auto x = c.input(0), f = c.input(1), dy = c.grad();
+  c.input_grads = {make_op("conv2d_backprop_input", {x, f, dy}, c.attrs),
+                   make_op("conv2d_backprop_filter", {x, f, dy}, c.attrs)};
+}
+
+// dx = B(f, dy): d/df = backprop_filter(g, f, dy), d/ddy = conv2d(g, f).
+void backprop_input_grad(grad_context& c) {
+  auto f = c.input(1), dy = c.input(2), g = c.grad();
+  c.input_grads = {output(), make_op("conv2d_backprop_filter", {g, f, dy}, c.attrs),
+                   make_op("conv2d", {g, f}, c.attrs)};
+}
+
+// df = B(x, dy): d/dx = backprop_input(x, g, dy), d/ddy = conv2d(x, g).
+void backprop_filter_grad(grad_context& c) {
+  auto x = c.input(0), dy = c.input(2), g = c.grad();
+  c.input_grads = {make_op("conv2d_backprop_input", {x, g, dy}, c.attrs), output(),
+                   make_op("conv2d", {x, g}, c.attrs)};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "conv2d",
                   .num_inputs = 2,
                   .infer = infer_conv2d,
                   .kernel = conv2d_kernel,
                   .expensive = true,
-                  .summary = "2-D convolution of NHWC input with a [KH,KW,C,K] filter"}),
+                  .summary = "2-D convolution of NHWC input with a [KH,KW,C,K] filter",
+                  .gradient = conv2d_grad}),
     op_registrar({.name = "conv2d_backprop_input",
                   .num_inputs = 3,
                   .infer = infer_backprop_input,
                   .kernel = backprop_input_kernel,
                   .expensive = true,
-                  .summary = "gradient of conv2d with respect to its input"}),
+                  .summary = "gradient of conv2d with respect to its input",
+                  .gradient = backprop_input_grad}),
     op_registrar({.name = "conv2d_backprop_filter",
                   .num_inputs = 3,
                   .infer = infer_backprop_filter,
                   .kernel = backprop_filter_kernel,
                   .expensive = true,
-                  .summary = "gradient of conv2d with respect to its filter"}),
+                  .summary = "gradient of conv2d with respect to its filter",
+                  .gradient = backprop_filter_grad}),
 };
 
 attr_map conv_attrs(std::vector<int64_t> strides, const std::string& padding) {

@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 
 namespace actorflow {
 
@@ -332,10 +333,18 @@ void bias_add_grad_kernel(kernel_context& ctx) {
 void matmul_grad(grad_context& c) {
   bool ta = c.attr_or<bool>("transpose_a", false), tb = c.attr_or<bool>("transpose_b", false);
   auto a = c.input(0), b = c.input(1), dy = c.grad();
-  if (!ta && !tb) c.input_grads = {matmul(dy, b, false, true), matmul(a, dy, true, false)};
-  else if (!ta && tb) c.input_grads = {matmul(dy, b), matmul(dy, a, true, false)};
-  else if (ta && !tb) c.input_grads = {matmul(b, dy, false, true), matmul(a, dy)};
-  else c.input_grads = {matmul(b, dy, true, true), matmul(dy, a, true, true)};
+  if (!ta && !tb)
+    c.input_grads = {matmul(dy, b, false, true), matmul(a, dy, true, false)};
+  else if (!ta && tb)
+    c.input_grads = {matmul(dy, b), matmul(dy, a, true, false)};
+  else if (ta && !tb)
+    c.input_grads = {matmul(b, dy, false, true), matmul(a, dy)};
+  else
+    c.input_grads = {matmul(b, dy, true, true), matmul(dy, a, true, true)};
+  // A rank-2 operand shared by every batch gets the sum over the batch.
+  for (size_t i = 0; i < 2; ++i)
+    if (c.input(i).dims().rank() < dy.dims().rank())
+      c.input_grads[i] = sum_to_shape_of(c.input_grads[i], c.input(i));
 }
 
 const op_registrar registrations[] = {

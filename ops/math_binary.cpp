@@ -176,6 +176,37 @@ void mul_grad(grad_context& c) {
                    sum_to_shape_of(mul(c.grad(), c.input(0)), c.input(1))};
 }
 
+void div_grad(grad_context& c) {
+  auto a = c.input(0), b = c.input(1), dy = c.grad();
+  c.input_grads = {sum_to_shape_of(div(dy, b), a),
+                   sum_to_shape_of(mul(dy, div(div(neg(a), b), b)), b)};
+}
+// The chosen input takes the gradient; on ties the first one (as TensorFlow).
+void route_grad(grad_context& c, output first_chosen) {
+  auto dy = c.grad();
+  auto zero = scalar_like(dy, 0);
+  c.input_grads = {sum_to_shape_of(select(first_chosen, dy, zero), c.input(0)),
+                   sum_to_shape_of(select(first_chosen, zero, dy), c.input(1))};
+}
+void maximum_grad(grad_context& c) { route_grad(c, greater_equal(c.input(0), c.input(1))); }
+void minimum_grad(grad_context& c) { route_grad(c, less_equal(c.input(0), c.input(1))); }
+// d/db a^b = a^b log(a), taken as 0 where a <= 0 (as TensorFlow, which has no
+// real value to give there), with log never seeing a value <= 0.
+void pow_grad(grad_context& c) {
+  auto a = c.input(0), b = c.input(1), y = c.outputs[0], dy = c.grad();
+  auto da = mul(mul(dy, b), pow(a, sub(b, scalar_like(b, 1))));
+  auto positive = greater(a, scalar_like(a, 0));
+  auto log_a = log(select(positive, a, scalar_like(a, 1)));
+  auto db = select(positive, mul(mul(dy, y), log_a), scalar_like(a, 0));
+  c.input_grads = {sum_to_shape_of(da, a), sum_to_shape_of(db, b)};
+}
+void select_grad(grad_context& c) {
+  auto cond = c.input(0), dy = c.grad();
+  auto zero = scalar_like(dy, 0);
+  c.input_grads = {output(), sum_to_shape_of(select(cond, dy, zero), c.input(1)),
+                   sum_to_shape_of(select(cond, zero, dy), c.input(2))};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "add",
                   .num_inputs = 2,
@@ -202,75 +233,88 @@ const op_registrar registrations[] = {
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = div_kernel,
-                  .summary = "a / b, broadcasting; integers truncate"}),
+                  .summary = "a / b, broadcasting; integers truncate",
+                  .gradient = div_grad}),
     op_registrar({.name = "maximum",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = elementwise_kernel<dtypes::numeric, false>(maximum_fn),
-                  .summary = "element-wise maximum, broadcasting"}),
+                  .summary = "element-wise maximum, broadcasting",
+                  .gradient = maximum_grad}),
     op_registrar({.name = "minimum",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = elementwise_kernel<dtypes::numeric, false>(minimum_fn),
-                  .summary = "element-wise minimum, broadcasting"}),
+                  .summary = "element-wise minimum, broadcasting",
+                  .gradient = minimum_grad}),
     op_registrar({.name = "pow",
                   .num_inputs = 2,
                   .infer = infer_binary<dtypes::numeric, false>,
                   .kernel = pow_kernel,
-                  .summary = "a ^ b, broadcasting"}),
+                  .summary = "a ^ b, broadcasting",
+                  .gradient = pow_grad}),
     op_registrar(
         {.name = "equal",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::all, true>,
          .kernel = elementwise_kernel<dtypes::all, true>([](auto x, auto y) { return x == y; }),
-         .summary = "a == b, broadcasting"}),
+         .summary = "a == b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "not_equal",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::all, true>,
          .kernel = elementwise_kernel<dtypes::all, true>([](auto x, auto y) { return x != y; }),
-         .summary = "a != b, broadcasting"}),
+         .summary = "a != b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "less",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::numeric, true>,
          .kernel = elementwise_kernel<dtypes::numeric, true>([](auto x, auto y) { return x < y; }),
-         .summary = "a < b, broadcasting"}),
+         .summary = "a < b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "less_equal",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::numeric, true>,
          .kernel = elementwise_kernel<dtypes::numeric, true>([](auto x, auto y) { return x <= y; }),
-         .summary = "a <= b, broadcasting"}),
+         .summary = "a <= b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "greater",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::numeric, true>,
          .kernel = elementwise_kernel<dtypes::numeric, true>([](auto x, auto y) { return x > y; }),
-         .summary = "a > b, broadcasting"}),
+         .summary = "a > b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "greater_equal",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::numeric, true>,
          .kernel = elementwise_kernel<dtypes::numeric, true>([](auto x, auto y) { return x >= y; }),
-         .summary = "a >= b, broadcasting"}),
+         .summary = "a >= b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "logical_and",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::boolean, true>,
          .kernel = elementwise_kernel<dtypes::boolean, true>([](bool x, bool y) { return x && y; }),
-         .summary = "a && b, broadcasting"}),
+         .summary = "a && b, broadcasting",
+         .not_differentiable = true}),
     op_registrar(
         {.name = "logical_or",
          .num_inputs = 2,
          .infer = infer_binary<dtypes::boolean, true>,
          .kernel = elementwise_kernel<dtypes::boolean, true>([](bool x, bool y) { return x || y; }),
-         .summary = "a || b, broadcasting"}),
+         .summary = "a || b, broadcasting",
+         .not_differentiable = true}),
     op_registrar({.name = "select",
                   .num_inputs = 3,
                   .infer = infer_select,
                   .kernel = select_kernel,
-                  .summary = "cond ? a : b element-wise, broadcasting (NumPy where)"}),
+                  .summary = "cond ? a : b element-wise, broadcasting (NumPy where)",
+                  .gradient = select_grad}),
 };
 
 }  // namespace

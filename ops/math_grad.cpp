@@ -1,5 +1,6 @@
 // Derivative helpers of the unary math ops (TensorFlow's ReluGrad, SigmoidGrad, ...).
 // Each takes two same-shape, same-dtype tensors; no broadcasting, as in TensorFlow.
+#include "ops/array.hpp"
 #include "ops/math.hpp"
 #include "ops/math_detail.hpp"
 #include "ops/op_util.hpp"
@@ -60,6 +61,38 @@ kernel_fn float_grad(F f) {
   });
 }
 
+// Second-order gradients. g is the gradient of the helper's output; y the forward
+// output of the op the helper differentiates.
+void relu_grad_grad(grad_context& c) {
+  c.input_grads = {relu_grad(c.grad(), c.input(1)), zeros_like(c.input(1))};
+}
+// out = dy * y * (1 - y): d/dy = g * dy * (1 - 2y).
+void sigmoid_grad_grad(grad_context& c) {
+  auto y = c.input(0), dy = c.input(1), g = c.grad();
+  c.input_grads = {mul(mul(g, dy), sub(scalar_like(y, 1), mul(scalar_like(y, 2), y))),
+                   sigmoid_grad(y, g)};
+}
+// out = dy * (1 - y^2): d/dy = -2 g dy y.
+void tanh_grad_grad(grad_context& c) {
+  auto y = c.input(0), dy = c.input(1), g = c.grad();
+  c.input_grads = {mul(mul(g, dy), mul(scalar_like(y, -2), y)), tanh_grad(y, g)};
+}
+// out = 0.5 dy / y: d/dy = -g out / y.
+void sqrt_grad_grad(grad_context& c) {
+  auto y = c.input(0), g = c.grad();
+  c.input_grads = {neg(div(mul(g, c.outputs[0]), y)), sqrt_grad(y, g)};
+}
+// out = -0.5 dy y^3: d/dy = 3 g out / y.
+void rsqrt_grad_grad(grad_context& c) {
+  auto y = c.input(0), g = c.grad();
+  c.input_grads = {mul(scalar_like(y, 3), div(mul(g, c.outputs[0]), y)), rsqrt_grad(y, g)};
+}
+// out = -dy y^2: d/dy = -2 g dy y.
+void reciprocal_grad_grad(grad_context& c) {
+  auto y = c.input(0), dy = c.input(1), g = c.grad();
+  c.input_grads = {mul(mul(g, dy), mul(scalar_like(y, -2), y)), reciprocal_grad(y, g)};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "relu_grad",
                   .num_inputs = 2,
@@ -71,7 +104,8 @@ const op_registrar registrations[] = {
                       for (int64_t i = 0; i < n; ++i) out[i] = x[i] > T(0) ? dy[i] : T(0);
                     };
                   }),
-                  .summary = "dy where x > 0, else 0"}),
+                  .summary = "dy where x > 0, else 0",
+                  .gradient = relu_grad_grad}),
     // `zero` only carries the element type into the generic lambdas.
     op_registrar({.name = "sigmoid_grad",
                   .num_inputs = 2,
@@ -80,7 +114,8 @@ const op_registrar registrations[] = {
                     using T = decltype(zero);
                     return dy * y * (T(1) - y);
                   }),
-                  .summary = "dy * y * (1 - y)"}),
+                  .summary = "dy * y * (1 - y)",
+                  .gradient = sigmoid_grad_grad}),
     op_registrar({.name = "tanh_grad",
                   .num_inputs = 2,
                   .infer = infer_same_shape<dtypes::floating>,
@@ -88,7 +123,8 @@ const op_registrar registrations[] = {
                     using T = decltype(zero);
                     return dy * (T(1) - y * y);
                   }),
-                  .summary = "dy * (1 - y * y)"}),
+                  .summary = "dy * (1 - y * y)",
+                  .gradient = tanh_grad_grad}),
     op_registrar({.name = "sqrt_grad",
                   .num_inputs = 2,
                   .infer = infer_same_shape<dtypes::floating>,
@@ -96,7 +132,8 @@ const op_registrar registrations[] = {
                     using T = decltype(zero);
                     return dy * T(0.5) / y;
                   }),
-                  .summary = "dy * 0.5 / y"}),
+                  .summary = "dy * 0.5 / y",
+                  .gradient = sqrt_grad_grad}),
     op_registrar({.name = "rsqrt_grad",
                   .num_inputs = 2,
                   .infer = infer_same_shape<dtypes::floating>,
@@ -104,13 +141,15 @@ const op_registrar registrations[] = {
                     using T = decltype(zero);
                     return dy * T(-0.5) * y * y * y;
                   }),
-                  .summary = "dy * -0.5 * y^3"}),
+                  .summary = "dy * -0.5 * y^3",
+                  .gradient = rsqrt_grad_grad}),
     op_registrar(
         {.name = "reciprocal_grad",
          .num_inputs = 2,
          .infer = infer_same_shape<dtypes::floating>,
          .kernel = float_grad([](const auto& y, const auto& dy, auto zero) { return -dy * y * y; }),
-         .summary = "-dy * y * y"}),
+         .summary = "-dy * y * y",
+         .gradient = reciprocal_grad_grad}),
 };
 
 }  // namespace

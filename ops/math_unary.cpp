@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/array.hpp"
 #include "ops/math.hpp"
 #include "ops/math_detail.hpp"
 #include "ops/op_util.hpp"
@@ -89,12 +90,38 @@ const auto negate = [](auto x) {
     return -x;
 };
 
+// Gradients (TensorFlow's math_grad.py): written with graph ops, using the
+// forward output where that saves work (exp, sqrt, sigmoid, tanh, ...).
+void neg_grad(grad_context& c) { c.input_grads = {neg(c.grad())}; }
+void abs_grad(grad_context& c) { c.input_grads = {mul(c.grad(), sign(c.input(0)))}; }
+void exp_grad(grad_context& c) { c.input_grads = {mul(c.grad(), c.outputs[0])}; }
+void log_grad(grad_context& c) { c.input_grads = {div(c.grad(), c.input(0))}; }
+void sqrt_grad_fn(grad_context& c) { c.input_grads = {sqrt_grad(c.outputs[0], c.grad())}; }
+void rsqrt_grad_fn(grad_context& c) { c.input_grads = {rsqrt_grad(c.outputs[0], c.grad())}; }
+void square_grad(grad_context& c) {
+  c.input_grads = {mul(c.grad(), mul(c.input(0), scalar_like(c.input(0), 2)))};
+}
+void sign_grad(grad_context& c) { c.input_grads = {zeros_like(c.input(0))}; }
+void reciprocal_grad_fn(grad_context& c) {
+  c.input_grads = {reciprocal_grad(c.outputs[0], c.grad())};
+}
+// relu's output is positive exactly where its input is.
+void relu_grad_fn(grad_context& c) { c.input_grads = {relu_grad(c.grad(), c.outputs[0])}; }
+void sigmoid_grad_fn(grad_context& c) { c.input_grads = {sigmoid_grad(c.outputs[0], c.grad())}; }
+void tanh_grad_fn(grad_context& c) { c.input_grads = {tanh_grad(c.outputs[0], c.grad())}; }
+// Between float dtypes the gradient converts back; from integers there is none.
+void cast_grad(grad_context& c) {
+  if (is_floating(c.input(0).type()) && c.grad().valid() && is_floating(c.grad().type()))
+    c.input_grads = {cast(c.grad(), c.input(0).type())};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "neg",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::signed_numeric>,
                   .kernel = scalar_kernel<dtypes::signed_numeric>(negate),
-                  .summary = "-x"}),
+                  .summary = "-x",
+                  .gradient = neg_grad}),
     op_registrar({.name = "abs",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::signed_numeric>,
@@ -105,27 +132,32 @@ const op_registrar registrations[] = {
                     else
                       return std::abs(x);
                   }),
-                  .summary = "|x|"}),
+                  .summary = "|x|",
+                  .gradient = abs_grad}),
     op_registrar({.name = "exp",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.exp(); }),
-                  .summary = "e^x"}),
+                  .summary = "e^x",
+                  .gradient = exp_grad}),
     op_registrar({.name = "log",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.log(); }),
-                  .summary = "natural logarithm"}),
+                  .summary = "natural logarithm",
+                  .gradient = log_grad}),
     op_registrar({.name = "sqrt",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.sqrt(); }),
-                  .summary = "square root"}),
+                  .summary = "square root",
+                  .gradient = sqrt_grad_fn}),
     op_registrar({.name = "rsqrt",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.rsqrt(); }),
-                  .summary = "1 / sqrt(x)"}),
+                  .summary = "1 / sqrt(x)",
+                  .gradient = rsqrt_grad_fn}),
     op_registrar({.name = "square",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::signed_numeric>,
@@ -133,7 +165,8 @@ const op_registrar registrations[] = {
                     using T = decltype(x);
                     return static_cast<T>(wrap_t<T>(x) * wrap_t<T>(x));
                   }),
-                  .summary = "x * x"}),
+                  .summary = "x * x",
+                  .gradient = square_grad}),
     op_registrar({.name = "sign",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::signed_numeric>,
@@ -141,12 +174,14 @@ const op_registrar registrations[] = {
                     using T = decltype(x);
                     return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;  // keeps 0, -0 and NaN
                   }),
-                  .summary = "-1, 0 or 1"}),
+                  .summary = "-1, 0 or 1",
+                  .gradient = sign_grad}),
     op_registrar({.name = "reciprocal",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.inverse(); }),
-                  .summary = "1 / x"}),
+                  .summary = "1 / x",
+                  .gradient = reciprocal_grad_fn}),
     op_registrar({.name = "relu",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::numeric>,
@@ -157,27 +192,32 @@ const op_registrar registrations[] = {
                     else
                       return x < T(0) ? T(0) : x;  // NaN passes through
                   }),
-                  .summary = "max(x, 0)"}),
+                  .summary = "max(x, 0)",
+                  .gradient = relu_grad_fn}),
     op_registrar({.name = "sigmoid",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.logistic(); }),
-                  .summary = "1 / (1 + e^-x)"}),
+                  .summary = "1 / (1 + e^-x)",
+                  .gradient = sigmoid_grad_fn}),
     op_registrar({.name = "tanh",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::floating>,
                   .kernel = eigen_kernel([](const auto& x) { return x.tanh(); }),
-                  .summary = "hyperbolic tangent"}),
+                  .summary = "hyperbolic tangent",
+                  .gradient = tanh_grad_fn}),
     op_registrar({.name = "logical_not",
                   .num_inputs = 1,
                   .infer = infer_unary<dtypes::boolean>,
                   .kernel = scalar_kernel<dtypes::boolean>([](bool x) { return !x; }),
-                  .summary = "!x"}),
+                  .summary = "!x",
+                  .not_differentiable = true}),
     op_registrar({.name = "cast",
                   .num_inputs = 1,
                   .infer = infer_cast,
                   .kernel = cast_kernel,
-                  .summary = "converts to the dtype attribute"}),
+                  .summary = "converts to the dtype attribute",
+                  .gradient = cast_grad}),
 };
 
 }  // namespace

@@ -246,27 +246,47 @@ void avg_pool_grad_kernel(kernel_context& ctx) {
   });
 }
 
+// ---- gradients -------------------------------------------------------------
+// The attributes pass through unchanged. avg_pool is linear and avg_pool_grad is
+// its adjoint, so each is the other's gradient.
+
+void max_pool_grad_fn(grad_context& c) {
+  c.input_grads = {make_op("max_pool_grad", {c.input(0), c.outputs[0], c.grad()}, c.attrs)};
+}
+
+void avg_pool_grad_fn(grad_context& c) {
+  c.input_grads = {make_op("avg_pool_grad", {c.input(0), c.grad()}, c.attrs)};
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "max_pool",
                   .num_inputs = 1,
                   .infer = infer_pool,
                   .kernel = pool_kernel<true>,
-                  .summary = "maximum over 2-D windows of NHWC input"}),
+                  .summary = "maximum over 2-D windows of NHWC input",
+                  .gradient = max_pool_grad_fn}),
     op_registrar({.name = "avg_pool",
                   .num_inputs = 1,
                   .infer = infer_pool,
                   .kernel = pool_kernel<false>,
-                  .summary = "mean over 2-D windows of NHWC input (padding not counted)"}),
+                  .summary = "mean over 2-D windows of NHWC input (padding not counted)",
+                  .gradient = avg_pool_grad_fn}),
     op_registrar({.name = "max_pool_grad",
                   .num_inputs = 3,
                   .infer = infer_max_pool_grad,
                   .kernel = max_pool_grad_kernel,
-                  .summary = "gradient of max_pool (to the first maximum of each window)"}),
+                  .summary = "gradient of max_pool (to the first maximum of each window)",
+                  // TensorFlow's MaxPoolGradGrad has no counterpart here yet.
+                  .not_differentiable = true}),
     op_registrar({.name = "avg_pool_grad",
                   .num_inputs = 2,
                   .infer = infer_avg_pool_grad,
                   .kernel = avg_pool_grad_kernel,
-                  .summary = "gradient of avg_pool"}),
+                  .summary = "gradient of avg_pool",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {output(), make_op("avg_pool", {c.grad()}, c.attrs)};
+                      }}),
 };
 
 attr_map pool_attrs(std::vector<int64_t> ksize, std::vector<int64_t> strides,

@@ -11,7 +11,9 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/array.hpp"
 #include "ops/array_util.hpp"
+#include "ops/math.hpp"
 #include "ops/op_util.hpp"
 
 namespace actorflow {
@@ -427,36 +429,111 @@ void sum_to_kernel(kernel_context& ctx) {
   reduce_tensor(ctx, reduce_kind::sum, x, red, to);
 }
 
-op_def reduction(const char* name, reduce_kind kind, const char* summary) {
+// ---- gradients -------------------------------------------------------------
+
+// t (an output of the reduction, or its gradient) with the reduced dims put back
+// as size 1, so that it broadcasts against the input.
+output keep_reduced_dims(const grad_context& c, output t) {
+  // Kept already, or everything reduced: a scalar broadcasts as it is.
+  if (c.attr_or<bool>("keep_dims", false) || t.dims().rank() == 0) return t;
+  const shape& in = c.input(0).dims();
+  auto red = reduced_dims(in, c.attr_or<std::vector<int64_t>>("axes", {}), c.op);
+  for (int k = 0; k < in.rank(); ++k)
+    if (red[static_cast<size_t>(k)]) t = expand_dims(t, k);
+  return t;
+}
+
+output reduce_like_forward(const grad_context& c, const char* op, output t) {
+  return make_op(op, {t},
+                 {{"axes", c.attr_or<std::vector<int64_t>>("axes", {})}, {"keep_dims", true}});
+}
+
+void sum_grad(grad_context& c) {
+  c.input_grads = {broadcast_like(keep_reduced_dims(c, c.grad()), c.input(0))};
+}
+
+// The element count of each mean: a constant when the reduced dims are known,
+// else read at run time (size(x) / size(y); a batch dim may be -1).
+output mean_count(const grad_context& c) {
+  const output& x = c.input(0);
+  auto red = reduced_dims(x.dims(), c.attr_or<std::vector<int64_t>>("axes", {}), c.op);
+  int64_t n = 1;
+  for (int k = 0; k < x.dims().rank() && n >= 0; ++k)
+    if (red[static_cast<size_t>(k)]) n = x.dims()[k] < 0 ? -1 : n * x.dims()[k];
+  if (n >= 0) return scalar_like(c.grad(), static_cast<double>(n));
+  auto out_size = size(c.outputs[0]);
+  auto count = div(size(x), maximum(out_size, scalar_like(out_size, 1)));
+  return cast(count, x.type());
+}
+
+void mean_grad(grad_context& c) {
+  auto dy = div(keep_reduced_dims(c, c.grad()), mean_count(c));
+  c.input_grads = {broadcast_like(dy, c.input(0))};
+}
+
+// Shared equally among the elements equal to the extreme value (as TensorFlow).
+void extreme_grad(grad_context& c) {
+  const output& x = c.input(0);
+  auto hits = cast(equal(keep_reduced_dims(c, c.outputs[0]), x), x.type());
+  auto count = reduce_like_forward(c, "sum", hits);
+  c.input_grads = {mul(hits, div(keep_reduced_dims(c, c.grad()), count))};
+}
+
+// d prod / dx_i is the product of the other elements: prod / x_i when no element
+// is zero; with one zero, the product of the others for the zero and 0 elsewhere;
+// with more zeros, 0 everywhere. Computed without dividing by zero.
+void prod_grad(grad_context& c) {
+  const output& x = c.input(0);
+  auto zero = scalar_like(x, 0), one = scalar_like(x, 1);
+  auto is_zero = equal(x, zero);
+  auto safe = select(is_zero, one, x);
+  auto others = reduce_like_forward(c, "prod", safe);  // product of the non-zeros
+  auto zeros = reduce_like_forward(c, "sum", cast(is_zero, x.type()));
+  auto lone_zero = logical_and(is_zero, equal(zeros, one));
+  auto d = select(equal(zeros, zero), div(others, safe), select(lone_zero, others, zero));
+  c.input_grads = {mul(d, keep_reduced_dims(c, c.grad()))};
+}
+
+op_def reduction(const char* name, reduce_kind kind, const char* summary, grad_fn gradient) {
   return {.name = name,
           .num_inputs = 1,
           .infer = reduce_infer,
           .kernel = reduce_kernel(kind),
-          .summary = summary};
+          .summary = summary,
+          .gradient = std::move(gradient)};
 }
 
 const op_registrar registrations[] = {
-    op_registrar(reduction("sum", reduce_kind::sum, "sum over attr axes (empty = all)")),
-    op_registrar(reduction("mean", reduce_kind::mean, "mean over attr axes (empty = all)")),
-    op_registrar(reduction("max", reduce_kind::max, "maximum over attr axes (empty = all)")),
-    op_registrar(reduction("min", reduce_kind::min, "minimum over attr axes (empty = all)")),
-    op_registrar(reduction("prod", reduce_kind::prod, "product over attr axes (empty = all)")),
+    op_registrar(reduction("sum", reduce_kind::sum, "sum over attr axes (empty = all)", sum_grad)),
+    op_registrar(
+        reduction("mean", reduce_kind::mean, "mean over attr axes (empty = all)", mean_grad)),
+    op_registrar(
+        reduction("max", reduce_kind::max, "maximum over attr axes (empty = all)", extreme_grad)),
+    op_registrar(
+        reduction("min", reduce_kind::min, "minimum over attr axes (empty = all)", extreme_grad)),
+    op_registrar(
+        reduction("prod", reduce_kind::prod, "product over attr axes (empty = all)", prod_grad)),
     op_registrar({.name = "argmax",
                   .num_inputs = 1,
                   .infer = arg_infer,
                   .kernel = arg_kernel<true>,
-                  .summary = "int64 index of the maximum along attr axis"}),
+                  .summary = "int64 index of the maximum along attr axis",
+                  .not_differentiable = true}),
     op_registrar({.name = "argmin",
                   .num_inputs = 1,
                   .infer = arg_infer,
                   .kernel = arg_kernel<false>,
-                  .summary = "int64 index of the minimum along attr axis"}),
-    op_registrar({.name = "sum_to_shape_of",
-                  .num_inputs = 2,
-                  .infer = sum_to_infer,
-                  .kernel = sum_to_kernel,
-                  .summary = "sums input 0 down to the run-time shape of input 1 (undoes "
-                             "broadcasting)"}),
+                  .summary = "int64 index of the minimum along attr axis",
+                  .not_differentiable = true}),
+    op_registrar(
+        {.name = "sum_to_shape_of",
+         .num_inputs = 2,
+         .infer = sum_to_infer,
+         .kernel = sum_to_kernel,
+         .summary = "sums input 0 down to the run-time shape of input 1 (undoes "
+                    "broadcasting)",
+         .gradient =
+             [](grad_context& c) { c.input_grads = {broadcast_like(c.grad(), c.input(0))}; }}),
 };
 
 output reduce_op(const char* op, output x, std::vector<int64_t> axes, bool keep_dims,

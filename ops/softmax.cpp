@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/array.hpp"
+#include "ops/math.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 
 namespace actorflow {
 
@@ -205,29 +208,74 @@ void sparse_xent_kernel(kernel_context& ctx) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// gradients (TensorFlow's nn_grad.py), from the forward outputs
+
+output sum_last(output x) { return reduce_sum(x, {-1}, true); }
+
+// y = softmax(x): dx = (dy - sum(dy * y)) * y along the last axis.
+void softmax_grad(grad_context& c) {
+  auto y = c.outputs[0], dy = c.grad();
+  c.input_grads = {mul(sub(dy, sum_last(mul(dy, y))), y)};
+}
+
+// y = log_softmax(x): dx = dy - softmax(x) * sum(dy) along the last axis.
+void log_softmax_grad(grad_context& c) {
+  auto dy = c.grad();
+  c.input_grads = {sub(dy, mul(exp(c.outputs[0]), sum_last(dy)))};
+}
+
+// The driver fills in zeros_like for an output that got no gradient: the
+// backprop output usually does not, and its term is then skipped.
+bool is_zeros(const output& grad) { return grad.node().op == "zeros_like"; }
+
+// The logits' gradient: the forward's own backprop scaled by each row's loss
+// gradient, plus (for second-order use) the gradient through the backprop output.
+output xent_logits_grad(grad_context& c) {
+  auto dlogits = mul(c.outputs[1], expand_dims(c.grad(0), -1));
+  if (is_zeros(c.grad(1))) return dlogits;
+  auto g = c.grad(1), p = softmax(c.input(0));
+  return add(dlogits, mul(sub(g, sum_last(mul(g, p))), p));
+}
+
+// loss = -sum(labels * log_softmax(logits)), backprop = softmax(logits) - labels.
+void xent_grad(grad_context& c) {
+  auto dlogits = xent_logits_grad(c);
+  auto dlabels = mul(neg(expand_dims(c.grad(0), -1)), log_softmax(c.input(0)));
+  if (!is_zeros(c.grad(1))) dlabels = sub(dlabels, c.grad(1));
+  c.input_grads = {dlogits, dlabels};
+}
+
+// Class indices have no gradient.
+void sparse_xent_grad(grad_context& c) { c.input_grads = {xent_logits_grad(c), output()}; }
+
 const op_registrar registrations[] = {
     op_registrar({.name = "softmax",
                   .num_inputs = 1,
                   .infer = softmax_infer,
                   .kernel = softmax_kernel<false>,
-                  .summary = "exp(x) / sum(exp(x)) along the last axis"}),
+                  .summary = "exp(x) / sum(exp(x)) along the last axis",
+                  .gradient = softmax_grad}),
     op_registrar({.name = "log_softmax",
                   .num_inputs = 1,
                   .infer = softmax_infer,
                   .kernel = softmax_kernel<true>,
-                  .summary = "x - log(sum(exp(x))) along the last axis"}),
+                  .summary = "x - log(sum(exp(x))) along the last axis",
+                  .gradient = log_softmax_grad}),
     op_registrar({.name = "softmax_cross_entropy_with_logits",
                   .num_inputs = 2,
                   .infer = xent_infer,
                   .kernel = xent_kernel,
                   .summary = "per-row cross-entropy of softmax(logits) against label "
-                             "distributions, and its gradient"}),
+                             "distributions, and its gradient",
+                  .gradient = xent_grad}),
     op_registrar({.name = "sparse_softmax_cross_entropy_with_logits",
                   .num_inputs = 2,
                   .infer = sparse_xent_infer,
                   .kernel = sparse_xent_kernel,
                   .summary = "per-row cross-entropy of softmax(logits) against class indices, "
-                             "and its gradient"}),
+                             "and its gradient",
+                  .gradient = sparse_xent_grad}),
 };
 
 }  // namespace

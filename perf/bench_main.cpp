@@ -1,6 +1,8 @@
 // actorflow-bench: runtime and kernel benchmarks, with their references
 // measured in the same run. `--json` prints one JSON object on stdout and the
 // table on stderr.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -10,13 +12,12 @@
 #include <regex>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
+#include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/eigen_baseline.hpp"
 
@@ -109,19 +110,8 @@ double session_gemm_gflops(int m, int k, int n) {
 
 // The PyTorch reference, when python3-torch is installed.
 std::optional<double> torch_chain_us_per_op() {
-  std::string script = std::string(ACTORFLOW_PERF_REF_DIR) + "/torch_overhead.py";
-  if (!std::ifstream(script)) return std::nullopt;
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
-  FILE* p = popen(("/usr/bin/python3 " + script + " 2>/dev/null").c_str(), "r");
-  if (!p) return std::nullopt;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  std::smatch m;
   static const std::regex line(R"(scalar add chain: ([0-9.]+) us/op)");
-  if (std::regex_search(out, m, line)) return std::stod(m[1]);
-  return std::nullopt;
+  return run_torch_reference("torch_overhead.py", "", line);
 }
 
 }  // namespace
@@ -133,34 +123,57 @@ int main(int argc, char** argv) {
   CLI::App app{"actorflow benchmarks: runtime overhead and kernels, beside their references"};
   bool json = false;
   bool skip_torch = false;
+  std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
+  app.add_option("--only", only, "run one group: runtime, gemm, train, mlp or cnn (default: all)")
+      ->check(CLI::IsMember({"runtime", "gemm", "train", "mlp", "cnn"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   std::vector<row> rows;
   auto add_row = [&](std::string key, double v, std::string unit, std::string note = "") {
     rows.push_back({std::move(key), v, std::move(unit), std::move(note)});
-    std::cerr << fmt::format("  measured {:<28} {:>10.3f} {}\n", rows.back().key, v, rows.back().unit);
+    std::cerr << fmt::format("  measured {:<28} {:>10.3f} {}\n", rows.back().key, v,
+                             rows.back().unit);
   };
 
-  add_row("chain_us_per_node", chain_us_per_node(), "us", "target <= 1.0, aim 0.5");
-  add_row("pipelined_us_per_node", pipelined_us_per_node(16), "us", "16 steps in flight; target <= 0.25");
-  add_row("wide_us_per_node", wide_us_per_node(), "us", "1000-way fan-out and fan-in");
-  if (!skip_torch)
-    if (auto t = torch_chain_us_per_op()) add_row("torch_chain_us_per_op", *t, "us", "PyTorch eager, same machine");
-  for (auto [m, k, n, tag] : {std::tuple{128, 784, 512, "128x784x512"}, std::tuple{1024, 1024, 1024, "1024"}}) {
-    double eigen = eigen_gemm_gflops(m, k, n, threads);
-    double sess = session_gemm_gflops(m, k, n);
-    add_row(fmt::format("eigen_gflops_{}", tag), eigen, "GFLOP/s", "Eigen alone, its own threads");
-    add_row(fmt::format("gemm_gflops_{}", tag), sess, "GFLOP/s",
-            fmt::format("{:.0f}% of Eigen alone; target >= 90%", 100 * sess / eigen));
+  auto wanted = [&](const char* group) { return only.empty() || only == group; };
+  if (wanted("runtime")) {
+    add_row("chain_us_per_node", chain_us_per_node(), "us", "target <= 1.0, aim 0.5");
+    add_row("pipelined_us_per_node", pipelined_us_per_node(16), "us",
+            "16 steps in flight; target <= 0.25");
+    add_row("wide_us_per_node", wide_us_per_node(), "us", "1000-way fan-out and fan-in");
+    if (!skip_torch)
+      if (auto t = torch_chain_us_per_op())
+        add_row("torch_chain_us_per_op", *t, "us", "PyTorch eager, same machine");
+  }
+  if (wanted("gemm"))
+    for (auto [m, k, n, tag] :
+         {std::tuple{128, 784, 512, "128x784x512"}, std::tuple{1024, 1024, 1024, "1024"}}) {
+      double eigen = eigen_gemm_gflops(m, k, n, threads);
+      double sess = session_gemm_gflops(m, k, n);
+      add_row(fmt::format("eigen_gflops_{}", tag), eigen, "GFLOP/s",
+              "Eigen alone, its own threads");
+      add_row(fmt::format("gemm_gflops_{}", tag), sess, "GFLOP/s",
+              fmt::format("{:.0f}% of Eigen alone; target >= 90%", 100 * sess / eigen));
+    }
+  for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.8}, std::tuple{"cnn", 20, 1.0}}) {
+    if (!wanted("train") && only != model) continue;
+    double ours = train_step_ms(model, 128, steps);
+    std::optional<double> ref;
+    if (!skip_torch) ref = torch_train_step_ms(model, 128, steps);
+    std::string note = ref ? fmt::format("{:.2f}x PyTorch; target <= {:.1f}x", ours / *ref, target)
+                           : "PyTorch not measured";
+    add_row(fmt::format("{}_step_ms", model), ours, "ms", note);
+    if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");
   }
 
   std::ostream& table = json ? std::cerr : std::cout;
-  table << fmt::format("\nactorflow-bench ({} cores)\n{:<28} {:>10}  {:<8} {}\n", threads, "benchmark",
-                       "value", "unit", "note");
-  for (auto& r : rows) table << fmt::format("{:<28} {:>10.3f}  {:<8} {}\n", r.key, r.value, r.unit, r.note);
+  table << fmt::format("\nactorflow-bench ({} cores)\n{:<28} {:>10}  {:<8} {}\n", threads,
+                       "benchmark", "value", "unit", "note");
+  for (auto& r : rows)
+    table << fmt::format("{:<28} {:>10.3f}  {:<8} {}\n", r.key, r.value, r.unit, r.note);
   if (json) {
     nlohmann::json out;
     for (auto& r : rows) out[r.key] = r.value;

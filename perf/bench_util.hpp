@@ -2,7 +2,13 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <optional>
+#include <regex>
+#include <string>
 #include <vector>
 
 namespace actorflow::bench {
@@ -23,6 +29,25 @@ inline double median_seconds(int repeats, int warmup, const std::function<void()
   }
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return times[times.size() / 2];
+}
+
+/// Runs `python3 <script> <args>` from the PyTorch reference directory and
+/// returns the number captured by `pattern` (one group) in its output; nothing
+/// when the script, python3-torch or the number is missing.
+inline std::optional<double> run_torch_reference(const std::string& script, const std::string& args,
+                                                 const std::regex& pattern) {
+  std::string path = std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
+  if (!std::ifstream(path)) return std::nullopt;
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
+  FILE* p = popen(("/usr/bin/python3 " + path + " " + args + " 2>/dev/null").c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  std::smatch m;
+  if (std::regex_search(out, m, pattern)) return std::stod(m[1]);
+  return std::nullopt;
 }
 
 }  // namespace actorflow::bench

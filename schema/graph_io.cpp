@@ -11,8 +11,8 @@
 #include <climits>
 #include <cstring>
 #include <new>
-#include <system_error>
 
+#include "schema/file_io.hpp"
 #include "schema/graph.capnp.h"
 #include "schema/tensor_io.hpp"
 
@@ -29,8 +29,6 @@ constexpr uint64_t traversal_words_per_word = 4;
 constexpr uint64_t traversal_slack_words = 1024;
 // The schema nests about 7 deep (graph, nodes, node, attrs, attr, value, tensor).
 constexpr int nesting_limit = 16;
-
-std::string errno_text(int err) { return std::generic_category().message(err); }
 
 // A name from the file, quoted for an error message: bytes that are not
 // printable ASCII are escaped and very long names are cut.
@@ -102,20 +100,6 @@ void write_graph(const graph& g, schema::Graph::Builder root) {
       throw error("node " + std::to_string(i) + " (" + quoted(n.name) + "): " + e.what());
     }
   }
-}
-
-// The standard Cap'n Proto stream framing: (segment count - 1) and each
-// segment's size in words, as little-endian uint32, padded to a whole word.
-std::string segment_table(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
-  size_t entries = segments.size() + 1;
-  std::string table((entries * 4 + 7) / 8 * 8, '\0');
-  auto put = [&](size_t at, uint64_t v) {
-    if (v > UINT32_MAX) fail("save_graph", "message segment too large");
-    for (int b = 0; b < 4; ++b) table[at * 4 + b] = static_cast<char>((v >> (8 * b)) & 0xff);
-  };
-  put(0, segments.size() - 1);
-  for (size_t i = 0; i < segments.size(); ++i) put(i + 1, segments[i].size());
-  return table;
 }
 
 // Builds the message, turning Cap'n Proto's own limits (a name or list too
@@ -276,24 +260,13 @@ struct fd_guard {
   }
 };
 
-void write_all(int fd, const void* data, size_t size, const std::string& what) {
-  auto p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw error(what + errno_text(n < 0 ? errno : EIO));
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 std::string serialize_graph(const graph& g) {
   capnp::MallocMessageBuilder msg;
   build_message(g, msg, "[serialize_graph] ");
   auto segments = msg.getSegmentsForOutput();
-  std::string out = segment_table(segments);
+  std::string out = capnp_segment_table(segments);
   size_t total = out.size();
   for (auto& s : segments) total += s.asBytes().size();
   out.reserve(total);
@@ -359,35 +332,10 @@ void save_graph(const graph& g, const std::string& path) {
   capnp::MallocMessageBuilder msg;
   build_message(g, msg, where);
   auto segments = msg.getSegmentsForOutput();
-  std::string table = segment_table(segments);
-
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw error(where + "cannot open '" + tmp + "' for writing: " + errno_text(errno));
-  try {
-    std::string what = where + "cannot write '" + tmp + "': ";
-    write_all(fd, table.data(), table.size(), what);
-    for (auto& s : segments) write_all(fd, s.begin(), s.asBytes().size(), what);
-    // The data must be on disk before the rename makes it the file.
-    if (::fsync(fd) != 0) throw error(where + "cannot sync '" + tmp + "': " + errno_text(errno));
-    int closed = ::close(fd);
-    fd = -1;
-    if (closed != 0) throw error(where + "cannot close '" + tmp + "': " + errno_text(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      throw error(where + "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(errno));
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // Persist the rename itself (best effort: some file systems refuse to sync a directory).
-  auto slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::string table = capnp_segment_table(segments);
+  std::vector<std::string_view> pieces{table};
+  for (auto& s : segments) pieces.emplace_back(s.asChars().begin(), s.asChars().size());
+  write_file_atomically(path, pieces, where);
 }
 
 }  // namespace actorflow

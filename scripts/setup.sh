@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages actorflow builds with. Safe to run again: it
+# Installs the Debian packages actorflow builds and tests with (the input
+# tests and training read dataset-fashion-mnist). Safe to run again: it
 # only calls apt-get when something is missing.
 set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
   libcaf-dev libtbb-dev libeigen3-dev libcapnp-dev capnproto doctest-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
+  dataset-fashion-mnist
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -41,9 +41,11 @@ std::string compare_tensors(const tensor& actual, const tensor& expected, double
 
 namespace {
 
-// Ops whose work the runtime does (feeds, variable actors): tested in test_session.
+// Ops whose work the runtime does (feeds, variable and queue actors): tested
+// in test_session and test_input.
 bool served_by_runtime(const op_def& def) {
-  return def.update || def.name == "placeholder" || def.name == "variable";
+  return def.acts_on_resource() || def.name == "placeholder" || def.name == "variable" ||
+         def.name == "fifo_queue";
 }
 
 }  // namespace
@@ -54,6 +56,16 @@ TEST_CASE("every registered op has cases in the generic harness") {
   for (auto* def : op_registry::global().all()) {
     if (served_by_runtime(*def)) continue;
     CHECK_MESSAGE(covered.count(def->name), "op '" << def->name << "' has no test case");
+  }
+}
+
+TEST_CASE("every registered op has a gradient or is marked not differentiable") {
+  for (auto* def : op_registry::global().all()) {
+    bool has_gradient = static_cast<bool>(def->gradient);
+    CHECK_MESSAGE((has_gradient || def->not_differentiable),
+                  "op '" << def->name << "' has neither a gradient nor .not_differentiable = true");
+    CHECK_MESSAGE(!(has_gradient && def->not_differentiable),
+                  "op '" << def->name << "' has a gradient and is marked not differentiable");
   }
 }
 

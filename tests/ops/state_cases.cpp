@@ -17,6 +17,10 @@ const op_case_registrar cases({
      .label = "zero-size",
      .inputs = {tensor(dtype::float32, {0, 3})},
      .expected = {tensor(dtype::float32, {0, 3})}},
+    {.op = "stop_gradient",
+     .label = "passes its input through",
+     .inputs = {make<float>({2}, {1.5f, -2.f})},
+     .expected = {make<float>({2}, {1.5f, -2.f})}},
     {.op = "no_op", .label = "no outputs"},
     {.op = "identity", .label = "arity", .expect_error = "expects 1 inputs"},
 });

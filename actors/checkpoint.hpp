@@ -1,0 +1,84 @@
+// Checkpoints for fault tolerance: every variable of a session (value and
+// optimizer slots; the global step is the int64 variable "global_step" when the
+// graph has one) saved to a file and restored from it. The file format, with its
+// checksums, is schema/checkpoint_io.hpp.
+//
+//   checkpoint_manager ckpt("run1/ckpt", /*keep_last=*/5);
+//   auto r = ckpt.restore_latest(s);           // resume, or start afresh
+//   for (auto& e : r.errors) std::cerr << e << "\n";   // corrupt files skipped
+//   if (!r.restored) s.run({global_variables_initializer(g)});
+//   ... every N steps: ckpt.save(s, step);
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/session.hpp"
+#include "schema/checkpoint_io.hpp"
+
+namespace actorflow {
+
+/// Saves every variable of `s` and `global_step` to `path`, atomically (the
+/// bytes go to path + ".tmp", are synced, and renamed). Tensor bytes are
+/// stored in runs of at most `chunk_bytes`. Throws
+/// "[save_checkpoint] <path>: ..." when a variable is uninitialized (naming it)
+/// or the file cannot be written. Take it between steps (see snapshot_variables).
+void save_checkpoint(session& s, const std::string& path, int64_t global_step,
+                     size_t chunk_bytes = default_checkpoint_chunk_bytes);
+
+/// Restores every variable of `s` from `path` and returns the saved global
+/// step. All or nothing: changes no variable and throws
+/// "[load_checkpoint] <path>: ..." when the file is missing, truncated or
+/// corrupted, or "[restore_checkpoint] <path>: ..." when a variable of the
+/// graph is missing from it or has another dtype or shape (naming it, with
+/// both shapes).
+int64_t restore_checkpoint(session& s, const std::string& path);
+
+/// Keeps the last checkpoints of a run in one directory, as
+/// <dir>/ckpt-<step>.afck. Files of other names (a "<name>.tmp" left by a
+/// crash mid-write among them) are ignored.
+class checkpoint_manager {
+ public:
+  struct entry {
+    int64_t step = 0;
+    std::string path;
+  };
+  struct restore_result {
+    /// False when no checkpoint could be restored (none, or all unreadable).
+    bool restored = false;
+    std::string path;
+    int64_t step = 0;
+    /// One message per newer checkpoint that was skipped as unreadable
+    /// (truncated, corrupted), each naming its file; show them to the user.
+    std::vector<std::string> errors;
+  };
+
+  /// keep_last >= 1. The directory is made on the first save if missing.
+  explicit checkpoint_manager(std::string dir, size_t keep_last = 5,
+                              size_t chunk_bytes = default_checkpoint_chunk_bytes);
+
+  /// Writes <dir>/ckpt-<step>.afck (step >= 0; the same step again replaces
+  /// it), then deletes the oldest (lowest steps) beyond the last keep_last.
+  /// The file just written is always kept. Returns its path.
+  std::string save(session& s, int64_t step);
+
+  /// The checkpoints in the directory, newest (highest step) first.
+  std::vector<entry> list() const;
+
+  /// Restores the newest checkpoint that reads cleanly: a truncated or
+  /// corrupted one is reported in `errors` and the one before it is tried.
+  /// A checkpoint that reads cleanly but does not fit the graph (a variable
+  /// missing or of another shape) throws, as restore_checkpoint does: an
+  /// older one would not fit either.
+  restore_result restore_latest(session& s) const;
+
+  const std::string& dir() const { return dir_; }
+  size_t keep_last() const { return keep_last_; }
+
+ private:
+  std::string dir_;
+  size_t keep_last_;
+  size_t chunk_bytes_;
+};
+
+}  // namespace actorflow

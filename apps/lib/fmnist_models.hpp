@@ -1,0 +1,47 @@
+// The two Fashion-MNIST models of the PyTorch reference
+// (../shared/perf-ref/torch_fmnist.py), built as actorflow graphs:
+//   mlp: 784-512-512-10 with ReLU;
+//   cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-fc10 with ReLU, SAME padding.
+// Used by actorflow-train and by the benchmarks.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow::models {
+
+/// A model's variables and the function from images to logits.
+class classifier {
+ public:
+  virtual ~classifier() = default;
+  /// Logits [batch, 10] for images [batch, 28, 28, 1] (float32 in [0, 1]).
+  virtual output logits(output images) const = 0;
+  const std::vector<variable>& variables() const { return variables_; }
+
+ protected:
+  /// A [in, out] weight and [out] bias with PyTorch's default initialization
+  /// (uniform in +-1/sqrt(fan_in)), so both systems start from the same distribution.
+  std::pair<variable, variable> dense_params(graph& g, int64_t in, int64_t out,
+                                             const std::string& name);
+  std::pair<variable, variable> conv_params(graph& g, int64_t k, int64_t in, int64_t out,
+                                            const std::string& name);
+  /// A weight of `weight_dims` and a bias of its last dim, uniform in +-1/sqrt(fan_in).
+  std::pair<variable, variable> layer_params(graph& g, shape weight_dims, int64_t fan_in,
+                                             const std::string& name);
+  /// Each initializer draws from its own stream of the model's seed.
+  int64_t next_stream();
+  std::vector<variable> variables_;
+  int64_t seed_ = 0;
+  int64_t stream_ = 0;
+};
+
+/// "mlp" or "cnn"; throws naming the choices otherwise. The seed fixes the initial weights.
+std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed);
+
+/// Mean sparse softmax cross-entropy of logits against int32 labels [batch].
+output mean_cross_entropy(output logits, output labels);
+
+}  // namespace actorflow::models

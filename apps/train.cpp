@@ -1,0 +1,210 @@
+// actorflow-train: trains the Fashion-MNIST models of the PyTorch reference
+// on the actor runtime. A reader actor feeds batches into a FIFO queue that the
+// training graph dequeues from, so loading overlaps computation; checkpoints
+// make a stopped run resumable with exactly the losses it would have had.
+#include "ops/train.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "actors/checkpoint.hpp"
+#include "actors/dataset.hpp"
+#include "actors/idx_reader.hpp"
+#include "actors/reader_actor.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/train_report.hpp"
+#include "ops/queue.hpp"
+#include "ops/reduce.hpp"
+
+using namespace actorflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct train_config {
+  std::string model = "mlp";
+  int epochs = 10;
+  int batch = 128;
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  int64_t seed = 0;
+  int threads = 0;
+  std::string out = "train-out";
+  std::string checkpoint_dir;
+  int keep_checkpoints = 5;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::string data_dir = fashion_mnist_dir;
+};
+
+// The training graph: reader -> queue -> dequeue -> model -> loss -> train op,
+// and an evaluation path that shares the model's variables.
+struct training_graph {
+  graph g;
+  output queue, loss, eval_images, predictions;
+  operation train;
+};
+
+void build_graph(training_graph& t, const train_config& c, const dataset& data) {
+  auto& g = t.g;
+  t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
+  auto batch = queue_dequeue(t.queue, "next_batch");
+  auto net = models::make_classifier(g, c.model, c.seed);
+  t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
+  t.train = make_optimizer(c.optimizer, c.lr)->minimize(t.loss);
+  t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
+  t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
+}
+
+// Rows [begin, end) of a tensor whose first dim indexes examples.
+tensor rows(const tensor& t, int64_t begin, int64_t end) {
+  auto dims = t.dims().dims();
+  int64_t row = t.num_elements() / dims[0];
+  dims[0] = end - begin;
+  tensor out(t.type(), shape(dims));
+  std::memcpy(out.raw_mutable_data(),
+              static_cast<const char*>(t.raw_data()) + begin * row * dtype_size(t.type()),
+              out.size_bytes());
+  return out;
+}
+
+double test_accuracy(session& s, training_graph& t, const fashion_mnist& data) {
+  const int64_t n = data.test_images.dims()[0], chunk = 1000;
+  const int32_t* labels = data.test_labels.data<int32_t>();
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    int64_t end = std::min(n, begin + chunk);
+    auto pred = s.eval(t.predictions, {{t.eval_images, rows(data.test_images, begin, end)}});
+    const int64_t* p = pred.data<int64_t>();
+    for (int64_t i = begin; i < end; ++i) correct += p[i - begin] == labels[i];
+  }
+  return double(correct) / double(n);
+}
+
+// Restores the newest readable checkpoint when asked; otherwise initializes.
+int64_t start_step(session& s, training_graph& t, const train_config& c, checkpoint_manager* ckpt) {
+  if (c.resume && ckpt) {
+    auto r = ckpt->restore_latest(s);
+    for (auto& e : r.errors) fmt::print(stderr, "warning: skipped checkpoint: {}\n", e);
+    if (r.restored) {
+      fmt::print("resumed from {} (step {})\n", r.path, r.step);
+      return r.step;
+    }
+    fmt::print("no checkpoint to resume from in {}; starting afresh\n", c.checkpoint_dir);
+  }
+  s.run({global_variables_initializer(t.g)});
+  return 0;
+}
+
+int train(const train_config& c) {
+  auto rt = std::make_shared<runtime>(
+      runtime_options{.scheduler_threads = c.threads, .compute_threads = c.threads});
+  double t0 = now_seconds();
+  auto data = load_fashion_mnist(c.data_dir);
+  auto train_data =
+      std::make_shared<dataset>(std::vector<tensor>{data.train_images, data.train_labels},
+                                dataset_options{.batch_size = c.batch, .seed = uint64_t(c.seed)});
+  fmt::print("loaded Fashion-MNIST from {} in {:.2f} s: {} training, {} test examples\n",
+             c.data_dir, now_seconds() - t0, train_data->num_examples(),
+             data.test_images.dims()[0]);
+
+  training_graph t;
+  build_graph(t, c, *train_data);
+  session s(t.g, rt);
+  std::unique_ptr<checkpoint_manager> ckpt;
+  if (!c.checkpoint_dir.empty())
+    ckpt = std::make_unique<checkpoint_manager>(c.checkpoint_dir, size_t(c.keep_checkpoints));
+  int64_t step = start_step(s, t, c, ckpt.get());
+
+  const int64_t per_epoch = train_data->batches_per_epoch();
+  const int64_t last_step = per_epoch * c.epochs;
+  fs::create_directories(c.out);
+  train_report report(c.out, c.model, step > 0);
+  if (step >= last_step) {
+    fmt::print("already trained {} epochs (step {})\n", c.epochs, step);
+  }
+  batch_reader reader(s, t.queue, train_data, train_data->position_at_step(step),
+                      reader_options{.until_epoch = c.epochs});
+  progress_bar bar(isatty(STDOUT_FILENO), last_step * c.batch);
+  double train_seconds = 0;
+  int64_t steps_run = 0;
+  while (step < last_step) {
+    int64_t epoch = step / per_epoch;
+    double epoch_start = now_seconds(), loss_sum = 0;
+    int64_t epoch_steps = 0;
+    for (; step < (epoch + 1) * per_epoch; ++step, ++epoch_steps) {
+      loss_sum += double(s.run({}, {t.loss}, {t.train})[0].item<float>());
+      bar.update(epoch + 1, c.epochs, (step + 1) * c.batch);
+      if (ckpt && c.checkpoint_every > 0 && (step + 1) % c.checkpoint_every == 0)
+        ckpt->save(s, step + 1);
+    }
+    double seconds = now_seconds() - epoch_start;
+    train_seconds += seconds;
+    steps_run += epoch_steps;
+    double acc = test_accuracy(s, t, data);
+    bar.clear();
+    report.add_epoch({epoch + 1, step, loss_sum / double(epoch_steps), acc, seconds,
+                      double(epoch_steps * c.batch) / seconds});
+    if (ckpt) ckpt->save(s, step);
+  }
+  if (auto r = reader.report(); !r.error.empty() && r.error.find("closed") == std::string::npos)
+    fmt::print(stderr, "warning: the reader stopped with: {}\n", r.error);
+  double acc = test_accuracy(s, t, data);
+  double step_ms = steps_run ? 1000.0 * train_seconds / double(steps_run) : 0.0;
+  double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
+  fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorflow-train: trains a classifier on Fashion-MNIST on the actor runtime"};
+  train_config c;
+  app.add_option("--model", c.model, "mlp (784-512-512-10) or cnn (2 conv + 2 fc)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  app.add_option("--epochs", c.epochs, "passes over the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch", c.batch, "examples per step")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
+      ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
+      ->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", c.seed, "initial weights and shuffling")->capture_default_str();
+  app.add_option("--threads", c.threads, "threads for actors and for kernels (0: one per core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--out", c.out, "directory for metrics.csv and metrics.svg")
+      ->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "save a checkpoint here after every epoch (and every --checkpoint-every steps)");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "also save every N steps (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-checkpoints", c.keep_checkpoints, "checkpoints to keep")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--resume", c.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  app.add_option("--data-dir", c.data_dir, "where the Fashion-MNIST .gz files are")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (c.resume && c.checkpoint_dir.empty()) {
+    std::cerr << "error: --resume needs --checkpoint-dir\n";
+    return 2;
+  }
+  try {
+    return train(c);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,150 @@
+#include "ops/train.hpp"
+
+#include "core/gradients.hpp"
+#include "ops/array.hpp"
+#include "ops/math.hpp"
+#include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
+
+namespace actorflow {
+
+namespace {
+
+const char* const kGlobalStep = "global_step";
+
+// Every float variable node of the graph, in creation order.
+std::vector<variable> float_variables(graph& g) {
+  std::vector<variable> vars;
+  for (auto& n : g.nodes())
+    if (n.op == "variable" && is_differentiable_type(n.outputs[0].type))
+      vars.emplace_back(output(&g, {n.id, 0}), operation());
+  return vars;
+}
+
+output apply_op(const char* op, const variable& v, output grad, output lr, attr_map attrs) {
+  return make_op(op, {v.value(), grad, lr}, std::move(attrs), v.name() + "/" + op);
+}
+
+}  // namespace
+
+variable global_step(graph& g) {
+  if (auto* n = g.find(kGlobalStep)) {
+    if (n->op != "variable" || n->outputs[0].type != dtype::int64 || n->outputs[0].dims.rank() != 0)
+      fail(kGlobalStep, "node 'global_step' exists but is not an int64 scalar variable");
+    const node* init = g.find(std::string(kGlobalStep) + "/init");
+    return variable(output(&g, {n->id, 0}), init ? operation(&g, init->id) : operation());
+  }
+  return make_variable(scalar<int64_t>(g, 0, "global_step/initial_value"), kGlobalStep);
+}
+
+output learning_rate::in(graph& g) const {
+  if (tensor_.valid()) return tensor_;
+  return scalar<double>(g, value_, "learning_rate");
+}
+
+grads_and_vars optimizer::compute_gradients(output loss, std::vector<variable> vars) const {
+  bool all = vars.empty();
+  if (all) vars = float_variables(loss.owner());
+  std::vector<output> xs(vars.begin(), vars.end());
+  auto grads = gradients({loss}, xs);
+  grads_and_vars pairs;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (grads[i].valid())
+      pairs.emplace_back(grads[i], vars[i]);
+    else if (!all)
+      fail("minimize", "variable '" + vars[i].name() + "' does not affect '" + loss.name() + "'");
+  }
+  if (pairs.empty()) fail("minimize", "'" + loss.name() + "' depends on no float variable");
+  return pairs;
+}
+
+operation optimizer::apply_gradients(const grads_and_vars& pairs, const std::string& name) {
+  if (pairs.empty()) fail("apply_gradients", "no gradients to apply");
+  graph& g = pairs[0].second.value().owner();
+  std::vector<output> grads;
+  for (auto& [grad, var] : pairs) grads.push_back(grad);
+  if (options_.clip_global_norm > 0)
+    grads = clip_by_global_norm(grads, options_.clip_global_norm).grads;
+  output lr = lr_.in(g);
+  std::vector<operation> updates;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    auto update = apply(pairs[i].second, grads[i], lr);
+    updates.emplace_back(&g, update.ref().node);
+  }
+  auto step = global_step(g);
+  auto after = g.control_dependencies(updates);
+  auto increment = assign_add(step, scalar<int64_t>(g, 1), name);
+  return operation(&g, increment.ref().node);
+}
+
+operation optimizer::minimize(output loss, std::vector<variable> vars, const std::string& name) {
+  return apply_gradients(compute_gradients(loss, std::move(vars)), name);
+}
+
+output sgd::apply(const variable& v, output grad, output lr) {
+  return apply_op("apply_sgd", v, grad, lr, common_attrs());
+}
+
+output momentum::apply(const variable& v, output grad, output lr) {
+  auto attrs = common_attrs();
+  attrs["momentum"] = mu_;
+  attrs["nesterov"] = nesterov_;
+  return apply_op("apply_momentum", v, grad, lr, std::move(attrs));
+}
+
+output adam::apply(const variable& v, output grad, output lr) {
+  auto attrs = common_attrs();
+  attrs["beta1"] = beta1_;
+  attrs["beta2"] = beta2_;
+  attrs["epsilon"] = epsilon_;
+  return apply_op("apply_adam", v, grad, lr, std::move(attrs));
+}
+
+output rmsprop::apply(const variable& v, output grad, output lr) {
+  auto attrs = common_attrs();
+  attrs["rho"] = rho_;
+  attrs["epsilon"] = epsilon_;
+  attrs["momentum"] = mu_;
+  return apply_op("apply_rmsprop", v, grad, lr, std::move(attrs));
+}
+
+output adagrad::apply(const variable& v, output grad, output lr) {
+  auto attrs = common_attrs();
+  attrs["initial_accumulator"] = initial_;
+  attrs["epsilon"] = epsilon_;
+  return apply_op("apply_adagrad", v, grad, lr, std::move(attrs));
+}
+
+std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
+                                          optimizer_options o) {
+  if (name == "sgd") return std::make_unique<sgd>(lr, o);
+  if (name == "momentum") return std::make_unique<momentum>(lr, 0.9, false, o);
+  if (name == "nesterov") return std::make_unique<momentum>(lr, 0.9, true, o);
+  if (name == "adam") return std::make_unique<adam>(lr, 0.9, 0.999, 1e-8, o);
+  if (name == "rmsprop") return std::make_unique<rmsprop>(lr, 0.9, 1e-8, 0.0, o);
+  if (name == "adagrad") return std::make_unique<adagrad>(lr, 0.1, 1e-10, o);
+  fail("optimizer", "unknown optimizer '" + name +
+                        "' (choose sgd, momentum, nesterov, adam, rmsprop or adagrad)");
+}
+
+clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm) {
+  if (grads.empty()) fail("clip_by_global_norm", "no gradients");
+  if (!(clip_norm > 0)) fail("clip_by_global_norm", "clip_norm must be positive");
+  dtype type = grads[0].type();
+  output sum_sq;
+  for (auto& g : grads) {
+    if (g.type() != type)
+      fail("clip_by_global_norm",
+           "gradients mix " + std::string(dtype_name(type)) + " and " + dtype_name(g.type()));
+    auto term = reduce_sum(square(g));
+    sum_sq = sum_sq.valid() ? sum_sq + term : term;
+  }
+  clipped_gradients out;
+  out.global_norm = sqrt(sum_sq);
+  auto limit = scalar_like(out.global_norm, clip_norm);
+  auto scale = limit / maximum(out.global_norm, limit);
+  for (auto& g : grads) out.grads.push_back(g * scale);
+  return out;
+}
+
+}  // namespace actorflow

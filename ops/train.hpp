@@ -1,0 +1,176 @@
+// Training: optimizers whose updates the variable actors apply, the global
+// step, learning-rate schedules, gradient clipping, initializers and dropout.
+//
+//   auto opt = make_optimizer("adam", 1e-3);
+//   operation train = opt->minimize(loss);   // one op: every update, then global_step += 1
+//   for (...) s.run({{x, batch}}, {loss}, {train});
+#pragma once
+#include <memory>
+#include <utility>
+
+#include "core/graph.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow {
+
+/// The graph's int64 scalar "global_step" variable (initialized to 0), made on first use.
+/// minimize() increments it once per step, after every update.
+variable global_step(graph& g);
+
+/// A learning rate: a fixed number, or a float scalar computed in the graph (a schedule).
+class learning_rate {
+ public:
+  learning_rate(double value) : value_(value) {}
+  learning_rate(output value) : tensor_(value) {}
+  /// The rate as a graph scalar (a new constant for a fixed number).
+  output in(graph& g) const;
+
+ private:
+  double value_ = 0;
+  output tensor_;
+};
+
+struct optimizer_options {
+  /// L2 penalty: weight_decay * w is added to each gradient (as PyTorch does).
+  double weight_decay = 0;
+  /// When > 0, gradients are scaled together so their global norm is at most this.
+  double clip_global_norm = 0;
+};
+
+using grads_and_vars = std::vector<std::pair<output, variable>>;
+
+class optimizer {
+ public:
+  explicit optimizer(learning_rate lr, optimizer_options options = {})
+      : lr_(std::move(lr)), options_(options) {}
+  virtual ~optimizer() = default;
+
+  /// d(loss)/d(v) for each of `vars`; by default every float variable the loss
+  /// depends on. Throws when a listed variable does not affect the loss.
+  grads_and_vars compute_gradients(output loss, std::vector<variable> vars = {}) const;
+  /// Adds one update op per pair, then global_step += 1 after all of them;
+  /// returns the op that does it all (clipping applies here).
+  operation apply_gradients(const grads_and_vars& pairs, const std::string& name = "train");
+  operation minimize(output loss, std::vector<variable> vars = {},
+                     const std::string& name = "train");
+  const optimizer_options& options() const { return options_; }
+
+ protected:
+  /// Adds the update of v by grad at rate lr (a float scalar).
+  virtual output apply(const variable& v, output grad, output lr) = 0;
+  attr_map common_attrs() const { return {{"weight_decay", options_.weight_decay}}; }
+
+ private:
+  learning_rate lr_;
+  optimizer_options options_;
+};
+
+/// w -= lr * g
+class sgd : public optimizer {
+ public:
+  explicit sgd(learning_rate lr, optimizer_options o = {}) : optimizer(std::move(lr), o) {}
+
+ protected:
+  output apply(const variable& v, output grad, output lr) override;
+};
+
+/// v = mu * v + g; w -= lr * v (Nesterov: w -= lr * (g + mu * v)).
+class momentum : public optimizer {
+ public:
+  momentum(learning_rate lr, double mu = 0.9, bool nesterov = false, optimizer_options o = {})
+      : optimizer(std::move(lr), o), mu_(mu), nesterov_(nesterov) {}
+
+ protected:
+  output apply(const variable& v, output grad, output lr) override;
+
+ private:
+  double mu_;
+  bool nesterov_;
+};
+
+/// Adam with bias correction (Kingma and Ba), PyTorch's epsilon placement.
+class adam : public optimizer {
+ public:
+  explicit adam(learning_rate lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+                double epsilon = 1e-8, optimizer_options o = {})
+      : optimizer(std::move(lr), o), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+
+ protected:
+  output apply(const variable& v, output grad, output lr) override;
+
+ private:
+  double beta1_, beta2_, epsilon_;
+};
+
+/// ms = rho * ms + (1 - rho) g^2; w -= lr * g / (sqrt(ms) + eps), with optional momentum.
+class rmsprop : public optimizer {
+ public:
+  explicit rmsprop(learning_rate lr = 1e-3, double rho = 0.9, double epsilon = 1e-8,
+                   double mu = 0.0, optimizer_options o = {})
+      : optimizer(std::move(lr), o), rho_(rho), epsilon_(epsilon), mu_(mu) {}
+
+ protected:
+  output apply(const variable& v, output grad, output lr) override;
+
+ private:
+  double rho_, epsilon_, mu_;
+};
+
+/// acc += g^2; w -= lr * g / (sqrt(acc) + eps); acc starts at initial_accumulator.
+class adagrad : public optimizer {
+ public:
+  explicit adagrad(learning_rate lr = 0.01, double initial_accumulator = 0.1,
+                   double epsilon = 1e-10, optimizer_options o = {})
+      : optimizer(std::move(lr), o), initial_(initial_accumulator), epsilon_(epsilon) {}
+
+ protected:
+  output apply(const variable& v, output grad, output lr) override;
+
+ private:
+  double initial_, epsilon_;
+};
+
+/// "sgd", "momentum", "nesterov", "adam", "rmsprop" or "adagrad" with default
+/// hyper-parameters; throws naming the choices for any other name.
+std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
+                                          optimizer_options options = {});
+
+/// The gradients scaled by clip_norm / max(global_norm, clip_norm), and the norm.
+struct clipped_gradients {
+  std::vector<output> grads;
+  output global_norm;
+};
+clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
+
+// ---- learning-rate schedules: float32 scalars computed from the global step ----
+
+/// lr0 * rate^(step / decay_steps) (the exponent floored when staircase).
+output exponential_decay(const variable& step, double lr0, int64_t decay_steps, double rate,
+                         bool staircase = false);
+/// values[i] while step < boundaries[i] (boundaries ascending; one more value than boundaries).
+output piecewise_constant(const variable& step, std::vector<int64_t> boundaries,
+                          std::vector<double> values);
+/// lr0 * ((1 - alpha) * (1 + cos(pi * min(step, decay_steps) / decay_steps)) / 2 + alpha).
+output cosine_decay(const variable& step, double lr0, int64_t decay_steps, double alpha = 0.0);
+
+// ---- initializers: random tensors scaled by fan-in and fan-out ----
+// For a matrix [in, out] the fans are its dims; for a conv filter [h, w, in, out]
+// they are h*w*in and h*w*out.
+
+/// Uniform in +-sqrt(6 / (fan_in + fan_out)).
+output glorot_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+/// Truncated normal with stddev sqrt(2 / (fan_in + fan_out)).
+output glorot_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+/// Uniform in +-sqrt(6 / fan_in).
+output he_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+/// Truncated normal with stddev sqrt(2 / fan_in).
+output he_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+
+/// Inverted dropout: each element is zeroed with probability `rate` and the
+/// rest scaled by 1 / (1 - rate). The mask depends only on (seed, counter,
+/// element index), so feeding the global step as `counter` makes training
+/// reproducible across a checkpoint restore. Build it into the training graph
+/// only; evaluation graphs leave it out.
+output dropout(output x, double rate, output counter, int64_t seed);
+
+}  // namespace actorflow

@@ -1,0 +1,51 @@
+#include "perf/bench_train.hpp"
+
+#include <random>
+
+#include "actors/session.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "ops/train.hpp"
+#include "perf/bench_util.hpp"
+
+namespace actorflow::bench {
+
+namespace {
+
+// A batch of random pixels and labels: the step's cost does not depend on the values.
+std::pair<tensor, tensor> random_batch(int batch) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  tensor images(dtype::float32, {batch, 28, 28, 1});
+  for (int64_t i = 0; i < images.num_elements(); ++i) images.mutable_data<float>()[i] = pixel(rng);
+  tensor labels(dtype::int32, {batch});
+  for (int i = 0; i < batch; ++i) labels.mutable_data<int32_t>()[i] = int32_t(rng() % 10);
+  return {images, labels};
+}
+
+}  // namespace
+
+double train_step_ms(const std::string& model, int batch, int steps) {
+  graph g;
+  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
+  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  auto net = models::make_classifier(g, model, 1);
+  auto loss = models::mean_cross_entropy(net->logits(images), labels);
+  auto train = adam(1e-3).minimize(loss);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  auto [x, y] = random_batch(batch);
+  feed_list feeds{{images, x}, {labels, y}};
+  // Fetch the loss every step, as the reference does.
+  for (int i = 0; i < 5; ++i) s.run(feeds, {loss}, {train});
+  double t0 = now_seconds();
+  for (int i = 0; i < steps; ++i) s.run(feeds, {loss}, {train});
+  return 1000.0 * (now_seconds() - t0) / steps;
+}
+
+std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps) {
+  static const std::regex field(R"(step_ms=([0-9.]+))");
+  return run_torch_reference(
+      "torch_fmnist.py", model + " " + std::to_string(steps) + " " + std::to_string(batch), field);
+}
+
+}  // namespace actorflow::bench

@@ -1,0 +1,74 @@
+#include "schema/file_io.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <system_error>
+
+#include "core/error.hpp"
+
+namespace actorflow {
+
+namespace {
+
+void write_all(int fd, std::string_view bytes, const std::string& what) {
+  const char* p = bytes.data();
+  size_t size = bytes.size();
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw error(what + errno_text(n < 0 ? errno : EIO));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string capnp_segment_table(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+  size_t entries = segments.size() + 1;
+  std::string table((entries * 4 + 7) / 8 * 8, '\0');
+  auto put = [&](size_t at, uint64_t v) {
+    if (v > UINT32_MAX) fail("capnp", "message segment too large");
+    for (int b = 0; b < 4; ++b) table[at * 4 + b] = static_cast<char>((v >> (8 * b)) & 0xff);
+  };
+  put(0, segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i) put(i + 1, segments[i].size());
+  return table;
+}
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
+                           const std::string& where) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw error(where + "cannot open '" + tmp + "' for writing: " + errno_text(errno));
+  try {
+    std::string what = where + "cannot write '" + tmp + "': ";
+    for (auto piece : pieces) write_all(fd, piece, what);
+    // The data must be on disk before the rename makes it the file.
+    if (::fsync(fd) != 0) throw error(where + "cannot sync '" + tmp + "': " + errno_text(errno));
+    int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) throw error(where + "cannot close '" + tmp + "': " + errno_text(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw error(where + "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Persist the rename itself (best effort: some file systems refuse to sync a directory).
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace actorflow

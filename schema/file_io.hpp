@@ -1,0 +1,30 @@
+// Writing files so that a crash never leaves a half-written one: the bytes go
+// to "<path>.tmp", are synced, and the temporary file is renamed over `path`.
+// Shared by graph files and checkpoints, with the Cap'n Proto stream framing
+// both write.
+#pragma once
+#include <capnp/common.h>
+#include <kj/common.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace actorflow {
+
+/// Writes the concatenation of `pieces` to path + ".tmp", fsyncs it, renames it
+/// to `path`, then syncs the directory (best effort). On failure the temporary
+/// file is removed and actorflow::error is thrown: `where` followed by what
+/// failed, the file and the system's reason.
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
+                           const std::string& where);
+
+/// The standard Cap'n Proto stream framing of a message's segments: (segment
+/// count - 1) and each segment's size in words, as little-endian uint32, padded
+/// to a whole word. Write it, then each segment's bytes.
+std::string capnp_segment_table(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
+
+/// The system's text for an errno value.
+std::string errno_text(int err);
+
+}  // namespace actorflow

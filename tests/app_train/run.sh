@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# actorflow-train end to end on the real Fashion-MNIST files: one epoch, a
+# resumed second epoch from its checkpoint, the files it writes, and its
+# errors for bad input. Arg: the actorflow-train binary.
+set -euo pipefail
+train=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# One epoch with a checkpoint, then a resumed run that adds the second epoch.
+"$train" --epochs 1 --batch 256 --out "$scratch/out" --checkpoint-dir "$scratch/ckpt" \
+  > "$scratch/first.txt" || fail "first run exited with $?"
+grep -Eq '^test_acc=0\.[0-9]{4} step_ms=[0-9.]+ examples_per_s=[0-9]+$' "$scratch/first.txt" ||
+  fail "no final line in: $(cat "$scratch/first.txt")"
+ls "$scratch/ckpt"/ckpt-234.afck > /dev/null || fail "no checkpoint after epoch 1"
+"$train" --epochs 2 --batch 256 --out "$scratch/out" --checkpoint-dir "$scratch/ckpt" --resume \
+  > "$scratch/second.txt" || fail "resumed run exited with $?"
+grep -q 'resumed from .*ckpt-234.afck (step 234)' "$scratch/second.txt" ||
+  fail "did not resume: $(cat "$scratch/second.txt")"
+acc=$(sed -nE 's/^test_acc=(0\.[0-9]{4}) .*/\1/p' "$scratch/second.txt")
+awk -v a="$acc" 'BEGIN { exit !(a > 0.80) }' || fail "test accuracy $acc after 2 epochs"
+
+# metrics.csv keeps epoch 1 from the first run and adds epoch 2; the plot exists.
+[ "$(head -1 "$scratch/out/metrics.csv")" = "epoch,step,train_loss,test_acc,seconds,examples_per_s" ] ||
+  fail "bad CSV header"
+[ "$(tail -n +2 "$scratch/out/metrics.csv" | cut -d, -f1 | tr '\n' ' ')" = "1 2 " ] ||
+  fail "CSV rows: $(cat "$scratch/out/metrics.csv")"
+grep -q '<svg' "$scratch/out/metrics.svg" || fail "no SVG plot"
+
+# Bad input: clear errors, non-zero exits, no crash.
+if "$train" --data-dir "$scratch/nowhere" > /dev/null 2> "$scratch/err.txt"; then fail "missing data accepted"; fi
+grep -q 'dataset-fashion-mnist' "$scratch/err.txt" || fail "missing-data error: $(cat "$scratch/err.txt")"
+if "$train" --model resnet > /dev/null 2> "$scratch/err.txt"; then fail "unknown model accepted"; fi
+grep -q 'resnet' "$scratch/err.txt" || fail "unknown-model error: $(cat "$scratch/err.txt")"
+if "$train" --resume > /dev/null 2> "$scratch/err.txt"; then fail "--resume without a directory accepted"; fi
+grep -q 'checkpoint-dir' "$scratch/err.txt" || fail "resume error: $(cat "$scratch/err.txt")"
+echo "actorflow-train: all checks passed"
