@@ -122,7 +122,10 @@ progress_bar::progress_bar(bool terminal, int64_t total_examples)
 
 void progress_bar::update(int64_t epoch, int64_t epochs, int64_t done) {
   double now = now_seconds();
-  if (first_done_ < 0) first_done_ = done, start_ = now;
+  if (first_done_ < 0) {
+    first_done_ = done, start_ = now, last_draw_ = now;  // no rate to show yet
+    return;
+  }
   if (now - last_draw_ < (terminal_ ? 0.1 : 10.0)) return;
   last_draw_ = now;
   double rate = now > start_ ? double(done - first_done_) / (now - start_) : 0.0;
