@@ -6,12 +6,13 @@
 
 namespace actorflow::bench {
 
-/// Mean milliseconds of one training step (forward, backward, Adam update) of
-/// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory.
+/// Milliseconds of one training step (forward, backward, Adam update) of
+/// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:
+/// the median of five blocks of steps / 5 steps each.
 double train_step_ms(const std::string& model, int batch, int steps);
 
-/// ../shared/perf-ref/torch_fmnist.py's step_ms for the same model, when
-/// python3-torch and the dataset are installed.
+/// ../shared/perf-ref/torch_fmnist.py's step_ms for the same model (the median
+/// of three runs), when python3-torch and the dataset are installed.
 std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps);
 
 }  // namespace actorflow::bench
