@@ -117,7 +117,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   }
 
   grad_map done;  // the summed gradient of each endpoint reached
-  int last = int(g.size()) - 1;
+  // Nodes added from here on (seeds, gradients) are not between any x and y.
+  int last = int(between.size()) - 1;
   for (int id = last; id >= 0; --id) {
     if (!between[size_t(id)]) continue;
     const node& n = g.at(id);
