@@ -125,7 +125,10 @@ int train(const train_config& c) {
   const int64_t per_epoch = train_data->batches_per_epoch();
   const int64_t last_step = per_epoch * c.epochs;
   fs::create_directories(c.out);
-  train_report report(c.out, c.model, step > 0);
+  train_report report(c.out,
+                      fmt::format("{} on Fashion-MNIST: {} lr={} batch={} seed={}", c.model,
+                                  c.optimizer, c.lr, c.batch, c.seed),
+                      step > 0);
   if (step >= last_step) {
     fmt::print("already trained {} epochs (step {})\n", c.epochs, step);
   }
