@@ -62,29 +62,17 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data) 
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
 }
 
-// Rows [begin, end) of a tensor whose first dim indexes examples.
-tensor rows(const tensor& t, int64_t begin, int64_t end) {
-  auto dims = t.dims().dims();
-  int64_t row = t.num_elements() / dims[0];
-  dims[0] = end - begin;
-  tensor out(t.type(), shape(dims));
-  std::memcpy(out.raw_mutable_data(),
-              static_cast<const char*>(t.raw_data()) + begin * row * dtype_size(t.type()),
-              out.size_bytes());
-  return out;
-}
-
-double test_accuracy(session& s, training_graph& t, const fashion_mnist& data) {
-  const int64_t n = data.test_images.dims()[0], chunk = 1000;
-  const int32_t* labels = data.test_labels.data<int32_t>();
+// Accuracy over the whole test set, in batches of 1000 in file order.
+double test_accuracy(session& s, training_graph& t, const dataset& test) {
   int64_t correct = 0;
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    int64_t end = std::min(n, begin + chunk);
-    auto pred = s.eval(t.predictions, {{t.eval_images, rows(data.test_images, begin, end)}});
+  for (int64_t b = 0; b < test.batches_per_epoch(); ++b) {
+    auto batch = test.batch({0, b});
+    auto pred = s.eval(t.predictions, {{t.eval_images, batch[0]}});
     const int64_t* p = pred.data<int64_t>();
-    for (int64_t i = begin; i < end; ++i) correct += p[i - begin] == labels[i];
+    const int32_t* labels = batch[1].data<int32_t>();
+    for (int64_t i = 0; i < batch[1].num_elements(); ++i) correct += p[i] == labels[i];
   }
-  return double(correct) / double(n);
+  return double(correct) / double(test.num_examples());
 }
 
 // Restores the newest readable checkpoint when asked; otherwise initializes.
@@ -113,6 +101,8 @@ int train(const train_config& c) {
   fmt::print("loaded Fashion-MNIST from {} in {:.2f} s: {} training, {} test examples\n",
              c.data_dir, now_seconds() - t0, train_data->num_examples(),
              data.test_images.dims()[0]);
+  const dataset test_data({data.test_images, data.test_labels},
+                          {.batch_size = 1000, .shuffle = false, .drop_remainder = false});
 
   training_graph t;
   build_graph(t, c, *train_data);
@@ -150,7 +140,7 @@ int train(const train_config& c) {
     double seconds = now_seconds() - epoch_start;
     train_seconds += seconds;
     steps_run += epoch_steps;
-    double acc = test_accuracy(s, t, data);
+    double acc = test_accuracy(s, t, test_data);
     bar.clear();
     report.add_epoch({epoch + 1, step, loss_sum / double(epoch_steps), acc, seconds,
                       double(epoch_steps * c.batch) / seconds});
@@ -158,7 +148,7 @@ int train(const train_config& c) {
   }
   if (auto r = reader.report(); !r.error.empty() && r.error.find("closed") == std::string::npos)
     fmt::print(stderr, "warning: the reader stopped with: {}\n", r.error);
-  double acc = test_accuracy(s, t, data);
+  double acc = test_accuracy(s, t, test_data);
   double step_ms = steps_run ? 1000.0 * train_seconds / double(steps_run) : 0.0;
   double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);

@@ -116,7 +116,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     pending[ys[i].ref()].push_back(seed);
   }
 
-  grad_map done;  // the summed gradient of each endpoint reached
+  std::map<endpoint, output, endpoint_less> done;  // the summed gradient of each endpoint reached
   // Nodes added from here on (seeds, gradients) are not between any x and y.
   int last = int(between.size()) - 1;
   for (int id = last; id >= 0; --id) {
@@ -128,7 +128,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
       auto it = pending.find(endpoint{id, int(i)});
       if (it == pending.end()) continue;
       out_grads[i] = sum_all(it->second);
-      done[it->first] = {out_grads[i]};
+      done[it->first] = out_grads[i];
       any = true;
     }
     bool has_input_between = false;
@@ -141,7 +141,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   std::vector<output> result;
   for (auto& x : xs) {
     auto it = done.find(x.ref());
-    result.push_back(it == done.end() ? output() : it->second[0]);
+    result.push_back(it == done.end() ? output() : it->second);
   }
   return result;
 }

@@ -18,8 +18,10 @@
 #include "ops/state.hpp"
 #include "schema/checkpoint.capnp.h"
 #include "schema/checkpoint_io.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,15 +103,6 @@ void check_same(const std::map<std::string, variable_state>& a,
       CHECK(value.equals(other.slots.at(slot)));
     }
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool contains(const std::string& s, const std::string& part) {

@@ -29,8 +29,8 @@ TEST_CASE("tensor basics") {
 }
 
 TEST_CASE("dtype names round trip") {
-  for (auto t : {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::uint8,
-                 dtype::boolean})
+  for (auto t :
+       {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::uint8, dtype::boolean})
     CHECK(parse_dtype(dtype_name(t)) == t);
   CHECK_FALSE(parse_dtype("float16"));
 }
@@ -78,7 +78,8 @@ TEST_CASE("shape arithmetic that would overflow is an error, not a wrong shape")
   auto huge = placeholder(g, dtype::float32, {int64_t{1} << 40, int64_t{1} << 40}, "huge");
   CHECK_THROWS_WITH_AS(g.add_node("reshape", {huge}, {{"shape", std::vector<int64_t>{-1}}}),
                        doctest::Contains("overflows"), error);
-  auto partial = placeholder(g, dtype::float32, {-1, int64_t{1} << 40, int64_t{1} << 40}, "partial");
+  auto partial =
+      placeholder(g, dtype::float32, {-1, int64_t{1} << 40, int64_t{1} << 40}, "partial");
   CHECK_THROWS_WITH_AS(g.add_node("reshape", {partial}, {{"shape", std::vector<int64_t>{-1, 4}}}),
                        doctest::Contains("overflows"), error);
 }

@@ -14,21 +14,14 @@
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
 #include "ops/state.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 
 namespace {
 
 tensor doubles(std::vector<double> v, shape dims) { return tensor::from_vector<double>(v, dims); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -21,8 +21,10 @@
 #include "schema/graph.capnp.h"
 #include "schema/graph_io.hpp"
 #include "schema/tensor_io.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -162,15 +164,6 @@ std::unique_ptr<graph> sample_graph() {
           {{"num_outputs", int64_t{0}}, {"out_dtype", dtype::uint8}}, "sink");
   group(*g, {init, operation(g.get(), g->find("sink")->id)}, "all");
   return g;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 std::string load_error(const std::string& bytes, const std::string& source = "test.afg") {

@@ -20,21 +20,14 @@
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

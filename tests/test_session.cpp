@@ -6,21 +6,14 @@
 #include "actors/session.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 
 namespace {
 
 tensor floats(std::vector<float> v, shape dims) { return tensor::from_vector<float>(v, dims); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -81,14 +74,18 @@ TEST_CASE("session errors name what was wrong and leave the session usable") {
   auto two = floats({1, 2}, {2});
   auto three = floats({1, 2, 3}, {3});
 
-  CHECK(error_of([&] { s.run({{a, two}}, {sum}); }) ==
-        "[session] placeholder 'b' must be fed: a fetch or target depends on it");
-  CHECK(error_of([&] { s.run({{a, two}, {b, floats({1, 2}, {1, 2})}}, {sum}); }) ==
-        "[session] feed for 'b' is float32(1,2), but the placeholder is float32(?)");
-  CHECK(error_of([&] { s.run({{a, two}, {b, tensor::from_vector<double>({1, 2})}}, {sum}); }) ==
-        "[session] feed for 'b' is float64(2), but the placeholder is float32(?)");
-  CHECK(error_of([&] { s.run({{sum, two}}, {sum}); }).find("only placeholders can be fed") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          s.run({{a, two}}, {sum});
+        }) == "[session] placeholder 'b' must be fed: a fetch or target depends on it");
+  CHECK(error_of([&] {
+          s.run({{a, two}, {b, floats({1, 2}, {1, 2})}}, {sum});
+        }) == "[session] feed for 'b' is float32(1,2), but the placeholder is float32(?)");
+  CHECK(error_of([&] {
+          s.run({{a, two}, {b, tensor::from_vector<double>({1, 2})}}, {sum});
+        }) == "[session] feed for 'b' is float64(2), but the placeholder is float32(?)");
+  CHECK(error_of([&] {
+          s.run({{sum, two}}, {sum});
+        }).find("only placeholders can be fed") != std::string::npos);
   CHECK(error_of([&] { s.run_by_name({}, {"nope"}); }) == "[graph] no node named 'nope'");
   graph other;
   auto stranger = placeholder(other, dtype::float32, {}, "stranger");
@@ -161,7 +158,8 @@ TEST_CASE("many steps in flight with run_async") {
   for (int i = 0; i < 100; ++i) y = y + 1.0;
   session s(g);
   std::vector<std::future<std::vector<tensor>>> steps;
-  for (int i = 0; i < 64; ++i) steps.push_back(s.run_async({{x, tensor::scalar<float>(float(i))}}, {y}));
+  for (int i = 0; i < 64; ++i)
+    steps.push_back(s.run_async({{x, tensor::scalar<float>(float(i))}}, {y}));
   for (int i = 0; i < 64; ++i) CHECK(steps[size_t(i)].get()[0].item<float>() == float(i + 100));
 }
 
@@ -189,7 +187,8 @@ TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
 }
 
 TEST_CASE("runtime options are validated") {
-  CHECK_THROWS_WITH_AS(runtime(runtime_options{1, 1, -1}), "[runtime] idle_naps must be >= 0", error);
+  CHECK_THROWS_WITH_AS(runtime(runtime_options{1, 1, -1}), "[runtime] idle_naps must be >= 0",
+                       error);
   auto rt = std::make_shared<runtime>(runtime_options{2, 2, 0});
   graph g;
   session s(g, rt);

@@ -11,23 +11,16 @@
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::error_of;
 
 namespace {
 
 using vec = std::vector<double>;
 
 tensor doubles(vec v) { return tensor::from_vector<double>(v, {int64_t(v.size())}); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // loss = sum((w - target)^2), so the gradient is 2 (w - target).
 const vec kStart = {1.0, -2.0, 0.5}, kTarget = {0.3, 0.7, -1.1};

@@ -8,6 +8,7 @@
 #include "ops/conv_gemm.hpp"
 #include "ops/op_cases.hpp"
 #include "ops/state.hpp"
+#include "test_util.hpp"
 
 namespace actorflow::testing {
 namespace {
@@ -443,16 +444,6 @@ TEST_CASE("conv gemm kernel matches a naive product for every tile remainder") {
   std::mt19937 rng(5);
   check_gemm_rows<float>(rng);
   check_gemm_rows<double>(rng);
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST_CASE("conv2d builders infer shapes with an unknown batch") {

@@ -1,0 +1,21 @@
+// Helpers shared by the test suites.
+#pragma once
+#include <string>
+
+#include "core/error.hpp"
+
+namespace actorflow::testing {
+
+/// The message of the actorflow::error that f throws, or "" when it throws none.
+/// Any other exception escapes and fails the test.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace actorflow::testing
