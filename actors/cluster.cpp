@@ -47,6 +47,10 @@ host_port host_port::parse(const std::string& text) {
   return hp;
 }
 
+runtime_options cluster_runtime_options(int threads) {
+  return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0};
+}
+
 std::string task_name(const std::string& job, int index) {
   return "/job:" + job + "/task:" + std::to_string(index);
 }

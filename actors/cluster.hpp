@@ -50,6 +50,12 @@ class cluster_spec {
 /// "/job:<job>/task:<index>".
 std::string task_name(const std::string& job, int index);
 
+/// Runtime options for a process of a cluster. Its messages arrive from the
+/// network multiplexer thread; a scheduler worker napping when one comes in
+/// makes it wait out the nap on every hop of a step, so cluster processes
+/// sleep at once instead (a null step on loopback: 0.67 -> 0.43 ms).
+runtime_options cluster_runtime_options(int threads = 0);
+
 struct cluster_options {
   /// How long to keep trying to reach a task that is not up yet (tasks of a
   /// cluster start in any order).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/op_registry.hpp"
+#include "actors/tensor_wire.hpp"
 #include "core/tensor.hpp"
 #include "devices/device.hpp"
 
@@ -84,39 +85,6 @@ using size_atom = caf::atom_constant<caf::atom("size")>;    // -> update_result 
 // A variable actor's checkpoint interface (actors/checkpoint.hpp, via the session):
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // -> variable_state
 using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_state -> bool
-
-/// Wire form of a tensor: header plus one contiguous byte run.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tensor& x) {
-  uint8_t type = static_cast<uint8_t>(x.type());
-  bool valid = x.valid();
-  std::vector<int64_t> dims = x.valid() ? x.dims().dims() : std::vector<int64_t>{};
-  std::vector<char> bytes;
-  if constexpr (Inspector::reads_state) {
-    if (valid && x.size_bytes()) {
-      auto p = static_cast<const char*>(x.raw_data());
-      bytes.assign(p, p + x.size_bytes());
-    }
-  }
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!valid) {
-      x = tensor();
-      return caf::none;
-    }
-    if (!is_valid_dtype(type)) return caf::make_error(caf::sec::invalid_argument, "tensor dtype");
-    try {
-      tensor t(static_cast<dtype>(type), shape(dims));
-      if (t.size_bytes() != bytes.size())
-        return caf::make_error(caf::sec::invalid_argument, "tensor byte count");
-      if (!bytes.empty()) std::memcpy(t.raw_mutable_data(), bytes.data(), bytes.size());
-      x = std::move(t);
-    } catch (const std::exception& e) {
-      return caf::make_error(caf::sec::invalid_argument, e.what());
-    }
-    return caf::none;
-  });
-  return f(caf::meta::type_name("actorflow::tensor"), valid, type, dims, bytes, load);
-}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {

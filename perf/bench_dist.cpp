@@ -119,7 +119,7 @@ std::unique_ptr<ps_cluster> start_ps_cluster() {
 // One client of the cluster: its own runtime (its own CAF node, with its own
 // connections) as /job:worker/task:<index>.
 std::shared_ptr<cluster_connection> connect_as_worker(const ps_cluster& c, int index,
-                                                      runtime_options options = {}) {
+                                                      runtime_options options = cluster_runtime_options()) {
   return std::make_shared<cluster_connection>(std::make_shared<runtime>(options), c.spec,
                                               task_name("worker", index), bench_options());
 }
@@ -195,7 +195,7 @@ double null_step_ms_lockstep(const ps_cluster& c, int workers) {
 
   auto body = [&](int index) {
     try {
-      runtime_options options;
+      auto options = cluster_runtime_options();
       // 4 CAF nodes and 2 PS tasks share this machine's cores (one thread
       // each measured ~15% faster than the default of one per core on 2 cores).
       options.scheduler_threads = 1;

@@ -262,6 +262,50 @@ TEST_CASE("cluster descriptions from flags and from TF_CONFIG-style JSON") {
 
 // ---- across processes -------------------------------------------------------------
 
+TEST_CASE("a tensor crosses the wire as a header and its bytes; a forged header is refused") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto original = tensor::from_vector<float>({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f}, shape{2, 3});
+  auto wire = [&](tensor t) {
+    std::vector<char> bytes;
+    caf::binary_serializer sink{sys, bytes};
+    REQUIRE(!sink(t));
+    return bytes;
+  };
+  auto load = [&](const std::vector<char>& bytes, tensor& out) {
+    caf::binary_deserializer source{sys, bytes};
+    auto err = source(out);
+    return err ? sys.render(err) : std::string();
+  };
+  auto bytes = wire(original);
+  // Header (bool, dtype, 2 dims, byte count) plus the 24 data bytes, nothing more.
+  CHECK(bytes.size() < 24 + 40);
+  tensor back;
+  CHECK(load(bytes, back).empty());
+  CHECK(back.to_string() == original.to_string());
+  tensor none;
+  CHECK(load(wire(tensor()), none).empty());
+  CHECK(!none.valid());
+
+  // The byte count is the 8 bytes just before the data, in network byte order.
+  auto forged = bytes;
+  auto claim = [&](uint64_t count) {
+    for (int i = 0; i < 8; ++i)
+      forged[forged.size() - 24 - 8 + static_cast<size_t>(i)] = static_cast<char>(count >> (56 - 8 * i));
+  };
+  claim(uint64_t{1} << 40);
+  CHECK(load(forged, back).find("claims 1099511627776 bytes, more than the message holds") !=
+        std::string::npos);
+  claim(20);
+  CHECK(load(forged, back).find("does not match the 20 bytes") != std::string::npos);
+  auto truncated = std::vector<char>(bytes.begin(), bytes.end() - 5);
+  CHECK(!load(truncated, back).empty());
+  auto bad_dtype = bytes;
+  bad_dtype[1] = 99;
+  CHECK(load(bad_dtype, back).find("unknown dtype 99") != std::string::npos);
+  CHECK(back.to_string() == original.to_string());  // a failed load leaves the target alone
+}
+
 TEST_CASE("a graph split over three processes gives exactly the single-process result") {
   test_cluster c;
   auto ps = c.start("ps", 0);

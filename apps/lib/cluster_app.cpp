@@ -54,8 +54,7 @@ int serve_task(const cluster_setup& setup, const std::string& bind,
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto rt = std::make_shared<runtime>(
-      runtime_options{.scheduler_threads = threads, .compute_threads = threads});
+  auto rt = std::make_shared<runtime>(cluster_runtime_options(threads));
   task_server_options options{setup.task_name(), setup.secret, checkpoint_dir};
   auto server = spawn_task_server(*rt, options);
   auto address = setup.spec.address(setup.task_name());
