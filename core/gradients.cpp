@@ -76,6 +76,10 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
   ctx.input_grads.resize(ctx.inputs.size());
   std::string node_name = n.name;  // n may move once gradient nodes are added
   auto scope = g.name_scope("gradients/" + node_name);
+  // A node's gradient runs where the node runs (TensorFlow's
+  // colocate_gradients_with_ops): the gradient of a gather on a parameter
+  // server stays there, so only the gathered rows cross the network.
+  auto device = g.device_scope(n.device);
   def.gradient(ctx);
   for (size_t i = 0; i < ctx.inputs.size() && i < ctx.input_grads.size(); ++i) {
     auto& grad = ctx.input_grads[i];

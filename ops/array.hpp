@@ -56,6 +56,23 @@ output scatter_add_like(output updates, output indices, output like, int64_t axi
 /// off_value elsewhere; an out-of-range index gives an all-off row.
 output one_hot(output indices, int64_t depth, double on_value = 1, double off_value = 0,
                dtype type = dtype::float32, const std::string& name = "");
+/// 0, 1, ..., limit - 1 for an int32 or int64 scalar limit, in limit's dtype.
+output range(output limit, const std::string& name = "");
+/// The paper's Part: output k holds the rows of data whose partition (int32,
+/// a prefix of data's shape) is k, in their order; partitions must lie in
+/// [0, num_partitions).
+std::vector<output> dynamic_partition(output data, output partitions, int64_t num_partitions,
+                                      const std::string& name = "");
+/// The paper's Stitch: merged[indices[i][j]] = data[i][j]; the output has
+/// max index + 1 rows, unnamed rows are zero, and a row named twice takes the
+/// later value.
+output dynamic_stitch(const std::vector<output>& indices, const std::vector<output>& data,
+                      const std::string& name = "");
+/// For the row ids of a variable split by rows at row_offsets (shard k holds
+/// rows [row_offsets[k], row_offsets[k+1])): {each id's shard (int32), its row
+/// within that shard (ids' dtype)}. An id outside the variable fails, naming it.
+std::vector<output> row_shard_ids(output ids, std::vector<int64_t> row_offsets,
+                                  const std::string& name = "");
 /// A tensor of the given (fully defined) shape filled with value.
 output fill(graph& g, shape dims, double value, dtype type = dtype::float32,
             const std::string& name = "");

@@ -342,6 +342,17 @@ std::vector<grad_case> array_cases() {
                .inputs = {uniform({2, 3, 2}), ids32({2, 2}, {2, 0, 0, 1})},
                .attrs = {{"axis", int64_t{1}}},
                .unknown_dim0 = {0}});
+  c.push_back({.op = "dynamic_partition",
+               .label = "rows of (4,3) into 3 partitions, one empty",
+               .inputs = {uniform({4, 3}), make<int32_t>({4}, {1, 0, 1, 0})},
+               .attrs = {{"num_partitions", int64_t{3}}}});
+  c.push_back({.op = "dynamic_partition",
+               .label = "2-D partitions of a (2,2) matrix",
+               .inputs = {uniform({2, 2}), make<int32_t>({2, 2}, {1, 0, 0, 1})},
+               .attrs = {{"num_partitions", int64_t{2}}}});
+  c.push_back({.op = "dynamic_stitch",
+               .label = "two parts of (2,3) rows into 4 rows",
+               .inputs = {ids({2}, {0, 2}), ids({2}, {3, 1}), uniform({2, 3}), uniform({2, 3})}});
   c.push_back({.op = "scatter_add_like",
                .label = "axis 0, repeated indices",
                .inputs = {uniform({3, 2}), ids({3}, {2, 0, 2}), uniform({4, 2})},

@@ -1,0 +1,175 @@
+// Variables split by rows and read with embedding_lookup (ops/embedding.hpp),
+// in one process: the same values and the same training as one whole
+// variable read with gather; clear errors; where the nodes are placed.
+#include <doctest/doctest.h>
+
+#include "actors/session.hpp"
+#include "core/device_name.hpp"
+#include "ops/array.hpp"
+#include "ops/embedding.hpp"
+#include "ops/math.hpp"
+#include "ops/random.hpp"
+#include "ops/reduce.hpp"
+#include "ops/train.hpp"
+#include "test_util.hpp"
+
+using namespace actorflow;
+using actorflow::testing::error_of;
+
+namespace {
+
+tensor table_values(int64_t rows, int64_t cols) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < rows * cols; ++i) v.push_back(0.01f * static_cast<float>(i) - 0.3f);
+  return tensor::from_vector(v, shape{rows, cols});
+}
+
+// loss = sum((lookup(ids) - 1)^2), trained by SGD; `shards` = 0: one whole
+// variable read with gather.
+struct lookup_model {
+  output ids, loss, table;
+  operation init, train;
+};
+
+lookup_model build_lookup_model(graph& g, int shards) {
+  lookup_model m;
+  m.ids = placeholder(g, dtype::int64, {-1}, "ids");
+  auto initial = constant(g, table_values(11, 4), "table_init");
+  output rows;
+  if (shards == 0) {
+    auto whole = make_variable(initial, "table");
+    rows = gather(whole, m.ids);
+    m.table = whole.value();
+  } else {
+    auto parts = make_partitioned_variable(initial, shards, "table");
+    rows = embedding_lookup(parts, m.ids);
+    m.table = parts.value();
+  }
+  m.loss = reduce_sum(square(sub(rows, scalar(g, 1.0f))));
+  m.train = sgd(0.05).minimize(m.loss);
+  m.init = global_variables_initializer(g);
+  return m;
+}
+
+tensor ids_of(std::vector<int64_t> v) {
+  auto n = static_cast<int64_t>(v.size());
+  return tensor::from_vector(v, shape{n});
+}
+
+}  // namespace
+
+TEST_CASE("rows are split evenly, the first shards taking one more") {
+  CHECK(even_row_offsets(11, 3) == std::vector<int64_t>{0, 4, 8, 11});
+  CHECK(even_row_offsets(4, 4) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(even_row_offsets(5, 1) == std::vector<int64_t>{0, 5});
+  CHECK(error_of([] { even_row_offsets(2, 3); }).find("2 rows cannot fill 3 shards") !=
+        std::string::npos);
+  CHECK(error_of([] { even_row_offsets(2, 0); }).find("at least one shard") != std::string::npos);
+}
+
+TEST_CASE("embedding_lookup over shards equals gather over the whole variable") {
+  graph g;
+  auto table = constant(g, table_values(11, 4));
+  auto parts = make_partitioned_variable(table, 3, "emb");
+  REQUIRE(parts.num_shards() == 3);
+  CHECK(parts.shards[0].dims() == shape{4, 4});
+  CHECK(parts.shards[2].dims() == shape{3, 4});
+  CHECK(parts.shards[1].name() == "emb/part_1");
+  auto ids = placeholder(g, dtype::int32, {2, -1}, "ids");
+  auto looked_up = embedding_lookup(parts, ids);
+  CHECK(looked_up.dims() == shape{2, -1, 4});
+  auto expected = gather(table, ids);
+  auto scalar_id = embedding_lookup(parts, scalar(g, int64_t{9}));
+  CHECK(scalar_id.dims() == shape{4});
+  session s(g);
+  s.run({parts.initializer()});
+  // Repeated ids, every shard, one shard left out of the second batch.
+  for (auto v : {std::vector<int32_t>{10, 0, 4, 4, 7, 3}, std::vector<int32_t>{1, 2}}) {
+    auto n = static_cast<int64_t>(v.size());
+    feed_list feeds = {{ids, tensor::from_vector(v, shape{2, n / 2})}};
+    auto got = s.run(feeds, {looked_up, expected});
+    CHECK(got[0].to_string() == got[1].to_string());
+  }
+  CHECK(s.eval(scalar_id).to_string() == s.eval(gather(table, scalar(g, int64_t{9}))).to_string());
+  CHECK(s.eval(parts.value()).to_string() == s.eval(table).to_string());
+  // An id past the end fails the step, naming it; the session goes on.
+  auto e = error_of([&] { s.run({{ids, tensor::from_vector<int32_t>({1, 11}, shape{2, 1})}}, {looked_up}); });
+  CHECK_MESSAGE(e.find("id 11 (at position 1) is out of range for a variable of 11 rows") !=
+                    std::string::npos, e);
+  CHECK(s.run({{ids, tensor::from_vector<int32_t>({1, 2}, shape{2, 1})}}, {looked_up})[0].dims() ==
+        shape{2, 1, 4});
+}
+
+TEST_CASE("training through embedding_lookup updates each shard as training the whole would") {
+  graph whole_graph, split_graph;
+  auto whole = build_lookup_model(whole_graph, 0);
+  auto split = build_lookup_model(split_graph, 3);
+  session whole_session(whole_graph), split_session(split_graph);
+  whole_session.run({whole.init});
+  split_session.run({split.init});
+  std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}};
+  for (int step = 0; step < 6; ++step) {
+    feed_list wf = {{whole.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
+    feed_list sf = {{split.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
+    auto a = whole_session.run(wf, {whole.loss}, {whole.train});
+    auto b = split_session.run(sf, {split.loss}, {split.train});
+    CHECK(a[0].item<float>() == b[0].item<float>());  // bit for bit
+  }
+  CHECK(whole_session.eval(whole.table).to_string() == split_session.eval(split.table).to_string());
+  // Rows no batch named (1, 2, 6, 7) kept their initial values.
+  auto table = split_session.eval(split.table);
+  CHECK(table.data<float>()[1 * 4] == doctest::Approx(0.01f * 4 - 0.3f));
+}
+
+TEST_CASE("shards spread over ps tasks; lookups and their gradients run beside each shard") {
+  graph g;
+  auto setter = g.device_function_scope(replica_device_setter(2, "/job:worker/task:0"));
+  auto parts = make_partitioned_variable(
+      g, shape{10, 3}, 3,
+      [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 1, 7, k); },
+      "emb");
+  CHECK(parts.shards[0].value().node().device == "/job:ps/task:0");
+  CHECK(parts.shards[1].value().node().device == "/job:ps/task:1");
+  CHECK(parts.shards[2].value().node().device == "/job:ps/task:0");
+  auto ids = placeholder(g, dtype::int64, {-1}, "ids");
+  auto loss = reduce_sum(embedding_lookup(parts, ids));
+  sgd(0.1).minimize(loss);
+  // The gathers from the shards and their gradients (scatters into each
+  // shard's shape) run on the ps tasks; the stitch's gradient (gathers of the
+  // incoming gradient) on the worker.
+  int on_ps = 0, on_worker = 0;
+  for (auto& n : g.nodes()) {
+    if (n.op != "gather" && n.op != "scatter_add_like") continue;
+    bool reads_shard = g.at(n.inputs[n.op == "gather" ? 0 : 2].node).op == "variable";
+    auto job = device_name::parse(n.device).job;
+    CHECK_MESSAGE(job == (reads_shard ? "ps" : "worker"), n.name << " on " << n.device);
+    (job == "ps" ? on_ps : on_worker)++;
+  }
+  CHECK(on_ps == 6);
+  CHECK(on_worker == 3);
+  auto stitch = std::find_if(g.nodes().begin(), g.nodes().end(),
+                             [](const node& n) { return n.op == "dynamic_stitch"; });
+  REQUIRE(stitch != g.nodes().end());
+  CHECK(stitch->device == "/job:worker/task:0");
+}
+
+TEST_CASE("bad partitioned variables are refused at build time, naming them") {
+  graph g;
+  auto unknown = placeholder(g, dtype::float32, {-1, 3});
+  CHECK(error_of([&] { make_partitioned_variable(unknown, 2, "bad"); })
+            .find("'bad' needs an initial value of known shape") != std::string::npos);
+  auto table = constant(g, table_values(4, 2));
+  CHECK(error_of([&] { make_partitioned_variable(table, 2, "t", {"/job:ps/task:0"}); })
+            .find("'t' has 2 shards but 1 devices") != std::string::npos);
+  CHECK(error_of([&] {
+          make_partitioned_variable(g, shape{4, 2}, 2,
+                                    [](graph& gr, shape, int) { return fill(gr, {3, 2}, 0.0); }, "w");
+        }).find("'w' shard 0 gave (3,2), not (2,2)") != std::string::npos);
+  auto parts = make_partitioned_variable(table, 2, "ok");
+  auto ids = placeholder(g, dtype::int32, {-1, -1});
+  CHECK(error_of([&] { embedding_lookup(parts, ids); }).find("at most one unknown dim") !=
+        std::string::npos);
+  auto float_ids = placeholder(g, dtype::float32, {2});
+  CHECK(error_of([&] { embedding_lookup(parts, float_ids); }).find("ids must be int32 or int64") !=
+        std::string::npos);
+}
