@@ -21,6 +21,9 @@
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
+#include "ops/sync_replicas.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "perf/bench_train.hpp"
 #include "apps/lib/child_process.hpp"
 #include "perf/bench_util.hpp"
 
@@ -248,6 +251,100 @@ double null_step_ms_lockstep(const ps_cluster& c, int workers) {
   return 1000.0 * means[blocks / 2];
 }
 
+// ---- synchronous MLP training: 2 workers, the variables on ps task 0 -----------
+
+// One worker of synchronous training (ops/sync_replicas.hpp) of the
+// Fashion-MNIST MLP with Adam, batch 128, fed one in-memory batch as the
+// single-process mlp figure is. Worker 0 is the chief: it initializes the
+// variables and runs the aggregation in a second thread, stamping the time of
+// each global step into `stamps`, then closes the token queue, which ends the
+// other worker's loop.
+void sync_mlp_worker(const ps_cluster& c, int index, int workers, int global_steps,
+                     std::vector<double>& stamps) {
+  constexpr int batch = 128;
+  auto cluster = connect_as_worker(c, index, cluster_runtime_options(1));
+  graph g;
+  auto placement =
+      g.device_function_scope(replica_device_setter(1, task_name("worker", index)));
+  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
+  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  auto net = models::make_classifier(g, "mlp", 1);
+  auto loss = models::mean_cross_entropy(net->logits(images), labels);
+  adam opt(1e-3);
+  auto sync = sync_replicas(opt, loss, workers, workers, task_name("worker", index));
+  auto init = global_variables_initializer(g);
+  session s(g, cluster);
+  const bool chief = index == 0;
+  if (chief) s.run({init});
+  for (double deadline = now_seconds() + 20;;) {  // the others wait for the chief's init
+    try {
+      s.eval(sync.global_step.value());
+      break;
+    } catch (const error&) {
+      if (now_seconds() > deadline) throw;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  s.run({sync.local_step_init});
+  std::string aggregation_error;
+  std::jthread aggregation;
+  if (chief)
+    aggregation = std::jthread([&] {
+      try {
+        for (int k = 0; k < global_steps; ++k) {
+          s.run({sync.chief_update});
+          stamps.push_back(now_seconds());
+        }
+      } catch (const std::exception& e) {
+        aggregation_error = e.what();
+      }
+      s.run({sync.close_tokens});
+    });
+  auto [x, y] = random_fmnist_batch(batch);
+  feed_list feeds{{images, x}, {labels, y}};
+  for (;;) {
+    try {
+      s.run(feeds, {loss}, {sync.worker_train});
+    } catch (const error& e) {
+      if (std::string(e.what()).find("closed") != std::string::npos) break;  // finished
+      throw;
+    }
+  }
+  if (aggregation.joinable()) aggregation.join();
+  if (!aggregation_error.empty()) throw std::runtime_error("aggregation: " + aggregation_error);
+}
+
+double dist_mlp_examples_per_s(const ps_cluster& c) {
+  constexpr int workers = 2, batch = 128, warmup = 10, block = 20;
+  const int global_steps = warmup + blocks * block;
+  std::vector<double> stamps;
+  stamps.reserve(static_cast<size_t>(global_steps));
+  std::vector<std::string> errors(workers);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < workers; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          sync_mlp_worker(c, i, workers, global_steps, stamps);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(i)] = e.what();
+        }
+      });
+  }
+  for (int i = 0; i < workers; ++i)
+    if (!errors[static_cast<size_t>(i)].empty())
+      throw std::runtime_error(fmt::format("worker {}: {}", i, errors[static_cast<size_t>(i)]));
+  if (static_cast<int>(stamps.size()) != global_steps)
+    throw std::runtime_error(fmt::format("{} of {} global steps ran", stamps.size(), global_steps));
+  std::vector<double> rates;  // examples per second of each block: every worker's batch per step
+  for (int b = 0; b < blocks; ++b) {
+    size_t from = static_cast<size_t>(warmup - 1 + b * block);
+    rates.push_back(double(block * workers * batch) / (stamps[from + block] - stamps[from]));
+  }
+  std::nth_element(rates.begin(), rates.begin() + blocks / 2, rates.end());
+  return rates[blocks / 2];
+}
+
 // ---- 64 MiB from the worker to a PS task -----------------------------------
 
 double transfer_gbps(const ps_cluster& c) {
@@ -407,12 +504,16 @@ dist_figures dist_benchmarks() {
             [&] { return null_step_ms_lockstep(*cluster, num_workers); });
     measure(out.transfer_gbps, out.errors, "64 MiB transfer",
             [&] { return transfer_gbps(*cluster); });
+    measure(out.dist_mlp_examples_per_s, out.errors, "synchronous MLP, 2 workers",
+            [&] { return dist_mlp_examples_per_s(*cluster); });
     for (auto& t : cluster->tasks)
       if (t->exited())
         out.errors.push_back("a PS task exited during the benchmark: " + tail(t->output()));
     cluster.reset();  // stops and reaps the tasks
   }
   measure(out.tcp_gbps, out.errors, "tcp loopback", [] { return tcp_loopback_gbps(); });
+  measure(out.mlp_examples_per_s, out.errors, "single-process MLP",
+          [] { return 128 * 1000.0 / train_step_ms("mlp", 128, 100); });
   return out;
 }
 

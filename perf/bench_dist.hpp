@@ -8,6 +8,9 @@
 //   connections).
 // - A 64 MiB float32 tensor fed on the worker and consumed on a PS task,
 //   beside a plain TCP loopback copy of the same bytes.
+// - Synchronous data-parallel training of the Fashion-MNIST MLP (Adam, batch
+//   128 per worker): 2 workers (each its own CAF node) with every variable on
+//   one PS task, beside the single-process MLP in the same run.
 #pragma once
 #include <optional>
 #include <string>
@@ -20,6 +23,9 @@ struct dist_figures {
   std::optional<double> null_step_ms_4w_2ps;
   std::optional<double> transfer_gbps;  // 1e9 bytes per second
   std::optional<double> tcp_gbps;
+  /// Examples per second over both workers, and of one process alone.
+  std::optional<double> dist_mlp_examples_per_s;
+  std::optional<double> mlp_examples_per_s;
   /// Why figures are missing (one line each); empty when all were measured.
   std::vector<std::string> errors;
 };

@@ -192,6 +192,14 @@ int main(int argc, char** argv) {
     if (d.transfer_gbps && d.tcp_gbps)
       add_row("transfer_ratio_of_tcp", *d.transfer_gbps / *d.tcp_gbps, "x",
               "target >= 0.5");
+    if (d.dist_mlp_examples_per_s)
+      add_row("dist_mlp_examples_per_s", *d.dist_mlp_examples_per_s, "ex/s",
+              "sync MLP, 2 workers + 1 PS (Adam, batch 128 each), shared cores");
+    if (d.mlp_examples_per_s)
+      add_row("mlp_examples_per_s", *d.mlp_examples_per_s, "ex/s", "the same MLP in one process");
+    if (d.dist_mlp_examples_per_s && d.mlp_examples_per_s)
+      add_row("dist_mlp_ratio_of_single", *d.dist_mlp_examples_per_s / *d.mlp_examples_per_s, "x",
+              "2 workers on the same 2 cores as one process");
     for (auto& e : d.errors) add_failure("dist", e);
   }
 

@@ -10,10 +10,7 @@
 
 namespace actorflow::bench {
 
-namespace {
-
-// A batch of random pixels and labels: the step's cost does not depend on the values.
-std::pair<tensor, tensor> random_batch(int batch) {
+std::pair<tensor, tensor> random_fmnist_batch(int batch) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
   tensor images(dtype::float32, {batch, 28, 28, 1});
@@ -22,8 +19,6 @@ std::pair<tensor, tensor> random_batch(int batch) {
   for (int i = 0; i < batch; ++i) labels.mutable_data<int32_t>()[i] = int32_t(rng() % 10);
   return {images, labels};
 }
-
-}  // namespace
 
 double train_step_ms(const std::string& model, int batch, int steps) {
   graph g;
@@ -34,7 +29,7 @@ double train_step_ms(const std::string& model, int batch, int steps) {
   auto train = adam(1e-3).minimize(loss);
   session s(g);
   s.run({global_variables_initializer(g)});
-  auto [x, y] = random_batch(batch);
+  auto [x, y] = random_fmnist_batch(batch);
   feed_list feeds{{images, x}, {labels, y}};
   // Fetch the loss every step, as the reference does. The machine is shared
   // and noisy: the figure is the median of five blocks' mean step times.

@@ -3,8 +3,15 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
+
+#include "core/tensor.hpp"
 
 namespace actorflow::bench {
+
+/// A Fashion-MNIST-shaped batch of random pixels (float32, (batch,28,28,1))
+/// and labels (int32): a step's cost does not depend on the values.
+std::pair<tensor, tensor> random_fmnist_batch(int batch);
 
 /// Milliseconds of one training step (forward, backward, Adam update) of
 /// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:
