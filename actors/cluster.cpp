@@ -48,7 +48,8 @@ host_port host_port::parse(const std::string& text) {
 }
 
 runtime_options cluster_runtime_options(int threads) {
-  return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0};
+  return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0,
+                         .network_workers = 0};
 }
 
 std::string task_name(const std::string& job, int index) {

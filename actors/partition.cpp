@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/device_name.hpp"
@@ -39,6 +40,14 @@ class partitioner {
       if (!t.empty() && t != client_) others.push_back(t);
     std::sort(others.begin(), others.end());
     for (auto& t : others) part_of(t);
+    consumed_.assign(g.size(), 0);
+    for (size_t id = 0; id < g.size(); ++id) {
+      if (tasks_[id].empty()) continue;
+      auto& n = g.at(static_cast<int>(id));
+      for (auto& e : n.inputs) consumed_[static_cast<size_t>(e.node)] = 1;
+      for (int c : n.control_inputs) consumed_[static_cast<size_t>(c)] = 1;
+    }
+    for (int t : sig.targets) is_target_.insert(t);
   }
 
   partitioned_graph run() {
@@ -76,9 +85,28 @@ class partitioner {
     std::vector<endpoint> inputs;
     for (auto& e : n.inputs) inputs.push_back(input_in(e, task));
     std::vector<int> controls;
-    for (int c : n.control_inputs) controls.push_back(input_in({c, -1}, task).node);
+    for (int c : n.control_inputs) {
+      if (completes_through_its_partition(n, c)) continue;
+      controls.push_back(input_in({c, -1}, task).node);
+    }
     auto& added = part_of(task).g->add_node_raw(n.op, inputs, controls, n.attrs, n.name, n.device);
     local_ids(task)[static_cast<size_t>(id)] = added.id;
+  }
+
+  // A grouping no_op that the step only runs as a target (minimize's train
+  // op) need not hear from a control input on another task: that input
+  // becomes a target of its own partition instead, and the step still ends
+  // only after it, since the client waits for every partition. This saves a
+  // network hop at the end of every training step.
+  bool completes_through_its_partition(const node& n, int control_input) {
+    const std::string& from = tasks_[static_cast<size_t>(control_input)];
+    if (n.op != "no_op" || !is_target_.count(n.id) || consumed_[static_cast<size_t>(n.id)] ||
+        from == tasks_[static_cast<size_t>(n.id)])
+      return false;
+    auto& targets = part_of(from).targets;
+    const std::string& name = g_.at(control_input).name;
+    if (std::find(targets.begin(), targets.end(), name) == targets.end()) targets.push_back(name);
+    return true;
   }
 
   // The endpoint in `task`'s graph that carries output e (index -1: control).
@@ -151,7 +179,11 @@ class partitioner {
       endpoint local = input_in(f, client_);
       part_of(client_).fetches.push_back(output_name(part_of(client_).g->at(local.node), local.index));
     }
-    for (int t : sig_.targets) part_of(tasks_[static_cast<size_t>(t)]).targets.push_back(g_.at(t).name);
+    for (int t : sig_.targets) {
+      auto& targets = part_of(tasks_[static_cast<size_t>(t)]).targets;
+      if (std::find(targets.begin(), targets.end(), g_.at(t).name) == targets.end())
+        targets.push_back(g_.at(t).name);
+    }
   }
 
   const graph& g_;
@@ -162,6 +194,8 @@ class partitioner {
   std::map<std::string, size_t> index_;
   std::vector<std::vector<int>> local_;  // per partition: original id -> local id
   std::map<std::tuple<int, int, std::string>, int> recvs_;
+  std::vector<char> consumed_;  // needed nodes that some needed node reads or waits for
+  std::set<int> is_target_;
 };
 
 }  // namespace

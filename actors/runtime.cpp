@@ -40,6 +40,8 @@ runtime::runtime(runtime_options options)
   // Networking, for clusters (actors/cluster.hpp): an idle multiplexer thread
   // until something publishes or connects.
   config_->load<caf::io::middleman>();
+  if (options_.network_workers >= 0)
+    config_->set("middleman.workers", static_cast<size_t>(options_.network_workers));
   config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");
   system_ = std::make_unique<caf::actor_system>(*config_);
   arena_.initialize();

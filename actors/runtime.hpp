@@ -25,6 +25,10 @@ struct runtime_options {
   /// one wake-up to each step's start (the 1000-node chain: 0.75 -> 1.0 us per
   /// node). One nap measured best for both; 0 favours big kernels.
   int idle_naps = 1;
+  /// CAF threads that decode messages arriving from other processes; -1 keeps
+  /// CAF's default (one on a small machine), 0 decodes them on the network
+  /// thread itself, which saves a thread hand-off on every hop of a step.
+  int network_workers = -1;
 };
 
 class runtime {

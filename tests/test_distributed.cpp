@@ -224,6 +224,46 @@ TEST_CASE("partitioning cuts edges into send/recv pairs, colocates updates and c
   for (auto& p : parts.parts) CHECK_NOTHROW(p.signature());
 }
 
+TEST_CASE("a grouping target waits for remote updates through their partitions, not a send") {
+  graph g;
+  variable v;
+  {
+    auto on_ps = g.device_scope("/job:ps/task:0");
+    v = make_variable(scalar(g, 1.0f), "v");
+  }
+  auto update = assign_add(v, mul(v.value(), scalar(g, 2.0f)), "update");
+  auto train = group(g, {operation(&g, update.ref().node)}, "train");
+  run_signature sig;
+  sig.targets = {train.id()};
+  auto parts = partition_graph(g, sig, "/job:worker/task:0");
+  REQUIRE(parts.parts.size() == 2);
+  for (auto& cut : parts.cuts) CHECK(cut.send_name.find("control") == std::string::npos);
+  auto& ps_targets = parts.parts[1].targets;
+  CHECK(std::count(ps_targets.begin(), ps_targets.end(), "update") == 1);
+  CHECK(parts.parts[0].g->find("train")->control_inputs.empty());
+  // A no_op that is also waited for by another node keeps its control edge.
+  graph g2;
+  variable w;
+  {
+    auto on_ps = g2.device_scope("/job:ps/task:0");
+    w = make_variable(scalar(g2, 1.0f), "w");
+  }
+  auto bump = assign_add(w, scalar(g2, 1.0f), "bump");
+  auto grouped = group(g2, {operation(&g2, bump.ref().node)}, "grouped");
+  output last;
+  {
+    auto deps = g2.control_dependencies({grouped});
+    last = identity(scalar(g2, 3.0f), "last");
+  }
+  run_signature sig2;
+  sig2.fetches = {last.ref()};
+  sig2.targets = {grouped.id()};
+  auto parts2 = partition_graph(g2, sig2, "/job:worker/task:0");
+  int control_cuts = 0;
+  for (auto& cut : parts2.cuts) control_cuts += cut.send_name.find("control") != std::string::npos;
+  CHECK(control_cuts == 1);
+}
+
 TEST_CASE("a graph placed on other tasks needs a cluster; a GPU device is refused clearly") {
   graph g;
   auto m = build_model(g, true);
