@@ -339,7 +339,6 @@ class cpu_streams final : public stream_executor {
   }
   int num_streams() const override { return static_cast<int>(queues_.size()); }
   void launch(int s, std::function<void()> work) override {
-    if (s == 99) fail("gpu device", "launch failed");  // lets a test see a launch error
     queues_[static_cast<size_t>(s)].push([work = std::move(work)](std::string& error) {
       if (error.empty()) {
         try {
@@ -389,6 +388,34 @@ class cpu_streams final : public stream_executor {
 
 }  // namespace
 
+namespace {
+
+struct completion {
+  uint64_t id = 0;
+  std::string error = "(no completion)";
+};
+
+// The next completion message; nothing may hang, so 30 s without one fails.
+completion next_completion(caf::scoped_actor& self) {
+  completion c;
+  self->receive(
+      [&](gpu_done_atom, uint64_t id, std::string error) {
+        c.id = id;
+        c.error = std::move(error);
+      },
+      caf::after(std::chrono::seconds(30)) >> [&] { FAIL_CHECK("no completion within 30 s"); });
+  return c;
+}
+
+// Tasks in flight drop to zero just after their completion is sent.
+bool drains(const gpu_device& device) {
+  for (int i = 0; i < 1000 && device.in_flight->load() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return device.in_flight->load() == 0;
+}
+
+}  // namespace
+
 TEST_CASE("the device actor enqueues without waiting and reports completion as a message") {
   caf::actor_system_config cfg;
   caf::actor_system system(cfg);
@@ -397,7 +424,7 @@ TEST_CASE("the device actor enqueues without waiting and reports completion as a
   caf::scoped_actor self(system);
 
   // Stream 0's first task waits for a gate; the actor must still take the next
-  // messages and launch stream 1's work, which completes first.
+  // message and launch stream 1's work, which completes first.
   std::mutex gate_mutex;
   std::condition_variable gate;
   bool open = false;
@@ -409,51 +436,44 @@ TEST_CASE("the device actor enqueues without waiting and reports completion as a
                                                      },
                                                      1});
   self->send(device.actor, run_atom::value, gpu_task{1, [&] { ran += 10; }, 2});
-  uint64_t first = 0;
-  std::string first_error = "unset";
-  self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-    first = id;
-    first_error = error;
-  });
-  CHECK(first == 2);
-  CHECK(first_error.empty());
-  CHECK(ran == 10);
+  auto first = next_completion(self);
+  const int ran_first = ran;
   {
     std::lock_guard<std::mutex> l(gate_mutex);
     open = true;
   }
   gate.notify_all();
-  self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-    CHECK(id == 1);
-    CHECK(error.empty());
-  });
+  CHECK(first.id == 2);
+  CHECK(first.error.empty());
+  CHECK(ran_first == 10);
+  auto second = next_completion(self);
+  CHECK(second.id == 1);
+  CHECK(second.error.empty());
   CHECK(ran == 11);
 
   // A failing kernel fails its stream: its completion and later ones say why.
   self->send(device.actor, run_atom::value,
              gpu_task{1, [] { throw error("[relu] kernel launch failed"); }, 3});
   self->send(device.actor, run_atom::value, gpu_task{1, [&] { ran += 100; }, 4});
-  for (uint64_t want : {3, 4})
-    self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-      CHECK(id == want);
-      CHECK(error == "[relu] kernel launch failed");
-    });
+  for (uint64_t want : {3, 4}) {
+    auto c = next_completion(self);
+    CHECK(c.id == want);
+    CHECK(c.error == "[relu] kernel launch failed");
+  }
   CHECK(ran == 11);
 
-  // Bad streams and launch failures answer at once, with the reason.
+  // A bad stream is answered at once, with the reason.
   self->send(device.actor, run_atom::value, gpu_task{7, [] {}, 5});
-  self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-    CHECK(id == 5);
-    CHECK(error.find("stream 7 of 2") != std::string::npos);
-  });
-  CHECK(device.in_flight->load() == 0);
+  auto bad = next_completion(self);
+  CHECK(bad.id == 5);
+  CHECK(bad.error.find("stream 7 of 2") != std::string::npos);
+  CHECK(drains(device));
   self->send_exit(device.actor, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("device work releases what it holds on the launching side, not in the callback") {
-  // The completion callback of a CUDA stream must not call CUDA; releasing a
-  // device tensor there would. The actor drops the work (and what it
-  // captured) before the stream's callback can run.
+TEST_CASE("the device actor keeps nothing of a task once it is launched") {
+  // A CUDA stream callback must not call CUDA, which releasing a device tensor
+  // would do: what the work captured is gone before its completion arrives.
   caf::actor_system_config cfg;
   caf::actor_system system(cfg);
   auto streams = std::make_shared<cpu_streams>(1);
@@ -461,11 +481,11 @@ TEST_CASE("device work releases what it holds on the launching side, not in the 
   caf::scoped_actor self(system);
   auto held = std::make_shared<int>(7);
   std::weak_ptr<int> watch = held;
-  std::atomic<bool> alive_in_callback{true};
   self->send(device.actor, run_atom::value, gpu_task{0, [held] { (void)*held; }, 1});
   held.reset();
-  self->receive([&](gpu_done_atom, uint64_t, std::string) { alive_in_callback = !watch.expired(); });
-  CHECK_FALSE(alive_in_callback.load());
+  auto c = next_completion(self);
+  CHECK(c.id == 1);
+  CHECK(watch.expired());
   self->send_exit(device.actor, caf::exit_reason::user_shutdown);
 }
 
@@ -1085,20 +1105,18 @@ TEST_SUITE("gpu") {
     auto result = std::make_shared<std::vector<device_tensor>>();
     self->send(device.actor, run_atom::value,
                gpu_task{0, [dev, x, result] { *result = dev->run_kernel("square", {x}); }, 42});
-    self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-      CHECK(id == 42);
-      CHECK(error.empty());
-    });
+    auto done = next_completion(self);
+    CHECK(done.id == 42);
+    CHECK(done.error.empty());
     REQUIRE(result->size() == 1);
     auto want = run_kernel("square", {host})[0];
     CHECK(compare(dev->copy_to_host((*result)[0]), want, 1e-6).empty());
     // A kernel that cannot launch reports its error in the completion message.
     self->send(device.actor, run_atom::value,
                gpu_task{0, [dev, x] { dev->run_kernel("conv2d", {x, x}); }, 43});
-    self->receive([&](gpu_done_atom, uint64_t id, std::string error) {
-      CHECK(id == 43);
-      CHECK_MESSAGE(error.find("[conv2d]") != std::string::npos, error);
-    });
+    auto failed = next_completion(self);
+    CHECK(failed.id == 43);
+    CHECK_MESSAGE(failed.error.find("[conv2d]") != std::string::npos, failed.error);
     result->clear();
     self->send_exit(device.actor, caf::exit_reason::user_shutdown);
   }

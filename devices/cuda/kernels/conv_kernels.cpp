@@ -128,9 +128,14 @@ device_tensor workspace(gpu_kernel_context& ctx, size_t bytes) {
   return ctx.allocate_temp(dtype::uint8, shape{static_cast<int64_t>(bytes)});
 }
 
-// The first algorithm cuDNN's heuristics rank that works here.
+// The first algorithm cuDNN's heuristics rank that works here, preferring one
+// without tensor-core math when exact float32 is asked for.
 template <class Perf>
-const Perf& pick(const Perf* perf, int count, const std::string& op) {
+const Perf& pick(const Perf* perf, int count, gpu_math math, const std::string& op) {
+  if (math == gpu_math::fp32)
+    for (int i = 0; i < count; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH)
+        return perf[i];
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
   fail(op, "cuDNN offers no algorithm for this convolution");
@@ -172,7 +177,7 @@ void conv2d_kernel(gpu_kernel_context& ctx) {
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
                                                      perf),
               ctx.op, "cudnnGetConvolutionForwardAlgorithm_v7");
-  const auto& algo = pick(perf, count, ctx.op);
+  const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
   check_cudnn(cudnnConvolutionForward(h_, &one, xd.d, xp.raw_data(), fd.d, fk.raw_data(), cd.d,
                                       algo.algo, ws.raw_mutable_data(), algo.memory, &zero, yd.d,
@@ -201,7 +206,7 @@ void backprop_input_kernel(gpu_kernel_context& ctx) {
   check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                   h_, fd.d, yd.d, cd.d, xd.d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
               ctx.op, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  const auto& algo = pick(perf, count, ctx.op);
+  const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
   check_cudnn(cudnnConvolutionBackwardData(h_, &one, fd.d, fk.raw_data(), yd.d, dy.raw_data(),
                                            cd.d, algo.algo, ws.raw_mutable_data(), algo.memory,
@@ -232,7 +237,7 @@ void backprop_filter_kernel(gpu_kernel_context& ctx) {
                   h_, xd.d, yd.d, cd.d, fd.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
                   perf),
               ctx.op, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  const auto& algo = pick(perf, count, ctx.op);
+  const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
   check_cudnn(cudnnConvolutionBackwardFilter(h_, &one, xd.d, xp.raw_data(), yd.d, dy.raw_data(),
                                              cd.d, algo.algo, ws.raw_mutable_data(), algo.memory,

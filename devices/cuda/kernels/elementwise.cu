@@ -252,6 +252,7 @@ void unary(unary_op op, dtype t, const void* x, void* y, int64_t n, cudaStream_t
     unary_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(op, static_cast<const T*>(x),
                                                             static_cast<T*>(y), n);
   });
+  note_launch();
 }
 
 void binary(binary_op op, dtype t, const void* a, const void* b, void* out, const index_plan& plan,
@@ -269,6 +270,7 @@ void binary(binary_op op, dtype t, const void* a, const void* b, void* out, cons
           <<<blocks_for(n), block_threads, 0, s>>>(op, pa, pb, static_cast<T*>(out), plan, n);
     }
   });
+  note_launch();
 }
 
 void select(dtype t, const bool* cond, const void* a, const void* b, void* out,
@@ -279,6 +281,7 @@ void select(dtype t, const bool* cond, const void* a, const void* b, void* out,
     select_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(
         cond, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), plan, n);
   });
+  note_launch();
 }
 
 void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s) {
@@ -291,6 +294,7 @@ void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t 
           static_cast<const From*>(x), static_cast<To*>(y), n);
     });
   });
+  note_launch();
 }
 
 void fill(dtype t, double value, void* y, int64_t n, cudaStream_t s) {
@@ -300,6 +304,7 @@ void fill(dtype t, double value, void* y, int64_t n, cudaStream_t s) {
     const T v = std::is_same_v<T, bool> ? T(value != 0) : static_cast<T>(value);
     fill_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(static_cast<T*>(y), v, n);
   });
+  note_launch();
 }
 
 void gather(size_t elem_size, const void* x, void* y, const index_plan& plan, int64_t n,
@@ -310,6 +315,7 @@ void gather(size_t elem_size, const void* x, void* y, const index_plan& plan, in
     gather_kernel<E><<<blocks_for(n), block_threads, 0, s>>>(static_cast<const E*>(x),
                                                              static_cast<E*>(y), plan, n);
   });
+  note_launch();
 }
 
 void copy_window(size_t elem_size, const void* in, void* out, int64_t n, int64_t h, int64_t w,
@@ -322,6 +328,7 @@ void copy_window(size_t elem_size, const void* in, void* out, int64_t n, int64_t
     copy_window_kernel<E><<<blocks_for(total), block_threads, 0, s>>>(
         static_cast<const E*>(in), static_cast<E*>(out), h, w, c, out_h, out_w, top, left, total);
   });
+  note_launch();
 }
 
 }  // namespace actorflow::gpu::kernels

@@ -1,8 +1,8 @@
 // The CUDA kernels' launchers (CUDA builds only). The .cu files hold device
 // code and these thin launchers, and nothing else: the shapes, validation and
 // op semantics stay in the C++ glue (*_kernels.cpp), compiled by the host
-// compiler. Each launcher enqueues on `s` and returns; none checks for launch
-// errors (cuda_device::launch does, once per kernel).
+// compiler. Each launcher enqueues on `s` and returns; launch errors are kept
+// for cuda_device::launch to report (note_launch).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -14,6 +14,13 @@
 namespace actorflow::gpu::kernels {
 
 inline constexpr int max_dims = 8;
+
+/// Every launcher calls note_launch() after its launches: it keeps this
+/// thread's first launch error, so that later CUDA calls (an event query that
+/// clears a "not ready" status) cannot hide it. take_launch_error() returns it
+/// and starts over (cuda_device::launch checks it after each kernel).
+void note_launch();
+cudaError_t take_launch_error();
 
 /// A walk over an output of `rank` dims in row-major order: element i of the
 /// output reads element sum_d index_d(i) * strides[k][d] of operand k (a

@@ -92,6 +92,7 @@ void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s) {
     sgd_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), a.lr,
                                                             lr_double, T(a.weight_decay));
   });
+  note_launch();
 }
 
 void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,
@@ -104,6 +105,7 @@ void apply_momentum(const update_args& a, void* w, const void* g, void* velocity
         a.n, as<T>(w), as<T>(g), as<T>(velocity), a.lr, lr_double, T(a.weight_decay), T(mu),
         nesterov);
   });
+  note_launch();
 }
 
 void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, double beta1,
@@ -116,6 +118,7 @@ void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, 
         a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), a.lr, lr_double, T(a.weight_decay),
         T(beta1), T(beta2), c1, T(1.0 / std::sqrt(c2)), T(epsilon));
   });
+  note_launch();
 }
 
 void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_square,
@@ -128,6 +131,7 @@ void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_squa
         a.n, as<T>(w), as<T>(g), as<T>(mean_square), as<T>(momentum_slot), a.lr, lr_double,
         T(a.weight_decay), T(rho), T(epsilon), T(mu));
   });
+  note_launch();
 }
 
 void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator,
@@ -140,6 +144,7 @@ void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulat
         a.n, as<T>(w), as<T>(g), as<T>(accumulator), a.lr, lr_double, T(a.weight_decay),
         T(epsilon));
   });
+  note_launch();
 }
 
 }  // namespace actorflow::gpu::kernels

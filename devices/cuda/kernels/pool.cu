@@ -140,6 +140,7 @@ void pool_forward(bool is_max, dtype t, const void* x, void* y, const pool_geome
     else
       pool_forward_kernel<T, false><<<blocks_for(n), block_threads, 0, s>>>(px, py, g);
   });
+  note_launch();
 }
 
 void max_pool_backward(dtype t, const void* x, const void* dy, void* dx, const pool_geometry& g,
@@ -151,6 +152,7 @@ void max_pool_backward(dtype t, const void* x, const void* dy, void* dx, const p
     max_pool_backward_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(
         static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), g);
   });
+  note_launch();
 }
 
 void avg_pool_backward(dtype t, const void* dy, void* dx, const pool_geometry& g, cudaStream_t s) {
@@ -161,6 +163,7 @@ void avg_pool_backward(dtype t, const void* dy, void* dx, const pool_geometry& g
     avg_pool_backward_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(
         static_cast<const T*>(dy), static_cast<T*>(dx), g);
   });
+  note_launch();
 }
 
 }  // namespace actorflow::gpu::kernels

@@ -191,6 +191,7 @@ void reduce(reduce_op op, dtype t, const void* x, void* out, void* partial, int6
       }
     }
   });
+  note_launch();
 }
 
 void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R,
@@ -206,6 +207,7 @@ void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, in
         arg_kernel<T, false><<<blocks_for(O * I), block_threads, 0, s>>>(px, out, O, R, I);
     }
   });
+  note_launch();
 }
 
 }  // namespace actorflow::gpu::kernels

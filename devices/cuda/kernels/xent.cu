@@ -106,6 +106,7 @@ void xent(dtype t, const void* logits, const void* labels, void* loss, void* bac
         static_cast<const T*>(logits), static_cast<const T*>(labels), static_cast<T*>(loss),
         static_cast<T*>(backprop), rows, cols);
   });
+  note_launch();
 }
 
 void sparse_xent(dtype t, dtype label_type, const void* logits, const void* labels, void* loss,
@@ -122,6 +123,7 @@ void sparse_xent(dtype t, dtype label_type, const void* logits, const void* labe
     if (label_type == dtype::int32) run(int32_t{});
     if (label_type == dtype::int64) run(int64_t{});
   });
+  note_launch();
 }
 
 }  // namespace actorflow::gpu::kernels
