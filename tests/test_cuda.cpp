@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <iostream>
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <random>
@@ -229,8 +229,8 @@ TEST_CASE("a block recorded on a second stream waits for both streams") {
   streams.finish(2);
   CHECK(a.allocate(4096, 1) == p);
   CHECK(a.stats().backend_allocations == 3);
-  CHECK(error_of([&] { a.record_stream(reinterpret_cast<void*>(0x100), 1); })
-            .find("not in use") != std::string::npos);
+  CHECK(error_of([&] { a.record_stream(reinterpret_cast<void*>(0x100), 1); }).find("not in use") !=
+        std::string::npos);
 }
 
 TEST_CASE("pinned staging buffers are reused only after their copy is done") {
@@ -298,8 +298,8 @@ TEST_CASE("out of memory: the cache is released and the backend asked again; the
 
 TEST_CASE("a device tensor gives its block back when its last handle drops") {
   std::set<void*> live;
-  auto memory = std::make_shared<caching_allocator>(std::make_unique<counting_backend>(&live),
-                                                    nullptr);
+  auto memory =
+      std::make_shared<caching_allocator>(std::make_unique<counting_backend>(&live), nullptr);
   {
     auto t = device_tensor::allocate(memory, 0, dtype::float32, shape{10, 30});
     CHECK(t.size_bytes() == 1200);
@@ -429,12 +429,14 @@ TEST_CASE("the device actor enqueues without waiting and reports completion as a
   std::condition_variable gate;
   bool open = false;
   std::atomic<int> ran{0};
-  self->send(device.actor, run_atom::value, gpu_task{0, [&] {
-                                                       std::unique_lock<std::mutex> l(gate_mutex);
-                                                       gate.wait(l, [&] { return open; });
-                                                       ran += 1;
-                                                     },
-                                                     1});
+  self->send(device.actor, run_atom::value,
+             gpu_task{0,
+                      [&] {
+                        std::unique_lock<std::mutex> l(gate_mutex);
+                        gate.wait(l, [&] { return open; });
+                        ran += 1;
+                      },
+                      1});
   self->send(device.actor, run_atom::value, gpu_task{1, [&] { ran += 10; }, 2});
   auto first = next_completion(self);
   const int ran_first = ran;
@@ -575,7 +577,8 @@ struct random_source {
         else if constexpr (std::is_floating_point_v<T>)
           p[i] = static_cast<T>(std::uniform_real_distribution<double>(lo, hi)(engine));
         else
-          p[i] = static_cast<T>(std::uniform_int_distribution<int64_t>(int64_t(lo), int64_t(hi))(engine));
+          p[i] = static_cast<T>(
+              std::uniform_int_distribution<int64_t>(int64_t(lo), int64_t(hi))(engine));
       }
     });
     return t;
@@ -662,11 +665,12 @@ std::map<std::string, case_list> gpu_cases() {
   // Derivative helpers: same-shape pairs.
   for (dtype t : nums)
     cases["relu_grad"].push_back(
-        {label_of("(dy, x)", t), {rnd.uniform(t, shape{5, 40}, 0, 50), rnd.uniform(t, shape{5, 40}, -50, 50)}});
+        {label_of("(dy, x)", t),
+         {rnd.uniform(t, shape{5, 40}, 0, 50), rnd.uniform(t, shape{5, 40}, -50, 50)}});
   for (auto op : {"sigmoid_grad", "tanh_grad", "sqrt_grad", "rsqrt_grad", "reciprocal_grad"})
     for (dtype t : floats)
-      cases[op].push_back(
-          {label_of("(y, dy)", t), {rnd.uniform(t, shape{5, 40}, 0.1, 1), rnd.uniform(t, shape{5, 40})}});
+      cases[op].push_back({label_of("(y, dy)", t),
+                           {rnd.uniform(t, shape{5, 40}, 0.1, 1), rnd.uniform(t, shape{5, 40})}});
 
   // Broadcasting binary ops.
   const std::vector<std::pair<shape, shape>> pairs{{shape{6, 40}, shape{6, 40}},
@@ -681,11 +685,13 @@ std::map<std::string, case_list> gpu_cases() {
         cases[op].push_back({label_of(a.to_string() + " with " + b.to_string(), t),
                              {rnd.uniform(t, a, lo, hi), rnd.uniform(t, b, blo, bhi)}});
   };
-  for (auto op : {"add", "sub", "mul", "maximum", "minimum"}) binary_cases(op, nums, -100, 100, -100, 100);
+  for (auto op : {"add", "sub", "mul", "maximum", "minimum"})
+    binary_cases(op, nums, -100, 100, -100, 100);
   binary_cases("div", floats, -10, 10, 0.5, 3);
   binary_cases("pow", floats, 0.1, 3, -2, 2);
   for (dtype t : floats)
-    cases["pow"].push_back({label_of("squares", t), {rnd.uniform(t, shape{50}), tensor(t, shape{})}});
+    cases["pow"].push_back(
+        {label_of("squares", t), {rnd.uniform(t, shape{50}), tensor(t, shape{})}});
   for (auto& c : cases["pow"])
     if (c.label.rfind("squares", 0) == 0)
       visit_floating(c.inputs[1].type(), "test",
@@ -696,18 +702,22 @@ std::map<std::string, case_list> gpu_cases() {
                            {with_value_every(rnd.uniform(t, shape{30}), 4, NAN),
                             with_value_every(rnd.uniform(t, shape{30}), 3, NAN)}});
   for (auto op : {"equal", "not_equal"}) binary_cases(op, every, 0, 3, 0, 3);
-  for (auto op : {"less", "less_equal", "greater", "greater_equal"}) binary_cases(op, nums, 0, 3, 0, 3);
+  for (auto op : {"less", "less_equal", "greater", "greater_equal"})
+    binary_cases(op, nums, 0, 3, 0, 3);
   for (auto op : {"logical_and", "logical_or"}) binary_cases(op, {dtype::boolean}, 0, 1, 0, 1);
   for (dtype t : every)
-    cases["select"].push_back({label_of("cond (4,1), a (4,5), b (5)", t),
-                               {rnd.uniform(dtype::boolean, shape{4, 1}),
-                                rnd.uniform(t, shape{4, 5}, 0, 100), rnd.uniform(t, shape{5}, 0, 100)}});
+    cases["select"].push_back(
+        {label_of("cond (4,1), a (4,5), b (5)", t),
+         {rnd.uniform(dtype::boolean, shape{4, 1}), rnd.uniform(t, shape{4, 5}, 0, 100),
+          rnd.uniform(t, shape{5}, 0, 100)}});
 
   // Array ops.
   for (dtype t : every) {
     auto x = rnd.uniform(t, shape{6, 4}, 0, 9);
-    cases["reshape"].push_back({label_of("(6,4) -> (-1,8)", t), {x}, {{"shape", std::vector<int64_t>{-1, 8}}}});
-    cases["reshape_like"].push_back({label_of("like (3,8)", t), {x, rnd.uniform(dtype::float32, shape{3, 8})}});
+    cases["reshape"].push_back(
+        {label_of("(6,4) -> (-1,8)", t), {x}, {{"shape", std::vector<int64_t>{-1, 8}}}});
+    cases["reshape_like"].push_back(
+        {label_of("like (3,8)", t), {x, rnd.uniform(dtype::float32, shape{3, 8})}});
     cases["expand_dims"].push_back({label_of("axis 1", t), {x}, {{"axis", int64_t{1}}}});
     cases["squeeze"].push_back({label_of("(6,1,4)", t), {x.reshaped(shape{6, 1, 4})}});
     cases["identity"].push_back({label_of("(6,4)", t), {x}});
@@ -716,21 +726,27 @@ std::map<std::string, case_list> gpu_cases() {
     cases["ones_like"].push_back({label_of("(6,4)", t), {x}});
     cases["size"].push_back({label_of("(6,4)", t), {x}});
     cases["transpose"].push_back({label_of("(2,3,4) perm (2,0,1)", t),
-                                  {x.reshaped(shape{2, 3, 4})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}});
+                                  {x.reshaped(shape{2, 3, 4})},
+                                  {{"perm", std::vector<int64_t>{2, 0, 1}}}});
     cases["transpose"].push_back({label_of("reversed", t), {x}});
-    cases["broadcast_to"].push_back({label_of("(6,1,4) -> (6,5,4)", t), {x.reshaped(shape{6, 1, 4})},
+    cases["broadcast_to"].push_back({label_of("(6,1,4) -> (6,5,4)", t),
+                                     {x.reshaped(shape{6, 1, 4})},
                                      {{"shape", std::vector<int64_t>{6, 5, 4}}}});
-    cases["broadcast_like"].push_back({label_of("(4) like (3,4)", t), {rnd.uniform(t, shape{4}, 0, 9),
-                                       rnd.uniform(dtype::float32, shape{3, 4})}});
-    cases["fill"].push_back({label_of("(3,5) of 1", t), {}, {{"shape", std::vector<int64_t>{3, 5}}, {"dtype", t}, {"value", 1.0}}});
+    cases["broadcast_like"].push_back(
+        {label_of("(4) like (3,4)", t),
+         {rnd.uniform(t, shape{4}, 0, 9), rnd.uniform(dtype::float32, shape{3, 4})}});
+    cases["fill"].push_back(
+        {label_of("(3,5) of 1", t),
+         {},
+         {{"shape", std::vector<int64_t>{3, 5}}, {"dtype", t}, {"value", 1.0}}});
   }
 
   // Reductions: trailing, leading, middle and scattered axes, keep_dims, long rows and columns
   // (split into parts), empty inputs.
   const std::vector<std::pair<shape, std::vector<int64_t>>> reductions{
-      {shape{4, 5, 6}, {}},      {shape{4, 5, 6}, {2}},   {shape{4, 5, 6}, {0}},
-      {shape{4, 5, 6}, {1}},     {shape{4, 5, 6}, {0, 2}}, {shape{3, 20000}, {1}},
-      {shape{20000, 3}, {0}},    {shape{300, 700}, {0}},  {shape{0, 4}, {1}}};
+      {shape{4, 5, 6}, {}},   {shape{4, 5, 6}, {2}},    {shape{4, 5, 6}, {0}},
+      {shape{4, 5, 6}, {1}},  {shape{4, 5, 6}, {0, 2}}, {shape{3, 20000}, {1}},
+      {shape{20000, 3}, {0}}, {shape{300, 700}, {0}},   {shape{0, 4}, {1}}};
   for (auto op : {"sum", "mean", "max", "min", "prod"})
     for (dtype t : nums)
       for (auto& [dims, axes] : reductions) {
@@ -738,38 +754,53 @@ std::map<std::string, case_list> gpu_cases() {
         const double lo = std::string(op) == "prod" ? 0.9 : (t == dtype::uint8 ? 0 : -100);
         const double hi = std::string(op) == "prod" ? 1.1 : 100;
         cases[op].push_back({label_of(dims.to_string() + " axes " + std::to_string(axes.size()), t),
-                             {rnd.uniform(t, dims, lo, hi)}, axes_attrs(axes)});
+                             {rnd.uniform(t, dims, lo, hi)},
+                             axes_attrs(axes)});
       }
   for (dtype t : floats) {
-    cases["sum"].push_back({label_of("keep_dims", t), {rnd.uniform(t, shape{4, 5, 6})}, axes_attrs({-1}, true)});
-    cases["sum"].push_back({label_of("sum over an empty dim", t), {rnd.uniform(t, shape{4, 0})}, axes_attrs({1})});
-    cases["mean"].push_back({label_of("mean over an empty dim is NaN", t), {rnd.uniform(t, shape{4, 0})}, axes_attrs({1})});
-    cases["max"].push_back({label_of("NaN wins", t), {with_value_every(rnd.uniform(t, shape{8, 9}), 10, NAN)}, axes_attrs({1})});
+    cases["sum"].push_back(
+        {label_of("keep_dims", t), {rnd.uniform(t, shape{4, 5, 6})}, axes_attrs({-1}, true)});
+    cases["sum"].push_back(
+        {label_of("sum over an empty dim", t), {rnd.uniform(t, shape{4, 0})}, axes_attrs({1})});
+    cases["mean"].push_back({label_of("mean over an empty dim is NaN", t),
+                             {rnd.uniform(t, shape{4, 0})},
+                             axes_attrs({1})});
+    cases["max"].push_back({label_of("NaN wins", t),
+                            {with_value_every(rnd.uniform(t, shape{8, 9}), 10, NAN)},
+                            axes_attrs({1})});
   }
   for (auto op : {"argmax", "argmin"})
     for (dtype t : nums)
       for (int64_t axis : {0, 1, -1})
         cases[op].push_back({label_of("(7,9,5) axis " + std::to_string(axis) + ", ties", t),
-                             {rnd.uniform(t, shape{7, 9, 5}, 0, 5)}, {{"axis", axis}}});
+                             {rnd.uniform(t, shape{7, 9, 5}, 0, 5)},
+                             {{"axis", axis}}});
   for (dtype t : nums) {
-    cases["sum_to_shape_of"].push_back({label_of("(4,3,5) to (3,1)", t),
-                                        {rnd.uniform(t, shape{4, 3, 5}, 0, 20), rnd.uniform(t, shape{3, 1})}});
-    cases["bias_add_grad"].push_back({label_of("(64,10)", t), {rnd.uniform(t, shape{64, 10}, 0, 20)}});
-    cases["bias_add_grad"].push_back({label_of("(2,3,4)", t), {rnd.uniform(t, shape{2, 3, 4}, 0, 20)}});
-    cases["bias_add"].push_back({label_of("(8,10) + (10)", t),
-                                 {rnd.uniform(t, shape{8, 10}, 0, 20), rnd.uniform(t, shape{10}, 0, 20)}});
+    cases["sum_to_shape_of"].push_back(
+        {label_of("(4,3,5) to (3,1)", t),
+         {rnd.uniform(t, shape{4, 3, 5}, 0, 20), rnd.uniform(t, shape{3, 1})}});
+    cases["bias_add_grad"].push_back(
+        {label_of("(64,10)", t), {rnd.uniform(t, shape{64, 10}, 0, 20)}});
+    cases["bias_add_grad"].push_back(
+        {label_of("(2,3,4)", t), {rnd.uniform(t, shape{2, 3, 4}, 0, 20)}});
+    cases["bias_add"].push_back(
+        {label_of("(8,10) + (10)", t),
+         {rnd.uniform(t, shape{8, 10}, 0, 20), rnd.uniform(t, shape{10}, 0, 20)}});
   }
 
   // Softmax and cross-entropy.
   for (dtype t : floats) {
     for (auto op : {"softmax", "log_softmax"}) {
       cases[op].push_back({label_of("(7,10)", t), {rnd.uniform(t, shape{7, 10}, -20, 20)}});
-      cases[op].push_back({label_of("(2,3,1000)", t), {rnd.uniform(t, shape{2, 3, 1000}, -20, 20)}});
+      cases[op].push_back(
+          {label_of("(2,3,1000)", t), {rnd.uniform(t, shape{2, 3, 1000}, -20, 20)}});
     }
     cases["softmax_cross_entropy_with_logits"].push_back(
-        {label_of("(9,10)", t), {rnd.uniform(t, shape{9, 10}, -20, 20), rnd.distribution(t, 9, 10)}});
+        {label_of("(9,10)", t),
+         {rnd.uniform(t, shape{9, 10}, -20, 20), rnd.distribution(t, 9, 10)}});
     cases["softmax_cross_entropy_with_logits"].push_back(
-        {label_of("(3,100)", t), {rnd.uniform(t, shape{3, 100}, -20, 20), rnd.distribution(t, 3, 100)}});
+        {label_of("(3,100)", t),
+         {rnd.uniform(t, shape{3, 100}, -20, 20), rnd.distribution(t, 3, 100)}});
     for (dtype l : {dtype::int32, dtype::int64})
       cases["sparse_softmax_cross_entropy_with_logits"].push_back(
           {label_of(std::string("(33,10), labels ") + dtype_name(l), t),
@@ -794,7 +825,8 @@ std::map<std::string, case_list> gpu_cases() {
   for (dtype t : floats)
     for (auto& p : products)
       cases["matmul"].push_back({label_of(p.a.to_string() + " x " + p.b.to_string() +
-                                              (p.ta ? " ta" : "") + (p.tb ? " tb" : ""), t),
+                                              (p.ta ? " ta" : "") + (p.tb ? " tb" : ""),
+                                          t),
                                  {rnd.uniform(t, p.a), rnd.uniform(t, p.b)},
                                  {{"transpose_a", p.ta}, {"transpose_b", p.tb}},
                                  t == dtype::float32 ? 1e-4 : 0});
@@ -806,11 +838,12 @@ std::map<std::string, case_list> gpu_cases() {
     std::string padding;
     shape y;
   };
-  const std::vector<conv> convs{{shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {1, 1}, "SAME", shape{2, 9, 9, 4}},
-                                {shape{2, 8, 8, 3}, shape{3, 3, 3, 4}, {2, 2}, "SAME", shape{2, 4, 4, 4}},
-                                {shape{1, 8, 7, 2}, shape{2, 2, 2, 3}, {1, 1}, "SAME", shape{1, 8, 7, 3}},
-                                {shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {2, 1}, "VALID", shape{2, 4, 7, 4}},
-                                {shape{2, 28, 28, 1}, shape{5, 5, 1, 32}, {1, 1}, "SAME", shape{2, 28, 28, 32}}};
+  const std::vector<conv> convs{
+      {shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {1, 1}, "SAME", shape{2, 9, 9, 4}},
+      {shape{2, 8, 8, 3}, shape{3, 3, 3, 4}, {2, 2}, "SAME", shape{2, 4, 4, 4}},
+      {shape{1, 8, 7, 2}, shape{2, 2, 2, 3}, {1, 1}, "SAME", shape{1, 8, 7, 3}},
+      {shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {2, 1}, "VALID", shape{2, 4, 7, 4}},
+      {shape{2, 28, 28, 1}, shape{5, 5, 1, 32}, {1, 1}, "SAME", shape{2, 28, 28, 32}}};
   for (auto& c : convs) {
     const auto label = c.x.to_string() + " * " + c.f.to_string() + " " + c.padding + " strides " +
                        std::to_string(c.strides[0]) + "," + std::to_string(c.strides[1]);
@@ -836,7 +869,8 @@ std::map<std::string, case_list> gpu_cases() {
   for (dtype t : floats)
     for (auto& p : pools) {
       const auto label = label_of(p.x.to_string() + " ksize " + std::to_string(p.ksize[0]) + "," +
-                                      std::to_string(p.ksize[1]) + " " + p.padding, t);
+                                      std::to_string(p.ksize[1]) + " " + p.padding,
+                                  t);
       auto a = window_attrs(p.strides, p.padding, p.ksize);
       auto x = rnd.uniform(t, p.x);
       auto y = run_kernel("max_pool", {x}, a)[0];
@@ -879,7 +913,8 @@ std::string compare(const tensor& got, const tensor& want, double tol) {
 
 // The dtype a GPU kernel is selected by, for a case's inputs.
 dtype key_type(const gpu_kernel_def& k, const gpu_case& c) {
-  if (k.update || c.inputs.empty()) return c.attrs.count("dtype") ? std::get<dtype>(c.attrs.at("dtype")) : dtype::float32;
+  if (k.update || c.inputs.empty())
+    return c.attrs.count("dtype") ? std::get<dtype>(c.attrs.at("dtype")) : dtype::float32;
   return c.inputs[static_cast<size_t>(k.type_input)].type();
 }
 
@@ -1041,7 +1076,8 @@ TEST_SUITE("gpu") {
           for (auto& [slot, value] : cpu.slots) {
             if (value.type() == dtype::int64) continue;  // Adam's step count: a host counter
             REQUIRE_MESSAGE(gpu.slots.count(slot), "slot " << slot);
-            auto diff = compare(dev.copy_to_host(gpu.slots[slot]), value, default_tolerance(t) * 10);
+            auto diff =
+                compare(dev.copy_to_host(gpu.slots[slot]), value, default_tolerance(t) * 10);
             CHECK_MESSAGE(diff.empty(), "slot " << slot << ": " << diff);
           }
         }
@@ -1113,7 +1149,11 @@ TEST_SUITE("gpu") {
     CHECK(compare(dev->copy_to_host((*result)[0]), want, 1e-6).empty());
     // A kernel that cannot launch reports its error in the completion message.
     self->send(device.actor, run_atom::value,
-               gpu_task{0, [dev, x] { dev->run_kernel("conv2d", {x, x}); }, 43});
+               gpu_task{0,
+                        [dev, x] {
+                          dev->run_kernel("conv2d", {x, x});
+                        },
+                        43});
     auto failed = next_completion(self);
     CHECK(failed.id == 43);
     CHECK_MESSAGE(failed.error.find("[conv2d]") != std::string::npos, failed.error);
@@ -1126,9 +1166,8 @@ TEST_SUITE("gpu") {
     cuda_device& dev = *the_gpu().device;
     random_source rnd;
     const double h = 1e-6;
-    auto gpu_eval = [&](const std::string& op, const std::vector<tensor>& in, const attr_map& a = {}) {
-      return run_on_gpu(dev, op, in, a);
-    };
+    auto gpu_eval = [&](const std::string& op, const std::vector<tensor>& in,
+                        const attr_map& a = {}) { return run_on_gpu(dev, op, in, a); };
     auto shifted = [](const tensor& x, int64_t i, double by) {
       tensor y = x.clone();
       y.mutable_data<double>()[i] += by;
@@ -1142,9 +1181,12 @@ TEST_SUITE("gpu") {
 
     // Element-wise ops: every element perturbed at once (the ops are element-wise).
     const std::vector<std::tuple<std::string, std::string, double, double>> helpers{
-        {"sigmoid", "sigmoid_grad", -4, 4}, {"tanh", "tanh_grad", -3, 3},
-        {"sqrt", "sqrt_grad", 0.2, 5},      {"rsqrt", "rsqrt_grad", 0.2, 5},
-        {"reciprocal", "reciprocal_grad", 0.2, 5}, {"relu", "relu_grad", -1, 1}};
+        {"sigmoid", "sigmoid_grad", -4, 4},
+        {"tanh", "tanh_grad", -3, 3},
+        {"sqrt", "sqrt_grad", 0.2, 5},
+        {"rsqrt", "rsqrt_grad", 0.2, 5},
+        {"reciprocal", "reciprocal_grad", 0.2, 5},
+        {"relu", "relu_grad", -1, 1}};
     for (auto& [f, grad, lo, hi] : helpers) {
       INFO(grad);
       auto x = rnd.uniform(dtype::float64, shape{200}, lo, hi);
@@ -1158,13 +1200,15 @@ TEST_SUITE("gpu") {
       }
       auto yp = gpu_eval(f, {xp})[0], ym = gpu_eval(f, {xm})[0];
       for (int64_t i = 0; i < 200; ++i) {
-        double numeric = (yp.data<double>()[i] - ym.data<double>()[i]) / (2 * h) * dy.data<double>()[i];
+        double numeric =
+            (yp.data<double>()[i] - ym.data<double>()[i]) / (2 * h) * dy.data<double>()[i];
         CHECK(analytic.data<double>()[i] == doctest::Approx(numeric).epsilon(1e-5));
       }
     }
 
     // Cross-entropy: the backprop output is d loss[r] / d logits[r, c].
-    for (std::string op : {"softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits"}) {
+    for (std::string op :
+         {"softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits"}) {
       INFO(op);
       auto logits = rnd.uniform(dtype::float64, shape{4, 6}, -3, 3);
       const bool sparse = op.rfind("sparse", 0) == 0;

@@ -17,7 +17,8 @@ class host_backend final : public memory_backend {
  public:
   void* allocate(size_t bytes) override {
     void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
-    if (!p) fail("gpu memory", "host: out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (!p)
+      fail("gpu memory", "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
   void deallocate(void* p, size_t) noexcept override { std::free(p); }

@@ -118,9 +118,9 @@ class caching_allocator {
   caching_allocator_options options_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, block> in_use_;
-  std::vector<block> released_;        // given back, not fenced yet
+  std::vector<block> released_;         // given back, not fenced yet
   std::vector<pending_block> pending_;  // fenced, waiting for their streams
-  std::multimap<size_t, block> free_;  // by size class
+  std::multimap<size_t, block> free_;   // by size class
   allocator_stats stats_;
 };
 

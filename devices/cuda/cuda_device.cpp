@@ -21,7 +21,9 @@ struct cuda_device::impl {
   std::shared_ptr<caching_allocator> staging;
   std::vector<device_tensor> cublas_workspaces;
 
-  void activate() const { check_cuda(cudaSetDevice(options.ordinal), "gpu device", "cudaSetDevice"); }
+  void activate() const {
+    check_cuda(cudaSetDevice(options.ordinal), "gpu device", "cudaSetDevice");
+  }
   gpu_stream& at(int s) {
     if (s < 0 || s >= static_cast<int>(streams.size()))
       fail("gpu device", "stream " + std::to_string(s) + " of " + std::to_string(streams.size()));
@@ -81,8 +83,8 @@ cuda_device::cuda_device(cuda_device_options options) : impl_(std::make_unique<i
     check_cublas(cublasCreate(&st.cublas), "gpu device", "cublasCreate");
     check_cublas(cublasSetStream(st.cublas, st.stream), "gpu device", "cublasSetStream");
     if (options.cublas_workspace_bytes > 0) {
-      auto ws = device_tensor::allocate(d.memory, s, dtype::uint8,
-                                        shape{static_cast<int64_t>(options.cublas_workspace_bytes)});
+      auto ws = device_tensor::allocate(
+          d.memory, s, dtype::uint8, shape{static_cast<int64_t>(options.cublas_workspace_bytes)});
       check_cublas(cublasSetWorkspace(st.cublas, ws.raw_mutable_data(), ws.size_bytes()),
                    "gpu device", "cublasSetWorkspace");
       d.cublas_workspaces.push_back(std::move(ws));
@@ -152,8 +154,8 @@ void cuda_device::order(int from, int to) {
   cudaError_t err = cudaEventRecord(e, a.stream);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(b.stream, e, 0);
   impl_->events->put(e);
-  check_cuda(err, "gpu device", "ordering stream " + std::to_string(to) + " after " +
-                                    std::to_string(from));
+  check_cuda(err, "gpu device",
+             "ordering stream " + std::to_string(to) + " after " + std::to_string(from));
 }
 
 device_tensor cuda_device::upload(const tensor& host, int consumer) {
@@ -189,8 +191,8 @@ void cuda_device::download(const device_tensor& t, int producer,
   const size_t bytes = t.size_bytes();
   void* staging = bytes > 0 ? d.staging->allocate(bytes, d2h) : nullptr;
   if (bytes > 0) {
-    cudaError_t e = cudaMemcpyAsync(staging, t.raw_data(), bytes, cudaMemcpyDeviceToHost,
-                                    d.at(d2h).stream);
+    cudaError_t e =
+        cudaMemcpyAsync(staging, t.raw_data(), bytes, cudaMemcpyDeviceToHost, d.at(d2h).stream);
     if (e != cudaSuccess) {
       d.staging->deallocate(staging);
       check_cuda(e, "gpu device", "cudaMemcpyAsync device to host");
@@ -268,8 +270,8 @@ std::vector<device_tensor> cuda_device::run_kernel(const std::string& op,
   for (auto& t : inputs) t.record_stream(s);  // read there, whatever stream made them
   auto out_specs = infer_outputs(def, specs_of(inputs), attrs);
   const std::string& name = node_name.empty() ? op : node_name;
-  gpu_kernel_context ctx{def.name,         name,         attrs, std::move(inputs), std::move(out_specs),
-                         {},               impl_->at(s), s,     impl_->memory,     impl_->options.math};
+  gpu_kernel_context ctx{def.name, name,         attrs, std::move(inputs), std::move(out_specs),
+                         {},       impl_->at(s), s,     impl_->memory,     impl_->options.math};
   launch(s, [&] { k.kernel(ctx); });
   check_outputs(op, ctx.outputs, ctx.output_specs);
   return std::move(ctx.outputs);
@@ -289,8 +291,8 @@ std::vector<device_tensor> cuda_device::run_update(const std::string& op, gpu_va
   specs.insert(specs.begin(), tensor_spec{v.value.type(), v.value.dims()});
   auto out_specs = infer_outputs(def, specs, attrs);
   const std::string& name = node_name.empty() ? op : node_name;
-  gpu_kernel_context ctx{def.name,         name,         attrs, std::move(inputs), std::move(out_specs),
-                         {},               impl_->at(s), s,     impl_->memory,     impl_->options.math};
+  gpu_kernel_context ctx{def.name, name,         attrs, std::move(inputs), std::move(out_specs),
+                         {},       impl_->at(s), s,     impl_->memory,     impl_->options.math};
   launch(s, [&] { k.update(v, ctx); });
   check_outputs(op, ctx.outputs, ctx.output_specs);
   return std::move(ctx.outputs);

@@ -8,9 +8,8 @@
 // CPU stand-in that runs each stream's work on a thread of its own, which is
 // how the protocol is tested on machines without a GPU.
 #pragma once
-#include <caf/all.hpp>
-
 #include <atomic>
+#include <caf/all.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>

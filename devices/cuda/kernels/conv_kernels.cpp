@@ -85,8 +85,8 @@ struct conv_plan {
 
 conv_plan plan_conv(const gpu_kernel_context& ctx, const shape& in, const shape& filter) {
   conv_plan p;
-  p.g = conv_detail::make_geometry(in, filter[0], filter[1], ctx.attrs, "strides", ctx.op,
-                                   "filter");
+  p.g =
+      conv_detail::make_geometry(in, filter[0], filter[1], ctx.attrs, "strides", ctx.op, "filter");
   p.k = filter[3];
   const int64_t needed_h = std::max<int64_t>((p.g.oh - 1) * p.g.sh + p.g.kh - p.g.h, 0);
   const int64_t needed_w = std::max<int64_t>((p.g.ow - 1) * p.g.sw + p.g.kw - p.g.w, 0);
@@ -173,9 +173,8 @@ void conv2d_kernel(gpu_kernel_context& ctx) {
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
   cudnnHandle_t h_ = ctx.stream.cudnn;
-  check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h_, xd.d, fd.d, cd.d, yd.d,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
-                                                     perf),
+  check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(
+                  h_, xd.d, fd.d, cd.d, yd.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
               ctx.op, "cudnnGetConvolutionForwardAlgorithm_v7");
   const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
@@ -194,9 +193,8 @@ void backprop_input_kernel(gpu_kernel_context& ctx) {
   if (degenerate(ctx, dx, {&f, &dy})) return;
   const conv_plan p = plan_conv(ctx, like.dims(), f.dims());
   device_tensor fk = permute_filter(ctx, f, p, true);
-  device_tensor dxp = p.padded()
-                          ? ctx.allocate_temp(dtype::float32, shape{p.g.n, p.h(), p.w(), p.g.c})
-                          : dx;
+  device_tensor dxp =
+      p.padded() ? ctx.allocate_temp(dtype::float32, shape{p.g.n, p.h(), p.w(), p.g.c}) : dx;
   tensor_desc xd(ctx.op, p.g.n, p.h(), p.w(), p.g.c), yd(ctx.op, p.g.n, p.g.oh, p.g.ow, p.k);
   filter_desc fd(ctx.op, p.k, p.g.c, p.g.kh, p.g.kw);
   conv_desc cd(ctx.op, p.g, ctx.math);
@@ -208,9 +206,9 @@ void backprop_input_kernel(gpu_kernel_context& ctx) {
               ctx.op, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
   const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
-  check_cudnn(cudnnConvolutionBackwardData(h_, &one, fd.d, fk.raw_data(), yd.d, dy.raw_data(),
-                                           cd.d, algo.algo, ws.raw_mutable_data(), algo.memory,
-                                           &zero, xd.d, dxp.raw_mutable_data()),
+  check_cudnn(cudnnConvolutionBackwardData(h_, &one, fd.d, fk.raw_data(), yd.d, dy.raw_data(), cd.d,
+                                           algo.algo, ws.raw_mutable_data(), algo.memory, &zero,
+                                           xd.d, dxp.raw_mutable_data()),
               ctx.op, "cudnnConvolutionBackwardData");
   if (p.padded())  // the gradient of the explicit padding is dropped
     copy_window(sizeof(float), dxp.raw_data(), dx.raw_mutable_data(), p.g.n, p.h(), p.w(), p.g.c,
@@ -233,10 +231,10 @@ void backprop_filter_kernel(gpu_kernel_context& ctx) {
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int count = 0;
   cudnnHandle_t h_ = ctx.stream.cudnn;
-  check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                  h_, xd.d, yd.d, cd.d, fd.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
-                  perf),
-              ctx.op, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  check_cudnn(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          h_, xd.d, yd.d, cd.d, fd.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf),
+      ctx.op, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
   const auto& algo = pick(perf, count, ctx.math, ctx.op);
   device_tensor ws = workspace(ctx, algo.memory);
   check_cudnn(cudnnConvolutionBackwardFilter(h_, &one, xd.d, xp.raw_data(), yd.d, dy.raw_data(),
@@ -251,10 +249,8 @@ const char* const note =
     "CPU); TF32 when the device's gpu_math allows it";
 
 const gpu_kernel_registrar registrations[] = {
-    gpu_kernel_registrar({.op = "conv2d",
-                          .types = {dtype::float32},
-                          .kernel = conv2d_kernel,
-                          .note = note}),
+    gpu_kernel_registrar(
+        {.op = "conv2d", .types = {dtype::float32}, .kernel = conv2d_kernel, .note = note}),
     gpu_kernel_registrar({.op = "conv2d_backprop_input",
                           .types = {dtype::float32},
                           .type_input = 1,

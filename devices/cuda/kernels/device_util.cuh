@@ -20,8 +20,8 @@ inline unsigned blocks_for(int64_t n, int threads = block_threads) {
 }
 
 /// for (i = first; i < n; i += stride) over the whole grid.
-#define AF_GRID_LOOP(i, n)                                                                 \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                 \
+#define AF_GRID_LOOP(i, n)                                                  \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
 template <class T>
@@ -60,12 +60,18 @@ __device__ __forceinline__ int64_t plan_offset(const index_plan& p, int k, int64
 template <class F>
 void dispatch(dtype t, F&& f) {
   switch (t) {
-    case dtype::float32: return f(float{});
-    case dtype::float64: return f(double{});
-    case dtype::int32: return f(int32_t{});
-    case dtype::int64: return f(int64_t{});
-    case dtype::uint8: return f(uint8_t{});
-    case dtype::boolean: return f(bool{});
+    case dtype::float32:
+      return f(float{});
+    case dtype::float64:
+      return f(double{});
+    case dtype::int32:
+      return f(int32_t{});
+    case dtype::int64:
+      return f(int64_t{});
+    case dtype::uint8:
+      return f(uint8_t{});
+    case dtype::boolean:
+      return f(bool{});
   }
 }
 

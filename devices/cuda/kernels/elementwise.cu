@@ -195,15 +195,14 @@ __global__ void fill_kernel(T* __restrict__ y, T value, int64_t n) {
 // ---- strided copies -------------------------------------------------------------------------
 
 template <class E>
-__global__ void gather_kernel(const E* __restrict__ x, E* __restrict__ y, index_plan p,
-                              int64_t n) {
+__global__ void gather_kernel(const E* __restrict__ x, E* __restrict__ y, index_plan p, int64_t n) {
   AF_GRID_LOOP(i, n) y[i] = x[plan_offset(p, 0, i)];
 }
 
 template <class E>
 __global__ void copy_window_kernel(const E* __restrict__ in, E* __restrict__ out, int64_t h,
-                                   int64_t w, int64_t c, int64_t out_h, int64_t out_w,
-                                   int64_t top, int64_t left, int64_t total) {
+                                   int64_t w, int64_t c, int64_t out_h, int64_t out_w, int64_t top,
+                                   int64_t left, int64_t total) {
   AF_GRID_LOOP(i, total) {
     const int64_t ch = i % c;
     int64_t rest = i / c;
@@ -212,18 +211,21 @@ __global__ void copy_window_kernel(const E* __restrict__ in, E* __restrict__ out
     const int64_t y = rest % out_h;
     const int64_t n = rest / out_h;
     const int64_t iy = y - top, ix = x - left;
-    out[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? in[((n * h + iy) * w + ix) * c + ch]
-                                                       : E(0);
+    out[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? in[((n * h + iy) * w + ix) * c + ch] : E(0);
   }
 }
 
 template <class F>
 void dispatch_size(size_t elem_size, F&& f) {
   switch (elem_size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
   }
 }
 
@@ -290,8 +292,8 @@ void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t 
     using From = decltype(from_tag);
     dispatch(to, [&](auto to_tag) {
       using To = decltype(to_tag);
-      cast_kernel<From, To><<<blocks_for(n), block_threads, 0, s>>>(
-          static_cast<const From*>(x), static_cast<To*>(y), n);
+      cast_kernel<From, To><<<blocks_for(n), block_threads, 0, s>>>(static_cast<const From*>(x),
+                                                                    static_cast<To*>(y), n);
     });
   });
   note_launch();

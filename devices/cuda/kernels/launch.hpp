@@ -34,6 +34,7 @@ struct index_plan {
 
 // ---- element-wise (elementwise.cu) ----------------------------------------------------------
 
+// clang-format off
 enum class unary_op : int {
   neg, abs, exp, log, sqrt, rsqrt, square, sign, reciprocal, relu, sigmoid, tanh, logical_not
 };
@@ -46,9 +47,11 @@ enum class binary_op : int {
   // The derivative helpers of ops/math_grad.cpp: (dy, x) for relu_grad, (y, dy) for the rest.
   relu_grad, sigmoid_grad, tanh_grad, sqrt_grad, rsqrt_grad, reciprocal_grad
 };
+// clang-format on
 /// True for the ops that write bool.
 bool writes_bool(binary_op op);
-/// out[i] = a op b over `plan` (operands 0 and 1); n output elements of dtype t (bool for comparisons).
+/// out[i] = a op b over `plan` (operands 0 and 1); n output elements of dtype t (bool for
+/// comparisons).
 void binary(binary_op op, dtype t, const void* a, const void* b, void* out, const index_plan& plan,
             int64_t n, cudaStream_t s);
 /// out[i] = cond ? a : b over `plan` (operands cond, a, b).
@@ -79,14 +82,14 @@ int64_t reduce_parts(int64_t O, int64_t R, int64_t I);
 void reduce(reduce_op op, dtype t, const void* x, void* out, void* partial, int64_t O, int64_t R,
             int64_t I, cudaStream_t s);
 /// out[o, i] = the first r at which x[o, r, i] is largest (smallest); NaN counts as largest.
-void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R,
-                int64_t I, cudaStream_t s);
+void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R, int64_t I,
+                cudaStream_t s);
 
 // ---- softmax cross-entropy (xent.cu) --------------------------------------------------------
 
 /// Per row of [rows, cols] logits: loss and backprop against label distributions (dtype t).
-void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop,
-          int64_t rows, int64_t cols, cudaStream_t s);
+void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop, int64_t rows,
+          int64_t cols, cudaStream_t s);
 /// The same against class indices (int32 or int64); a label outside [0, cols) gives NaN
 /// loss and backprop for its row (TensorFlow's GPU kernel does the same: no host check).
 void sparse_xent(dtype t, dtype label_type, const void* logits, const void* labels, void* loss,
@@ -125,7 +128,7 @@ void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, 
 /// `momentum_slot` is null when momentum is 0.
 void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_square,
                    void* momentum_slot, double rho, double epsilon, double mu, cudaStream_t s);
-void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator,
-                   double epsilon, cudaStream_t s);
+void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator, double epsilon,
+                   cudaStream_t s);
 
 }  // namespace actorflow::gpu::kernels

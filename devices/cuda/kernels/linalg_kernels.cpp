@@ -62,14 +62,14 @@ void matmul_kernel(gpu_kernel_context& ctx) {
   const void* one = is_double ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = is_double ? static_cast<const void*>(&zero_d) : &zero_f;
   // Column-major: C^T [n x rows] = op(B)^T [n x k] * op(A)^T [k x rows].
-  check_cublas(cublasGemmStridedBatchedEx(
-                   ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   as_int(n, ctx.op), as_int(rows, ctx.op), as_int(k, ctx.op), one, b.raw_data(),
-                   type, as_int(tb ? k : n, ctx.op), stride_b, a.raw_data(), type,
-                   as_int(ta ? rows : k, ctx.op), stride_a, zero, c.raw_mutable_data(), type,
-                   as_int(n, ctx.op), stride_c, as_int(count, ctx.op), compute,
-                   CUBLAS_GEMM_DEFAULT),
-               ctx.op, "cublasGemmStridedBatchedEx");
+  check_cublas(
+      cublasGemmStridedBatchedEx(
+          ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+          as_int(n, ctx.op), as_int(rows, ctx.op), as_int(k, ctx.op), one, b.raw_data(), type,
+          as_int(tb ? k : n, ctx.op), stride_b, a.raw_data(), type, as_int(ta ? rows : k, ctx.op),
+          stride_a, zero, c.raw_mutable_data(), type, as_int(n, ctx.op), stride_c,
+          as_int(count, ctx.op), compute, CUBLAS_GEMM_DEFAULT),
+      ctx.op, "cublasGemmStridedBatchedEx");
 }
 
 const gpu_kernel_registrar registrations[] = {

@@ -35,9 +35,8 @@ void select_kernel(gpu_kernel_context& ctx) {
   const device_tensor& b = ctx.input(2);
   auto plan = math_detail::make_plan<3>({&cond.dims(), &a.dims(), &b.dims()}, ctx.op);
   device_tensor& out = ctx.allocate_output(0);
-  kernels::select(a.type(), cond.data<bool>(), a.raw_data(), b.raw_data(),
-                  out.raw_mutable_data(), to_index_plan(plan, ctx.op), plan.num_elements,
-                  stream_of(ctx));
+  kernels::select(a.type(), cond.data<bool>(), a.raw_data(), b.raw_data(), out.raw_mutable_data(),
+                  to_index_plan(plan, ctx.op), plan.num_elements, stream_of(ctx));
 }
 
 void cast_kernel(gpu_kernel_context& ctx) {
@@ -45,8 +44,7 @@ void cast_kernel(gpu_kernel_context& ctx) {
   const dtype to = ctx.output_specs[0].type;
   if (x.type() == to) return ctx.set_output(0, x);  // immutable: the input is the result
   device_tensor& y = ctx.allocate_output(0);
-  kernels::cast(x.type(), to, x.raw_data(), y.raw_mutable_data(), x.num_elements(),
-                stream_of(ctx));
+  kernels::cast(x.type(), to, x.raw_data(), y.raw_mutable_data(), x.num_elements(), stream_of(ctx));
 }
 
 gpu_kernel_def def(const char* op, std::vector<dtype> types, gpu_kernel_fn fn,
@@ -77,8 +75,7 @@ const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar(def("tanh_grad", float_types, binary(binary_op::tanh_grad))),
     gpu_kernel_registrar(def("sqrt_grad", float_types, binary(binary_op::sqrt_grad))),
     gpu_kernel_registrar(def("rsqrt_grad", float_types, binary(binary_op::rsqrt_grad))),
-    gpu_kernel_registrar(
-        def("reciprocal_grad", float_types, binary(binary_op::reciprocal_grad))),
+    gpu_kernel_registrar(def("reciprocal_grad", float_types, binary(binary_op::reciprocal_grad))),
 
     gpu_kernel_registrar(def("add", numeric_types, binary(binary_op::add))),
     gpu_kernel_registrar(def("sub", numeric_types, binary(binary_op::sub))),
@@ -87,8 +84,9 @@ const gpu_kernel_registrar registrations[] = {
                              "integer division stays on the CPU, which checks for zero divisors")),
     gpu_kernel_registrar(def("maximum", numeric_types, binary(binary_op::maximum))),
     gpu_kernel_registrar(def("minimum", numeric_types, binary(binary_op::minimum))),
-    gpu_kernel_registrar(def("pow", float_types, binary(binary_op::pow),
-                             "integer powers stay on the CPU, which checks for negative exponents")),
+    gpu_kernel_registrar(
+        def("pow", float_types, binary(binary_op::pow),
+            "integer powers stay on the CPU, which checks for negative exponents")),
     gpu_kernel_registrar(def("equal", all_types, binary(binary_op::equal))),
     gpu_kernel_registrar(def("not_equal", all_types, binary(binary_op::not_equal))),
     gpu_kernel_registrar(def("less", numeric_types, binary(binary_op::less))),
@@ -97,8 +95,8 @@ const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar(def("greater_equal", numeric_types, binary(binary_op::greater_equal))),
     gpu_kernel_registrar(def("logical_and", bool_type, binary(binary_op::logical_and))),
     gpu_kernel_registrar(def("logical_or", bool_type, binary(binary_op::logical_or))),
-    gpu_kernel_registrar({.op = "select", .types = all_types, .type_input = 1,
-                          .kernel = select_kernel}),
+    gpu_kernel_registrar(
+        {.op = "select", .types = all_types, .type_input = 1, .kernel = select_kernel}),
 };
 
 }  // namespace

@@ -40,18 +40,16 @@ void softmax_kernel(gpu_kernel_context& ctx) {
   const int64_t rows = x.num_elements() / cols;
   const bool is_double = x.type() == dtype::float64;
   cudnn_tensor desc(ctx.op);
-  check_cudnn(cudnnSetTensor4dDescriptor(desc.desc, CUDNN_TENSOR_NCHW,
-                                         is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT,
-                                         as_int(rows, ctx.op, "rows"),
-                                         as_int(cols, ctx.op, "classes"), 1, 1),
+  check_cudnn(cudnnSetTensor4dDescriptor(
+                  desc.desc, CUDNN_TENSOR_NCHW, is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT,
+                  as_int(rows, ctx.op, "rows"), as_int(cols, ctx.op, "classes"), 1, 1),
               ctx.op, "cudnnSetTensor4dDescriptor");
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
   const void* one = is_double ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = is_double ? static_cast<const void*>(&zero_d) : &zero_f;
   check_cudnn(cudnnSoftmaxForward(ctx.stream.cudnn, Algorithm, CUDNN_SOFTMAX_MODE_INSTANCE, one,
-                                  desc.desc, x.raw_data(), zero, desc.desc,
-                                  y.raw_mutable_data()),
+                                  desc.desc, x.raw_data(), zero, desc.desc, y.raw_mutable_data()),
               ctx.op, "cudnnSoftmaxForward");
 }
 
@@ -127,9 +125,8 @@ const gpu_kernel_registrar registrations[] = {
                           .types = float_types,
                           .kernel = softmax_kernel<CUDNN_SOFTMAX_LOG>,
                           .note = "cuDNN"}),
-    gpu_kernel_registrar({.op = "softmax_cross_entropy_with_logits",
-                          .types = float_types,
-                          .kernel = xent_kernel}),
+    gpu_kernel_registrar(
+        {.op = "softmax_cross_entropy_with_logits", .types = float_types, .kernel = xent_kernel}),
     gpu_kernel_registrar({.op = "sparse_softmax_cross_entropy_with_logits",
                           .types = float_types,
                           .kernel = sparse_xent_kernel,

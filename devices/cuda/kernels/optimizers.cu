@@ -101,9 +101,9 @@ void apply_momentum(const update_args& a, void* w, const void* g, void* velocity
   const bool lr_double = a.lr_type == dtype::float64;
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    momentum_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(velocity), a.lr, lr_double, T(a.weight_decay), T(mu),
-        nesterov);
+    momentum_kernel<T>
+        <<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), as<T>(velocity), a.lr,
+                                                   lr_double, T(a.weight_decay), T(mu), nesterov);
   });
   note_launch();
 }
@@ -115,8 +115,8 @@ void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, 
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), a.lr, lr_double, T(a.weight_decay),
-        T(beta1), T(beta2), c1, T(1.0 / std::sqrt(c2)), T(epsilon));
+        a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), a.lr, lr_double, T(a.weight_decay), T(beta1),
+        T(beta2), c1, T(1.0 / std::sqrt(c2)), T(epsilon));
   });
   note_launch();
 }
@@ -134,15 +134,15 @@ void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_squa
   note_launch();
 }
 
-void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator,
-                   double epsilon, cudaStream_t s) {
+void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator, double epsilon,
+                   cudaStream_t s) {
   if (a.n == 0) return;
   const bool lr_double = a.lr_type == dtype::float64;
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(accumulator), a.lr, lr_double, T(a.weight_decay),
-        T(epsilon));
+    adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g),
+                                                                as<T>(accumulator), a.lr, lr_double,
+                                                                T(a.weight_decay), T(epsilon));
   });
   note_launch();
 }

@@ -27,7 +27,7 @@ __device__ window window_at(const pool_geometry& g, int64_t oy, int64_t ox) {
 // The outputs along one axis whose windows cover input position i: [lo, hi].
 __device__ void covering(int64_t i, int64_t pad, int64_t k, int64_t stride, int64_t out,
                          int64_t& lo, int64_t& hi) {
-  const int64_t p = i + pad;  // position in the padded input
+  const int64_t p = i + pad;                            // position in the padded input
   lo = p - k + 1 <= 0 ? 0 : (p - k + stride) / stride;  // ceil((p - k + 1) / stride)
   hi = min(p / stride, out - 1);
 }
@@ -160,8 +160,8 @@ void avg_pool_backward(dtype t, const void* dy, void* dx, const pool_geometry& g
   if (n == 0) return;
   dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_backward_kernel<T><<<blocks_for(n), block_threads, 0, s>>>(
-        static_cast<const T*>(dy), static_cast<T*>(dx), g);
+    avg_pool_backward_kernel<T>
+        <<<blocks_for(n), block_threads, 0, s>>>(static_cast<const T*>(dy), static_cast<T*>(dx), g);
   });
   note_launch();
 }

@@ -18,17 +18,13 @@ namespace {
 template <class T>
 struct sum_op {
   static __device__ T identity() { return T(0); }
-  static __device__ T combine(T a, T b) {
-    return static_cast<T>(wrap_t<T>(a) + wrap_t<T>(b));
-  }
+  static __device__ T combine(T a, T b) { return static_cast<T>(wrap_t<T>(a) + wrap_t<T>(b)); }
 };
 
 template <class T>
 struct prod_op {
   static __device__ T identity() { return T(1); }
-  static __device__ T combine(T a, T b) {
-    return static_cast<T>(wrap_t<T>(a) * wrap_t<T>(b));
-  }
+  static __device__ T combine(T a, T b) { return static_cast<T>(wrap_t<T>(a) * wrap_t<T>(b)); }
 };
 
 // NaN wins, as on the CPU.
@@ -73,7 +69,8 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ out,
     const int64_t o = item / parts, k = item % parts;
     const int64_t r0 = k * chunk, r1 = min(R, r0 + chunk);
     T acc = Op::identity();
-    for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) acc = Op::combine(acc, x[o * R + r]);
+    for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+      acc = Op::combine(acc, x[o * R + r]);
     shared[threadIdx.x] = acc;
     __syncthreads();
     for (int half = blockDim.x / 2; half > 0; half /= 2) {
@@ -110,9 +107,8 @@ void reduce_pass(const T* x, T* out, int64_t O, int64_t R, int64_t I, int64_t pa
     reduce_rows_kernel<T, Op>
         <<<blocks, block_threads, 0, s>>>(x, out, O, R, parts, chunk, mean_count);
   } else {
-    reduce_cols_kernel<T, Op>
-        <<<blocks_for(O * parts * I), block_threads, 0, s>>>(x, out, O, R, I, parts, chunk,
-                                                             mean_count);
+    reduce_cols_kernel<T, Op><<<blocks_for(O * parts * I), block_threads, 0, s>>>(
+        x, out, O, R, I, parts, chunk, mean_count);
   }
 }
 
@@ -137,8 +133,8 @@ __device__ bool better(T v, T best) {
 }
 
 template <class T, bool is_max>
-__global__ void arg_kernel(const T* __restrict__ x, int64_t* __restrict__ out, int64_t O,
-                           int64_t R, int64_t I) {
+__global__ void arg_kernel(const T* __restrict__ x, int64_t* __restrict__ out, int64_t O, int64_t R,
+                           int64_t I) {
   AF_GRID_LOOP(t, O * I) {
     const int64_t i = t % I, o = t / I;
     const T* p = x + o * R * I + i;
@@ -194,8 +190,8 @@ void reduce(reduce_op op, dtype t, const void* x, void* out, void* partial, int6
   note_launch();
 }
 
-void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R,
-                int64_t I, cudaStream_t s) {
+void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R, int64_t I,
+                cudaStream_t s) {
   if (O * I == 0 || R == 0) return;
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);

@@ -111,8 +111,7 @@ void arg_kernel(gpu_kernel_context& ctx) {
   if (R == 0)
     ctx.fail("cannot take the " + ctx.op + " of no elements: axis " + std::to_string(axis) +
              " of " + x.dims().to_string() + " has size 0");
-  arg_reduce(is_max, x.type(), x.raw_data(), out.mutable_data<int64_t>(), O, R, I,
-             stream_of(ctx));
+  arg_reduce(is_max, x.type(), x.raw_data(), out.mutable_data<int64_t>(), O, R, I, stream_of(ctx));
 }
 
 // The dims of x that summing to `to` removes or shrinks to 1 (ops/reduce.cpp's

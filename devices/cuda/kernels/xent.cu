@@ -97,8 +97,8 @@ unsigned row_blocks(int64_t rows) {
 
 }  // namespace
 
-void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop,
-          int64_t rows, int64_t cols, cudaStream_t s) {
+void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop, int64_t rows,
+          int64_t cols, cudaStream_t s) {
   if (rows == 0) return;
   dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
