@@ -267,6 +267,31 @@ TEST_CASE("deallocate records no fence; allocate and collect do, once per block"
   CHECK(a.stats().bytes_cached == 1024);  // no work was enqueued: both fences are done
 }
 
+TEST_CASE("a fence that cannot be recorded leaves its block queued, neither lost nor doubled") {
+  std::set<void*> live;
+  fake_streams streams;
+  bool broken = true;
+  auto factory = streams.factory();
+  caching_allocator a(std::make_unique<counting_backend>(&live),
+                      [&](int s) -> std::unique_ptr<fence> {
+                        if (broken) fail("gpu memory", "cudaEventRecord: device lost");
+                        return factory(s);
+                      });
+  void* p = a.allocate(4096, 0);
+  a.deallocate(p);
+  CHECK(error_of([&] { a.collect(); }).find("device lost") != std::string::npos);
+  CHECK(a.stats().bytes_pending == 4096);
+  broken = false;
+  a.collect();
+  CHECK(a.stats().bytes_cached == 4096);
+  void* q = a.allocate(4096, 1);
+  void* r = a.allocate(4096, 1);
+  CHECK(q == p);
+  CHECK(r != p);
+  a.deallocate(q);
+  a.deallocate(r);
+}
+
 TEST_CASE("out of memory: the cache is released and the backend asked again; then a clear error") {
   struct small_backend : memory_backend {
     std::unique_ptr<memory_backend> host = make_host_backend();

@@ -51,15 +51,17 @@ caching_allocator::~caching_allocator() {
 }
 
 void caching_allocator::collect_locked() {
-  for (auto& b : released_) {
-    pending_block p{std::move(b), {}};
+  while (!released_.empty()) {
+    // Fenced before it moves: if recording a fence throws, the block stays queued.
+    block& b = released_.back();
+    std::vector<std::unique_ptr<fence>> fences;
     if (make_fence_) {
-      p.fences.push_back(make_fence_(p.b.stream));
-      for (int s : p.b.other_streams) p.fences.push_back(make_fence_(s));
+      fences.push_back(make_fence_(b.stream));
+      for (int s : b.other_streams) fences.push_back(make_fence_(s));
     }
-    pending_.push_back(std::move(p));
+    pending_.push_back({std::move(b), std::move(fences)});
+    released_.pop_back();
   }
-  released_.clear();
   // Blocks whose every fence is done become free; the rest keep waiting.
   auto still_waiting = std::partition(pending_.begin(), pending_.end(), [](pending_block& p) {
     return !std::all_of(p.fences.begin(), p.fences.end(),
