@@ -1269,6 +1269,24 @@ TEST_SUITE("gpu") {
     }
   }
 
+  TEST_CASE("TF32 and BF16 products (gpu_math) stay close to the float32 result") {
+    if (!have_gpu()) return;
+    random_source rnd;
+    auto a = rnd.uniform(dtype::float32, shape{64, 256});
+    auto b = rnd.uniform(dtype::float32, shape{256, 96});
+    auto want = run_kernel("matmul", {a, b})[0];
+    auto x = rnd.uniform(dtype::float32, shape{2, 12, 12, 8});
+    auto f = rnd.uniform(dtype::float32, shape{3, 3, 8, 16});
+    auto conv_attrs = window_attrs({1, 1}, "SAME");
+    auto want_conv = run_kernel("conv2d", {x, f}, conv_attrs)[0];
+    for (auto [math, tol] : {std::pair{gpu_math::tf32, 1e-2}, std::pair{gpu_math::bf16, 5e-2}}) {
+      INFO("gpu_math " << int(math));
+      cuda_device dev(cuda_device_options{.math = math});
+      CHECK(compare(run_on_gpu(dev, "matmul", {a, b}, {})[0], want, tol).empty());
+      CHECK(compare(run_on_gpu(dev, "conv2d", {x, f}, conv_attrs)[0], want_conv, tol).empty());
+    }
+  }
+
   TEST_CASE("conv2d's GPU backprops are its adjoints (float32, TF's odd SAME padding included)") {
     if (!have_gpu()) return;
     cuda_device& dev = *the_gpu().device;
