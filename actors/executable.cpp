@@ -6,6 +6,7 @@
 
 #include "actors/node_plan.hpp"
 #include "core/device_name.hpp"
+#include "devices/cuda/gpu_support.hpp"
 
 namespace actorflow {
 
@@ -159,7 +160,8 @@ device_name checked_device(const node& n) {
   }
   if (d.type == "gpu")
     fail("session", "node '" + n.name + "' asks for device '" + n.device +
-                        "', but this process has only cpu devices (no GPU support is built)");
+                        "', but this process runs nodes on cpu devices only (no GPU support: " +
+                        gpu::gpu_placement_refusal() + ")");
   return d;
 }
 

@@ -26,7 +26,8 @@ struct run_signature {
 /// does not need the resource node: the resource's actor serves it.
 std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool follow_resources);
 /// The node's device, parsed; throws naming the node for a malformed name or
-/// a GPU device (no GPU support is built). The task part is left to placement.
+/// a GPU device (saying why: built without CUDA, no CUDA device, or GPU
+/// execution not wired in yet). The task part is left to placement.
 device_name checked_device(const node& n);
 
 /// Finds (or spawns) the actor serving resource node `n` (a variable, a queue).

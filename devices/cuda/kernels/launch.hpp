@@ -1,0 +1,134 @@
+// The CUDA kernels' launchers (CUDA builds only). The .cu files hold device
+// code and these thin launchers, and nothing else: the shapes, validation and
+// op semantics stay in the C++ glue (*_kernels.cpp), compiled by the host
+// compiler. Each launcher enqueues on `s` and returns; launch errors are kept
+// for cuda_device::launch to report (note_launch).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace actorflow::gpu::kernels {
+
+inline constexpr int max_dims = 8;
+
+/// Every launcher calls note_launch() after its launches: it keeps this
+/// thread's first launch error, so that later CUDA calls (an event query that
+/// clears a "not ready" status) cannot hide it. take_launch_error() returns it
+/// and starts over (cuda_device::launch checks it after each kernel).
+void note_launch();
+cudaError_t take_launch_error();
+
+/// A walk over an output of `rank` dims in row-major order: element i of the
+/// output reads element sum_d index_d(i) * strides[k][d] of operand k (a
+/// stride of 0 broadcasts). Built from math_detail::make_plan, which merges
+/// dims, so rank is small.
+struct index_plan {
+  int rank = 0;
+  int64_t dims[max_dims] = {};
+  int64_t strides[3][max_dims] = {};
+};
+
+// ---- element-wise (elementwise.cu) ----------------------------------------------------------
+
+// clang-format off
+enum class unary_op : int {
+  neg, abs, exp, log, sqrt, rsqrt, square, sign, reciprocal, relu, sigmoid, tanh, logical_not
+};
+/// y[i] = op(x[i]) for n elements of dtype t (the op's dtype set is checked by the caller).
+void unary(unary_op op, dtype t, const void* x, void* y, int64_t n, cudaStream_t s);
+
+enum class binary_op : int {
+  add, sub, mul, div, maximum, minimum, pow,
+  equal, not_equal, less, less_equal, greater, greater_equal, logical_and, logical_or,
+  // The derivative helpers of ops/math_grad.cpp: (dy, x) for relu_grad, (y, dy) for the rest.
+  relu_grad, sigmoid_grad, tanh_grad, sqrt_grad, rsqrt_grad, reciprocal_grad
+};
+// clang-format on
+/// True for the ops that write bool.
+bool writes_bool(binary_op op);
+/// out[i] = a op b over `plan` (operands 0 and 1); n output elements of dtype t (bool for
+/// comparisons).
+void binary(binary_op op, dtype t, const void* a, const void* b, void* out, const index_plan& plan,
+            int64_t n, cudaStream_t s);
+/// out[i] = cond ? a : b over `plan` (operands cond, a, b).
+void select(dtype t, const bool* cond, const void* a, const void* b, void* out,
+            const index_plan& plan, int64_t n, cudaStream_t s);
+/// y = x converted as ops/math_unary.cpp's cast does (floats to integers saturate, NaN -> 0).
+void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s);
+/// y[i] = value converted to t.
+void fill(dtype t, double value, void* y, int64_t n, cudaStream_t s);
+/// y[i] = x[offset of output element i under plan operand 0], elements of elem_size bytes
+/// (1, 2, 4 or 8): broadcasts and transposes.
+void gather(size_t elem_size, const void* x, void* y, const index_plan& plan, int64_t n,
+            cudaStream_t s);
+/// NHWC window copy: out[n, y, x, c] = in[n, y - top, x - left, c] where that is inside the
+/// input, else 0 (pads an image, or crops one with negative top / left).
+void copy_window(size_t elem_size, const void* in, void* out, int64_t n, int64_t h, int64_t w,
+                 int64_t c, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
+                 cudaStream_t s);
+
+// ---- reductions (reduce.cu) -----------------------------------------------------------------
+
+enum class reduce_op : int { sum, mean, max, min, prod };
+/// How many parts R is split into for a (O, R, I) reduction (1: no temporary needed); fixed by
+/// the shape alone, so results do not depend on the GPU.
+int64_t reduce_parts(int64_t O, int64_t R, int64_t I);
+/// out[o, i] = reduce over r of x[o, r, i] (R > 0); `partial` holds O * reduce_parts * I
+/// elements of t when reduce_parts > 1. Integer means truncate, as on the CPU.
+void reduce(reduce_op op, dtype t, const void* x, void* out, void* partial, int64_t O, int64_t R,
+            int64_t I, cudaStream_t s);
+/// out[o, i] = the first r at which x[o, r, i] is largest (smallest); NaN counts as largest.
+void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R, int64_t I,
+                cudaStream_t s);
+
+// ---- softmax cross-entropy (xent.cu) --------------------------------------------------------
+
+/// Per row of [rows, cols] logits: loss and backprop against label distributions (dtype t).
+void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop, int64_t rows,
+          int64_t cols, cudaStream_t s);
+/// The same against class indices (int32 or int64); a label outside [0, cols) gives NaN
+/// loss and backprop for its row (TensorFlow's GPU kernel does the same: no host check).
+void sparse_xent(dtype t, dtype label_type, const void* logits, const void* labels, void* loss,
+                 void* backprop, int64_t rows, int64_t cols, cudaStream_t s);
+
+// ---- pooling (pool.cu) ----------------------------------------------------------------------
+
+/// conv_detail::geometry, as plain numbers.
+struct pool_geometry {
+  int64_t n, h, w, c, kh, kw, sh, sw, oh, ow, pad_top, pad_left;
+};
+void pool_forward(bool is_max, dtype t, const void* x, void* y, const pool_geometry& g,
+                  cudaStream_t s);
+/// dx of max_pool: each input element gathers dy of the windows whose first maximum it is.
+void max_pool_backward(dtype t, const void* x, const void* dy, void* dx, const pool_geometry& g,
+                       cudaStream_t s);
+void avg_pool_backward(dtype t, const void* dy, void* dx, const pool_geometry& g, cudaStream_t s);
+
+// ---- optimizer updates (optimizers.cu) ------------------------------------------------------
+
+/// What every update takes: n elements of dtype t, the learning rate as a device scalar
+/// (float32 or float64, read on the GPU: no copy to the host), the L2 weight decay.
+struct update_args {
+  dtype t;
+  int64_t n;
+  const void* lr;
+  dtype lr_type;
+  double weight_decay;
+};
+void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s);
+void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,
+                    bool nesterov, cudaStream_t s);
+/// c1 = 1 - beta1^t, c2 = 1 - beta2^t.
+void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, double beta1,
+                double beta2, double c1, double c2, double epsilon, cudaStream_t s);
+/// `momentum_slot` is null when momentum is 0.
+void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_square,
+                   void* momentum_slot, double rho, double epsilon, double mu, cudaStream_t s);
+void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator, double epsilon,
+                   cudaStream_t s);
+
+}  // namespace actorflow::gpu::kernels

@@ -1,0 +1,116 @@
+// GPU optimizer updates (optimizers.cu): one fused kernel per variable and
+// step, with the slots of ops/optimizers.cpp (same names, same first values).
+#include <cmath>
+
+#include "devices/cuda/kernels/glue.hpp"
+
+namespace actorflow::gpu {
+
+namespace {
+
+using namespace kernels;
+
+// A device copy of t on the context's stream (copy-on-write of shared buffers).
+device_tensor clone(gpu_kernel_context& ctx, const device_tensor& t) {
+  device_tensor c = ctx.allocate_temp(t.type(), t.dims());
+  check_cuda(cudaMemcpyAsync(c.raw_mutable_data(), t.raw_data(), t.size_bytes(),
+                             cudaMemcpyDeviceToDevice, stream_of(ctx)),
+             ctx.op, "cudaMemcpyAsync");
+  return c;
+}
+
+// The slot `name` of v, made as `fill` of v's shape on first use and never
+// shared when written (a snapshot may hold the old one).
+device_tensor& slot(gpu_variable_state& v, gpu_kernel_context& ctx, const std::string& name,
+                    double fill = 0.0) {
+  auto it = v.slots.find(name);
+  if (it == v.slots.end()) {
+    device_tensor t = ctx.allocate_temp(v.value.type(), v.value.dims());
+    kernels::fill(t.type(), fill, t.raw_mutable_data(), t.num_elements(), stream_of(ctx));
+    it = v.slots.emplace(name, std::move(t)).first;
+  }
+  if (!it->second.is_unique()) it->second = clone(ctx, it->second);
+  return it->second;
+}
+
+void* value_for_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  if (!v.value.is_unique()) v.value = clone(ctx, v.value);
+  return v.value.raw_mutable_data();
+}
+
+update_args read_args(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  const device_tensor& grad = ctx.input(0);
+  const device_tensor& lr = ctx.input(1);
+  if (grad.type() != v.value.type() || grad.dims() != v.value.dims())
+    ctx.fail("gradient " + grad.describe() + " does not match variable " + v.value.describe());
+  if (lr.num_elements() != 1) ctx.fail("learning rate must be a scalar");
+  return {v.value.type(), v.value.num_elements(), lr.raw_data(), lr.type(),
+          ctx.attr_or<double>("weight_decay", 0.0)};
+}
+
+void apply_sgd_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  auto a = read_args(v, ctx);
+  apply_sgd(a, value_for_update(v, ctx), ctx.input(0).raw_data(), stream_of(ctx));
+  ctx.set_output(0, v.value);
+}
+
+void apply_momentum_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  auto a = read_args(v, ctx);
+  void* velocity = slot(v, ctx, "momentum/velocity").raw_mutable_data();
+  apply_momentum(a, value_for_update(v, ctx), ctx.input(0).raw_data(), velocity,
+                 ctx.attr<double>("momentum"), ctx.attr_or<bool>("nesterov", false),
+                 stream_of(ctx));
+  ctx.set_output(0, v.value);
+}
+
+void apply_adam_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  auto a = read_args(v, ctx);
+  const double b1 = ctx.attr<double>("beta1"), b2 = ctx.attr<double>("beta2");
+  const double eps = ctx.attr<double>("epsilon");
+  const int64_t t = ++v.counters["adam/t"];
+  const double c1 = 1.0 - std::pow(b1, double(t)), c2 = 1.0 - std::pow(b2, double(t));
+  void* m = slot(v, ctx, "adam/m").raw_mutable_data();
+  void* s = slot(v, ctx, "adam/v").raw_mutable_data();
+  apply_adam(a, value_for_update(v, ctx), ctx.input(0).raw_data(), m, s, b1, b2, c1, c2, eps,
+             stream_of(ctx));
+  ctx.set_output(0, v.value);
+}
+
+void apply_rmsprop_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  auto a = read_args(v, ctx);
+  const double rho = ctx.attr<double>("rho"), eps = ctx.attr<double>("epsilon");
+  const double mu = ctx.attr_or<double>("momentum", 0.0);
+  void* ms = slot(v, ctx, "rmsprop/mean_square").raw_mutable_data();
+  void* mom = mu != 0.0 ? slot(v, ctx, "rmsprop/momentum").raw_mutable_data() : nullptr;
+  apply_rmsprop(a, value_for_update(v, ctx), ctx.input(0).raw_data(), ms, mom, rho, eps, mu,
+                stream_of(ctx));
+  ctx.set_output(0, v.value);
+}
+
+void apply_adagrad_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  auto a = read_args(v, ctx);
+  const double eps = ctx.attr<double>("epsilon");
+  const double initial = ctx.attr_or<double>("initial_accumulator", 0.0);
+  void* acc = slot(v, ctx, "adagrad/accumulator", initial).raw_mutable_data();
+  apply_adagrad(a, value_for_update(v, ctx), ctx.input(0).raw_data(), acc, eps, stream_of(ctx));
+  ctx.set_output(0, v.value);
+}
+
+const char* const note =
+    "the learning rate is read on the GPU, so a non-finite rate is not reported as an error";
+
+gpu_kernel_def update(const char* op, gpu_update_fn fn) {
+  return {.op = op, .types = float_types, .update = std::move(fn), .note = note};
+}
+
+const gpu_kernel_registrar registrations[] = {
+    gpu_kernel_registrar(update("apply_sgd", apply_sgd_update)),
+    gpu_kernel_registrar(update("apply_momentum", apply_momentum_update)),
+    gpu_kernel_registrar(update("apply_adam", apply_adam_update)),
+    gpu_kernel_registrar(update("apply_rmsprop", apply_rmsprop_update)),
+    gpu_kernel_registrar(update("apply_adagrad", apply_adagrad_update)),
+};
+
+}  // namespace
+
+}  // namespace actorflow::gpu

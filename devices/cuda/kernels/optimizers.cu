@@ -1,0 +1,150 @@
+// Optimizer updates: one fused kernel per optimizer, one pass over the
+// variable, its gradient and its slots, with ops/optimizers.cpp's formulas
+// (PyTorch's). The learning rate is a device scalar read by every thread; the
+// host-side scalars (Adam's bias corrections) arrive as kernel arguments and
+// are combined with it in double precision, as the CPU does, before the cast.
+#include <cmath>
+
+#include "devices/cuda/kernels/device_util.cuh"
+
+namespace actorflow::gpu::kernels {
+
+namespace {
+
+__device__ __forceinline__ double read_lr(const void* lr, bool is_double) {
+  return is_double ? *static_cast<const double*>(lr) : double(*static_cast<const float*>(lr));
+}
+
+template <class T>
+__global__ void sgd_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g, const void* lr,
+                           bool lr_double, T wd) {
+  const T rate = T(read_lr(lr, lr_double));
+  AF_GRID_LOOP(i, n) w[i] -= rate * (g[i] + wd * w[i]);
+}
+
+template <class T>
+__global__ void momentum_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
+                                T* __restrict__ buf, const void* lr, bool lr_double, T wd, T mu,
+                                bool nesterov) {
+  const T rate = T(read_lr(lr, lr_double));
+  AF_GRID_LOOP(i, n) {
+    const T gi = g[i] + wd * w[i];
+    buf[i] = mu * buf[i] + gi;
+    w[i] -= rate * (nesterov ? gi + mu * buf[i] : buf[i]);
+  }
+}
+
+// w -= (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps)
+template <class T>
+__global__ void adam_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
+                            T* __restrict__ m, T* __restrict__ v, const void* lr, bool lr_double,
+                            T wd, T b1, T b2, double c1, T inv_sqrt_c2, T eps) {
+  const T step = T(read_lr(lr, lr_double) / c1);
+  AF_GRID_LOOP(i, n) {
+    const T gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (T(1) - b1) * gi;
+    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+    w[i] -= step * m[i] / (sqrt(v[i]) * inv_sqrt_c2 + eps);
+  }
+}
+
+template <class T>
+__global__ void rmsprop_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
+                               T* __restrict__ ms, T* __restrict__ mom, const void* lr,
+                               bool lr_double, T wd, T rho, T eps, T mu) {
+  const T rate = T(read_lr(lr, lr_double));
+  AF_GRID_LOOP(i, n) {
+    const T gi = g[i] + wd * w[i];
+    ms[i] = rho * ms[i] + (T(1) - rho) * gi * gi;
+    T step = gi / (sqrt(ms[i]) + eps);
+    if (mom) step = mom[i] = mu * mom[i] + step;
+    w[i] -= rate * step;
+  }
+}
+
+template <class T>
+__global__ void adagrad_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
+                               T* __restrict__ acc, const void* lr, bool lr_double, T wd, T eps) {
+  const T rate = T(read_lr(lr, lr_double));
+  AF_GRID_LOOP(i, n) {
+    const T gi = g[i] + wd * w[i];
+    acc[i] += gi * gi;
+    w[i] -= rate * gi / (sqrt(acc[i]) + eps);
+  }
+}
+
+template <class T>
+T* as(void* p) {
+  return static_cast<T*>(p);
+}
+template <class T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+}  // namespace
+
+void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s) {
+  if (a.n == 0) return;
+  const bool lr_double = a.lr_type == dtype::float64;
+  dispatch_float(a.t, [&](auto tag) {
+    using T = decltype(tag);
+    sgd_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), a.lr,
+                                                            lr_double, T(a.weight_decay));
+  });
+  note_launch();
+}
+
+void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,
+                    bool nesterov, cudaStream_t s) {
+  if (a.n == 0) return;
+  const bool lr_double = a.lr_type == dtype::float64;
+  dispatch_float(a.t, [&](auto tag) {
+    using T = decltype(tag);
+    momentum_kernel<T>
+        <<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), as<T>(velocity), a.lr,
+                                                   lr_double, T(a.weight_decay), T(mu), nesterov);
+  });
+  note_launch();
+}
+
+void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, double beta1,
+                double beta2, double c1, double c2, double epsilon, cudaStream_t s) {
+  if (a.n == 0) return;
+  const bool lr_double = a.lr_type == dtype::float64;
+  dispatch_float(a.t, [&](auto tag) {
+    using T = decltype(tag);
+    adam_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
+        a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), a.lr, lr_double, T(a.weight_decay), T(beta1),
+        T(beta2), c1, T(1.0 / std::sqrt(c2)), T(epsilon));
+  });
+  note_launch();
+}
+
+void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_square,
+                   void* momentum_slot, double rho, double epsilon, double mu, cudaStream_t s) {
+  if (a.n == 0) return;
+  const bool lr_double = a.lr_type == dtype::float64;
+  dispatch_float(a.t, [&](auto tag) {
+    using T = decltype(tag);
+    rmsprop_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
+        a.n, as<T>(w), as<T>(g), as<T>(mean_square), as<T>(momentum_slot), a.lr, lr_double,
+        T(a.weight_decay), T(rho), T(epsilon), T(mu));
+  });
+  note_launch();
+}
+
+void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator, double epsilon,
+                   cudaStream_t s) {
+  if (a.n == 0) return;
+  const bool lr_double = a.lr_type == dtype::float64;
+  dispatch_float(a.t, [&](auto tag) {
+    using T = decltype(tag);
+    adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g),
+                                                                as<T>(accumulator), a.lr, lr_double,
+                                                                T(a.weight_decay), T(epsilon));
+  });
+  note_launch();
+}
+
+}  // namespace actorflow::gpu::kernels

@@ -1,0 +1,155 @@
+// GPU kernels of the reductions (reduce.cu): sum, mean, max, min, prod over
+// axes, argmax / argmin, sum_to_shape_of, and bias_add_grad. Every reduction
+// is brought to a dense (O, R, I) block as ops/reduce.cpp does: size-1 dims
+// dropped, neighbouring kept or reduced dims merged, and the rare pattern with
+// reduced dims apart ([K R K R ...]) transposed first into [kept..., reduced...].
+#include "devices/cuda/kernels/glue.hpp"
+#include "ops/array_util.hpp"
+#include "ops/op_util.hpp"
+
+namespace actorflow::gpu {
+
+namespace {
+
+using namespace kernels;
+
+std::vector<bool> reduced_dims(const shape& in, const std::vector<int64_t>& axes,
+                               const std::string& op) {
+  std::vector<bool> red(static_cast<size_t>(in.rank()), axes.empty());
+  for (auto a : axes) red[static_cast<size_t>(normalize_axis(a, in.rank(), op))] = true;
+  return red;
+}
+
+void fill_output(gpu_kernel_context& ctx, double value) {
+  device_tensor& y = ctx.allocate_output(0);
+  kernels::fill(y.type(), value, y.raw_mutable_data(), y.num_elements(), stream_of(ctx));
+}
+
+// Reduces x over the `red` dims into output 0 (whose spec holds the kept dims).
+void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
+                 const std::vector<bool>& red) {
+  const shape& out_dims = ctx.output_specs[0].dims;
+  const auto& xd = x.dims().dims();
+  int64_t reduced_count = 1, kept_count = 1;
+  for (size_t k = 0; k < xd.size(); ++k) (red[k] ? reduced_count : kept_count) *= xd[k];
+  if (reduced_count == 0 && kept_count > 0) {
+    // The CPU kernel's rules for empty reductions.
+    const std::string what = "input " + x.dims().to_string() + " reduced over a zero-size dim";
+    if (kind == reduce_op::max || kind == reduce_op::min)
+      ctx.fail(std::string("cannot take the ") + (kind == reduce_op::max ? "max" : "min") +
+               " of no elements: " + what);
+    if (kind == reduce_op::mean && !is_floating(x.type()))
+      ctx.fail("integer mean of no elements: " + what);
+    return fill_output(ctx, kind == reduce_op::prod  ? 1.0
+                            : kind == reduce_op::sum ? 0.0
+                                                     : std::nan(""));
+  }
+  std::vector<int64_t> sizes;
+  std::vector<bool> flags;
+  for (size_t k = 0; k < xd.size(); ++k) {
+    if (xd[k] == 1) continue;
+    if (!flags.empty() && flags.back() == red[k]) {
+      sizes.back() *= xd[k];
+    } else {
+      sizes.push_back(xd[k]);
+      flags.push_back(red[k]);
+    }
+  }
+  const bool reduces = std::find(flags.begin(), flags.end(), true) != flags.end();
+  if (!reduces || x.num_elements() == 0) {
+    if (x.num_elements() == out_dims.num_elements()) return ctx.set_output(0, x.reshaped(out_dims));
+    ctx.allocate_output(0);
+    return;
+  }
+  device_tensor src = x;
+  int64_t O = 1, R = 1, I = 1;
+  const size_t g = flags.size();
+  if (g <= 2 || (g == 3 && !flags[0])) {
+    const size_t r = flags[0] ? 0 : 1;
+    for (size_t i = 0; i < r; ++i) O *= sizes[i];
+    R = sizes[r];
+    for (size_t i = r + 1; i < g; ++i) I *= sizes[i];
+  } else {
+    std::vector<int64_t> strides = detail::dense_strides(sizes), dims, src_strides;
+    for (bool want_reduced : {false, true})
+      for (size_t i = 0; i < g; ++i)
+        if (flags[i] == want_reduced) {
+          dims.push_back(sizes[i]);
+          src_strides.push_back(strides[i]);
+          (want_reduced ? R : O) *= sizes[i];
+        }
+    src = ctx.allocate_temp(x.type(), shape{x.num_elements()});
+    gather(dtype_size(x.type()), x.raw_data(), src.raw_mutable_data(),
+           strided_plan(dims, src_strides, ctx.op), x.num_elements(), stream_of(ctx));
+  }
+  device_tensor& out = ctx.allocate_output(0);
+  const int64_t parts = reduce_parts(O, R, I);
+  device_tensor partial;
+  if (parts > 1) partial = ctx.allocate_temp(x.type(), shape{O * parts * I});
+  kernels::reduce(kind, x.type(), src.raw_data(), out.raw_mutable_data(),
+                  parts > 1 ? partial.raw_mutable_data() : nullptr, O, R, I, stream_of(ctx));
+}
+
+gpu_kernel_fn reduction(reduce_op kind) {
+  return [kind](gpu_kernel_context& ctx) {
+    const device_tensor& x = ctx.input(0);
+    reduce_into(ctx, kind, x,
+                reduced_dims(x.dims(), ctx.attr_or<std::vector<int64_t>>("axes", {}), ctx.op));
+  };
+}
+
+template <bool is_max>
+void arg_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& x = ctx.input(0);
+  const int axis = normalize_axis(ctx.attr_or<int64_t>("axis", 0), x.rank(), ctx.op);
+  const auto& d = x.dims().dims();
+  int64_t O = 1, R = d[static_cast<size_t>(axis)], I = 1;
+  for (int k = 0; k < axis; ++k) O *= d[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) I *= d[k];
+  device_tensor& out = ctx.allocate_output(0);
+  if (out.num_elements() == 0) return;
+  if (R == 0)
+    ctx.fail("cannot take the " + ctx.op + " of no elements: axis " + std::to_string(axis) +
+             " of " + x.dims().to_string() + " has size 0");
+  arg_reduce(is_max, x.type(), x.raw_data(), out.mutable_data<int64_t>(), O, R, I, stream_of(ctx));
+}
+
+// The dims of x that summing to `to` removes or shrinks to 1 (ops/reduce.cpp's
+// sum_to_dims; the shape function has checked that `to` broadcasts to x).
+void sum_to_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& x = ctx.input(0);
+  const shape& to = ctx.input(1).dims();
+  const int lead = x.rank() - to.rank();
+  std::vector<bool> red(static_cast<size_t>(x.rank()), true);
+  for (int k = 0; k < to.rank(); ++k)
+    red[static_cast<size_t>(lead + k)] = to[k] == 1 && x.dims()[lead + k] != 1;
+  reduce_into(ctx, reduce_op::sum, x, red);
+}
+
+// The sum over every dim but the last.
+void bias_add_grad_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& dy = ctx.input(0);
+  std::vector<bool> red(static_cast<size_t>(dy.rank()), true);
+  red.back() = false;
+  reduce_into(ctx, reduce_op::sum, dy, red);
+}
+
+gpu_kernel_def def(const char* op, gpu_kernel_fn fn) {
+  return {.op = op, .types = numeric_types, .kernel = std::move(fn)};
+}
+
+const gpu_kernel_registrar registrations[] = {
+    gpu_kernel_registrar(def("sum", reduction(reduce_op::sum))),
+    gpu_kernel_registrar(def("mean", reduction(reduce_op::mean))),
+    gpu_kernel_registrar(def("max", reduction(reduce_op::max))),
+    gpu_kernel_registrar(def("min", reduction(reduce_op::min))),
+    gpu_kernel_registrar(def("prod", reduction(reduce_op::prod))),
+    gpu_kernel_registrar(def("argmax", arg_kernel<true>)),
+    gpu_kernel_registrar(def("argmin", arg_kernel<false>)),
+    gpu_kernel_registrar(def("sum_to_shape_of", sum_to_kernel)),
+    gpu_kernel_registrar(def("bias_add_grad", bias_add_grad_kernel)),
+};
+
+}  // namespace
+
+}  // namespace actorflow::gpu
