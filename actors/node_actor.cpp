@@ -1,6 +1,7 @@
 // A node actor collects its inputs per step, runs its kernel (inline when
 // cheap, on the device's pool when expensive) and sends each output on.
 #include <unordered_map>
+#include <utility>
 
 #include "actors/messages.hpp"
 #include "actors/node_plan.hpp"
@@ -36,21 +37,26 @@ std::string describe_failure(const node_plan& plan, const std::string& what) {
   return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
 }
 
-// Runs the kernel and emits its outputs or the error it threw.
-void run_and_emit(const node_plan& plan, uint64_t step, std::vector<tensor> inputs,
-                  uint64_t invocation) {
-  std::vector<tensor> outputs;
+// Runs the kernel and emits its outputs or the error it threw. `inputs` and
+// `outputs` are the caller's to reuse: both come back empty, keeping their
+// capacity, and no tensor of this step stays referenced from them.
+void run_and_emit(const node_plan& plan, uint64_t step, std::vector<tensor>& inputs,
+                  std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
+  kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
+                     std::move(inputs), std::move(outputs), invocation};
   try {
-    kernel_context ctx{plan.def->name, plan.name, plan.attrs, std::move(inputs), {}, invocation};
     plan.def->kernel(ctx);
-    outputs = std::move(ctx.outputs);
-    if (outputs.size() < plan.output_consumers.size())
+    if (ctx.outputs.size() < plan.output_consumers.size())
       error = describe_failure(plan, "kernel produced too few outputs");
   } catch (const std::exception& e) {
     error = describe_failure(plan, e.what());
   }
+  inputs = std::move(ctx.inputs);
+  inputs.clear();
+  outputs = std::move(ctx.outputs);
   emit(plan, step, outputs, error);
+  outputs.clear();
 }
 
 class node_actor : public caf::event_based_actor {
@@ -93,36 +99,41 @@ class node_actor : public caf::event_based_actor {
   void fire(uint64_t step, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
     if (plan.kind == node_kind::send) return send_to_peer(step, slots, num_slots);
-    std::vector<tensor> inputs = plan.bound_inputs;
     std::string error;
-    for (size_t s = 0; s < num_slots; ++s) {
-      if (!slots[s].ok()) {
-        error = std::move(slots[s].error);
-        break;
-      }
-      if (int i = plan.slot_input[s]; i >= 0) inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
-    }
+    for (size_t s = 0; s < num_slots && error.empty(); ++s)
+      if (!slots[s].ok()) error = std::move(slots[s].error);
     if (!error.empty()) {
-      std::vector<tensor> none;
-      emit(plan, step, none, error);
+      emit(plan, step, outputs_, error);
       return;
     }
     switch (plan.kind) {
-      case node_kind::placeholder: {
-        std::vector<tensor> outs{std::move(slots[0].value)};
-        emit(plan, step, outs, "");
+      case node_kind::placeholder:
+        outputs_.push_back(std::move(slots[0].value));
+        emit(plan, step, outputs_, "");
+        outputs_.clear();
         return;
-      }
       case node_kind::variable_read:
         return read_variable(step);
       case node_kind::variable_update:
-        return ask_resource(step,
-                            variable_update{plan.def, plan.name, &plan.attrs, std::move(inputs)});
+        fill_inputs(slots, num_slots);
+        return ask_resource(
+            step, variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {})});
       case node_kind::kernel:
-        return run_kernel_for(step, std::move(inputs));
+        fill_inputs(slots, num_slots);
+        return run_kernel_for(step);
       case node_kind::send:
         return;  // handled above
     }
+  }
+
+  // Sets inputs_ to the op's inputs in order: the folded constants and the
+  // values that arrived. Assigning keeps the vector's capacity from the last step.
+  void fill_inputs(step_value* slots, size_t num_slots) {
+    const node_plan& plan = *plan_;
+    inputs_.assign(plan.bound_inputs.begin(), plan.bound_inputs.end());
+    for (size_t s = 0; s < num_slots; ++s)
+      if (int i = plan.slot_input[s]; i >= 0)
+        inputs_[static_cast<size_t>(i)] = std::move(slots[s].value);
   }
 
   // A send forwards its value, or the error that reached it, so the peer's
@@ -139,18 +150,21 @@ class node_actor : public caf::event_based_actor {
       send(c.target, input_atom::value, step, c.slot, step_value{tensor(), out.error});
   }
 
-  void run_kernel_for(uint64_t step, std::vector<tensor> inputs) {
+  // Runs the kernel on inputs_: inline when cheap, reusing this actor's
+  // vectors; otherwise on the device's pool, which gets its own.
+  void run_kernel_for(uint64_t step) {
     uint64_t invocation = invocations_++;
     int64_t elements = 0;
-    for (auto& t : inputs) elements += t.num_elements();
+    for (auto& t : inputs_) elements += t.num_elements();
     if (!plan_->def->expensive && elements < inline_element_limit) {
-      run_and_emit(*plan_, step, std::move(inputs), invocation);
+      run_and_emit(*plan_, step, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
     send(plan->device, run_atom::value,
-         device_task{[plan, step, inputs = std::move(inputs), invocation]() mutable {
-           run_and_emit(*plan, step, std::move(inputs), invocation);
+         device_task{[plan, step, inputs = std::exchange(inputs_, {}), invocation]() mutable {
+           std::vector<tensor> outputs;
+           run_and_emit(*plan, step, inputs, outputs, invocation);
          }});
   }
 
@@ -185,6 +199,10 @@ class node_actor : public caf::event_based_actor {
   }
 
   node_plan_ptr plan_;
+  // Reused by every firing (an actor handles one message at a time), so that
+  // a cheap node allocates no vectors per step; empty between messages.
+  std::vector<tensor> inputs_;
+  std::vector<tensor> outputs_;
   std::unordered_map<uint64_t, pending> pending_;
   uint64_t invocations_ = 0;
 };

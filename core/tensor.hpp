@@ -1,14 +1,20 @@
 // Tensors: a dtype, a shape and a reference-counted, 64-byte aligned buffer.
 //
+// The buffer is one allocation: a small header (the reference count) sits just
+// before the data, so a new tensor costs one malloc and a copy one atomic
+// increment; cheap nodes make one small tensor per step.
+//
 // A buffer is written only by whoever allocated it, before it is shared; once a
 // tensor travels in a message it is immutable. Writers that may hold a shared
 // buffer (the variable actor) check is_unique() and clone first (copy-on-write).
 #pragma once
 #include <Eigen/Core>
+#include <atomic>
 #include <cstring>
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -24,6 +30,36 @@ class tensor {
   tensor() = default;
   /// Allocates an uninitialized tensor; the shape must be fully defined.
   tensor(dtype type, shape dims);
+  tensor(const tensor& other)
+      : data_(other.data_),
+        shape_(other.shape_),
+        num_elements_(other.num_elements_),
+        type_(other.type_),
+        valid_(other.valid_) {
+    retain();
+  }
+  tensor(tensor&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        shape_(std::move(other.shape_)),
+        num_elements_(other.num_elements_),
+        type_(other.type_),
+        valid_(other.valid_) {}
+  tensor& operator=(const tensor& other) {
+    if (this != &other) *this = tensor(other);
+    return *this;
+  }
+  tensor& operator=(tensor&& other) noexcept {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      shape_ = std::move(other.shape_);
+      num_elements_ = other.num_elements_;
+      type_ = other.type_;
+      valid_ = other.valid_;
+    }
+    return *this;
+  }
+  ~tensor() { release(); }
 
   static tensor zeros(dtype type, shape dims);
   template <class T>
@@ -47,8 +83,8 @@ class tensor {
   int64_t num_elements() const { return num_elements_; }
   size_t size_bytes() const { return static_cast<size_t>(num_elements_) * dtype_size(type_); }
 
-  const void* raw_data() const { return buffer_.get(); }
-  void* raw_mutable_data() { return buffer_.get(); }
+  const void* raw_data() const { return data_; }
+  void* raw_mutable_data() { return data_; }
 
   template <class T>
   const T* data() const {
@@ -111,8 +147,8 @@ class tensor {
   /// The same buffer seen with another shape of equal element count.
   tensor reshaped(shape dims) const;
   /// True when no other tensor shares this buffer (safe to write in place).
-  bool is_unique() const { return buffer_.use_count() <= 1; }
-  bool shares_buffer_with(const tensor& other) const { return buffer_ == other.buffer_; }
+  bool is_unique() const { return !data_ || refs().load(std::memory_order_acquire) == 1; }
+  bool shares_buffer_with(const tensor& other) const { return data_ == other.data_; }
 
   /// Readable text, e.g. "tensor<float32 (2,2)> [[1, 2], [3, 4]]"; at most max_elements shown.
   std::string to_string(int64_t max_elements = 64) const;
@@ -130,7 +166,24 @@ class tensor {
   }
   void check_rank(int r) const;
 
-  std::shared_ptr<std::byte> buffer_;
+  // The reference count lives in the header just before the data (see
+  // allocate_buffer in tensor.cpp); an empty (zero-byte) tensor has no buffer.
+  using ref_count = std::atomic<int64_t>;
+  static constexpr size_t header_size = 16;
+  static_assert(sizeof(ref_count) <= header_size);
+  ref_count& refs() const { return *reinterpret_cast<ref_count*>(data_ - header_size); }
+  void retain() const {
+    if (data_) refs().fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    // acq_rel: the last owner frees only after every other owner's reads.
+    if (data_ && refs().fetch_sub(1, std::memory_order_acq_rel) == 1) free_buffer(data_);
+    data_ = nullptr;
+  }
+  static std::byte* allocate_buffer(size_t bytes);
+  static void free_buffer(std::byte* data);
+
+  std::byte* data_ = nullptr;
   actorflow::shape shape_;
   int64_t num_elements_ = 0;
   dtype type_ = dtype::float32;

@@ -266,6 +266,32 @@ inline void binary_run(R* __restrict o, const T* __restrict a, bool va, const T*
   }
 }
 
+/// The common cases that need no plan: equal shapes, or one side a single
+/// element whose rank does not exceed the other's (so the output takes the
+/// other's shape). They are one flat run; planning them cost more than a
+/// scalar add itself. Returns false, doing nothing, for every other case.
+template <class T, class R, class Run>
+bool binary_flat(kernel_context& ctx, const tensor& a, const tensor& b, int64_t grain,
+                 const Run& run) {
+  bool va = true, vb = true;  // whether each input advances (else it broadcasts)
+  if (a.dims() != b.dims()) {
+    if (b.num_elements() == 1 && b.rank() <= a.rank())
+      vb = false;
+    else if (a.num_elements() == 1 && a.rank() <= b.rank())
+      va = false;
+    else
+      return false;
+  }
+  tensor& out = ctx.allocate_output(0, dtype_of<R>(), va ? a.dims() : b.dims());
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  R* po = out.mutable_data<R>();
+  parallel_for(out.num_elements(), grain, [&](int64_t begin, int64_t end) {
+    run(po + begin, pa + (va ? begin : 0), va, pb + (vb ? begin : 0), vb, end - begin);
+  });
+  return true;
+}
+
 /// Broadcasts inputs 0 and 1 of ctx (dtype T) into a new output 0 of dtype R;
 /// run(R* out, const T* a, bool a_advances, const T* b, bool b_advances, n) fills one run.
 template <class T, class R, class Run>
@@ -273,6 +299,7 @@ void binary_broadcast(kernel_context& ctx, int64_t grain, const Run& run) {
   const tensor& a = ctx.input(0);
   const tensor& b = ctx.input(1);
   check_same_dtype(ctx.op, a.type(), b.type());
+  if (binary_flat<T, R>(ctx, a, b, grain, run)) return;
   auto plan = make_plan<2>({&a.dims(), &b.dims()}, ctx.op);
   tensor& out = ctx.allocate_output(0, dtype_of<R>(), plan.out);
   if (plan.num_elements == 0) return;
