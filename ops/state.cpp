@@ -1,5 +1,6 @@
 #include "ops/state.hpp"
 
+#include "ops/math.hpp"
 #include "ops/op_util.hpp"
 
 namespace actorflow {
@@ -115,6 +116,19 @@ const op_registrar registrations[] = {
                   .summary = "reads a variable when its control dependencies are done",
                   // A read is the variable's value: its gradient is the variable's.
                   .gradient = [](grad_context& c) { c.input_grads = {c.grad()}; }}),
+    op_registrar({.name = "is_variable_initialized",
+                  .num_inputs = 1,
+                  .infer =
+                      [](const shape_context&) {
+                        return std::vector<tensor_spec>{{dtype::boolean, shape{}}};
+                      },
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        ctx.set_output(0, tensor::scalar<bool>(v.initialized()));
+                      },
+                  .stateful = true,
+                  .summary = "whether a variable has been set (initialized, assigned or restored)",
+                  .not_differentiable = true}),
     op_registrar({.name = "assign",
                   .num_inputs = 2,
                   .infer = update_spec,
@@ -212,11 +226,38 @@ output assign_sub(const variable& v, output delta, const std::string& name) {
   return make_op("assign_sub", {v.value(), delta}, {}, name);
 }
 
-operation global_variables_initializer(graph& g, const std::string& name) {
-  std::vector<operation> inits;
+output is_variable_initialized(const variable& v, const std::string& name) {
+  return make_op("is_variable_initialized", {v.value()}, {},
+                 name.empty() ? v.name() + "/is_initialized" : name);
+}
+
+namespace {
+
+// The nodes global_variables_initializer groups: each variable's "<name>/init".
+std::vector<int> initializer_nodes(const graph& g) {
+  std::vector<int> inits;
   for (auto& n : g.nodes())
     if (n.op == "assign" && n.name.size() > 5 && n.name.compare(n.name.size() - 5, 5, "/init") == 0)
-      inits.push_back(operation(&g, n.id));
+      inits.push_back(n.id);
+  return inits;
+}
+
+}  // namespace
+
+output global_variables_initialized(graph& g, const std::string& name) {
+  std::vector<int> variables;  // collected first: adding nodes may move g.nodes()
+  for (int init : initializer_nodes(g)) variables.push_back(g.nodes()[size_t(init)].inputs[0].node);
+  output all = scalar(g, true, name + "/none");
+  for (int id : variables) {
+    variable v(output(&g, {id, 0}), operation());
+    all = logical_and(all, is_variable_initialized(v), name + "/" + v.name());
+  }
+  return identity(all, name);
+}
+
+operation global_variables_initializer(graph& g, const std::string& name) {
+  std::vector<operation> inits;
+  for (int id : initializer_nodes(g)) inits.push_back(operation(&g, id));
   return group(g, inits, name);
 }
 

@@ -49,7 +49,16 @@ output assign(const variable& v, output value, const std::string& name = "");
 /// Adds to the variable in place; the output is the new value.
 output assign_add(const variable& v, output delta, const std::string& name = "");
 output assign_sub(const variable& v, output delta, const std::string& name = "");
+/// True once the variable is set (initialized, assigned or restored); never
+/// fails, unlike reading it.
+output is_variable_initialized(const variable& v, const std::string& name = "");
 /// Runs every variable initializer in the graph.
 operation global_variables_initializer(graph& g, const std::string& name = "init");
+/// True once every variable that global_variables_initializer sets (as the
+/// graph is now) is set. A worker that is not the chief waits for it before
+/// its first step: the chief's initializer sets the variables in no
+/// particular order, so seeing one of them set says nothing of the others.
+/// Variables without an initializer (a worker's own local step) are left out.
+output global_variables_initialized(graph& g, const std::string& name = "ready");
 
 }  // namespace actorflow

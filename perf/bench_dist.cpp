@@ -273,17 +273,14 @@ void sync_mlp_worker(const ps_cluster& c, int index, int workers, int global_ste
   adam opt(1e-3);
   auto sync = sync_replicas(opt, loss, workers, workers, task_name("worker", index));
   auto init = global_variables_initializer(g);
+  auto ready = global_variables_initialized(g);
   session s(g, cluster);
   const bool chief = index == 0;
   if (chief) s.run({init});
-  for (double deadline = now_seconds() + 20;;) {  // the others wait for the chief's init
-    try {
-      s.eval(sync.global_step.value());
-      break;
-    } catch (const error&) {
-      if (now_seconds() > deadline) throw;
-      std::this_thread::sleep_for(20ms);
-    }
+  // The others wait until the chief's init has set every variable.
+  for (double deadline = now_seconds() + 20; !s.eval(ready).item<bool>();) {
+    if (now_seconds() > deadline) throw std::runtime_error("the chief did not initialize within 20 s");
+    std::this_thread::sleep_for(20ms);
   }
   s.run({sync.local_step_init});
   std::string aggregation_error;

@@ -65,6 +65,33 @@ TEST_CASE("variables: initialize, read, assign_add, control dependencies") {
   CHECK_THROWS_AS(assign(v, constant(g, floats({1, 2}, {2}))), error);
 }
 
+TEST_CASE("is_variable_initialized and global_variables_initialized never fail a read") {
+  graph g;
+  auto a = make_variable(scalar(g, 1.0f), "a");
+  auto b = make_variable(constant(g, floats({1, 2}, {2})), "b");
+  auto own = make_variable(g, dtype::int64, shape{}, "own");  // no initializer: left out
+  auto ready = global_variables_initialized(g);
+  auto a_set = is_variable_initialized(a);
+  auto own_set = is_variable_initialized(own);
+  session s(g);
+  CHECK_FALSE(s.eval(ready).item<bool>());
+  CHECK_FALSE(s.eval(a_set).item<bool>());
+  s.run({a.initializer()});  // one of the two set: not ready yet
+  CHECK(s.eval(a_set).item<bool>());
+  CHECK_FALSE(s.eval(ready).item<bool>());
+  s.run({b.initializer()});
+  CHECK(s.eval(ready).item<bool>());
+  CHECK_FALSE(s.eval(own_set).item<bool>());
+  s.run({operation(&g, assign(own, scalar(g, int64_t{3})).ref().node)});
+  CHECK(s.eval(own_set).item<bool>());
+  // With no initializers at all the graph is ready at once.
+  graph empty;
+  make_variable(empty, dtype::float32, shape{}, "x");
+  auto none = global_variables_initialized(empty);
+  session e(empty);
+  CHECK(e.eval(none).item<bool>());
+}
+
 TEST_CASE("session errors name what was wrong and leave the session usable") {
   graph g;
   auto a = placeholder(g, dtype::float32, {-1}, "a");

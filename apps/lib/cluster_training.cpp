@@ -25,6 +25,7 @@ struct cluster_graph {
   output queue, loss, eval_images, predictions;
   variable step;
   operation init;
+  output ready;                // every variable the chief's init sets is set
   operation train;             // asynchronous
   std::unique_ptr<sync_replicas_ops> sync;
   output new_local_step;       // synchronous: what worker_train set
@@ -52,6 +53,7 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
   t.init = global_variables_initializer(g);
+  t.ready = global_variables_initialized(g);
 }
 
 bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
@@ -84,9 +86,16 @@ class recovering_runner {
     }
   }
 
-  // Until the variables are set (by the chief, or restored by the ps tasks).
+  // Until every variable is set (by the chief, or restored by the ps tasks):
+  // the chief's init sets them in no particular order.
   void wait_initialized() {
-    (*this)([&] { return s_.eval(t_.step.value()); });
+    double deadline = now_seconds() + recovery_seconds_;
+    while (!(*this)([&] { return s_.eval(t_.ready).item<bool>(); })) {
+      if (now_seconds() > deadline)
+        fail("cluster", fmt::format("the variables were not all set within {:.0f} s (is the chief "
+                                    "running?)", recovery_seconds_));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
  private:
