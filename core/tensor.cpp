@@ -1,5 +1,7 @@
 #include "core/tensor.hpp"
 
+#include "core/large_blocks.hpp"
+
 #include <malloc.h>
 
 #include <cstdint>
@@ -35,29 +37,43 @@ void print_value(std::ostream& os, T v) {
 
 }  // namespace
 
-// Layout of one allocation: [padding][ref count][block pointer][data...], with
+// Layout of one allocation: [padding][ref count][block word][data...], with
 // the data 64-byte aligned. malloc (16-byte aligned) plus padding instead of
 // aligned_alloc: glibc's aligned path bypasses its per-thread cache and cost
 // ~600 instructions a call (callgrind) against ~40 for malloc, for the small
-// tensors that cheap nodes make on every step.
+// tensors that cheap nodes make on every step. The block word is the block's
+// address, with large_block_bit set for a block from large_blocks.
+namespace {
+constexpr uintptr_t large_block_bit = 2;  // blocks are 16-byte aligned: low bits are free
+}  // namespace
+
 std::byte* tensor::allocate_buffer(size_t bytes) {
   keep_large_blocks_in_heap();
   static_assert(alignof(std::max_align_t) >= 16 && header_size % alignof(std::max_align_t) == 0);
   // header_size + the worst padding (alignment - header_size) = alignment.
-  void* block = std::malloc(bytes + alignment);
+  const size_t total = bytes + alignment;
+  const bool large = total >= large_blocks::threshold;
+  void* block = nullptr;
+  try {
+    block = large ? large_blocks::take(total) : std::malloc(total);
+  } catch (const std::bad_alloc&) {
+  }
   if (!block) fail("tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
   auto first = reinterpret_cast<uintptr_t>(block) + header_size;
   auto data = reinterpret_cast<std::byte*>((first + alignment - 1) / alignment * alignment);
   new (data - header_size) ref_count(1);
-  std::memcpy(data - header_size + sizeof(ref_count), &block, sizeof block);
+  uintptr_t word = reinterpret_cast<uintptr_t>(block) | (large ? large_block_bit : 0);
+  std::memcpy(data - header_size + sizeof(ref_count), &word, sizeof word);
   return data;
 }
 
 void tensor::free_buffer(std::byte* data) {
-  void* block;
-  std::memcpy(&block, data - header_size + sizeof(ref_count), sizeof block);
+  uintptr_t word;
+  std::memcpy(&word, data - header_size + sizeof(ref_count), sizeof word);
   reinterpret_cast<ref_count*>(data - header_size)->~ref_count();
-  std::free(block);
+  void* block = reinterpret_cast<void*>(word & ~large_block_bit);
+  if (word & large_block_bit) large_blocks::give_back(block);
+  else std::free(block);
 }
 
 tensor::tensor(dtype type, shape dims)

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "core/graph.hpp"
+#include "core/large_blocks.hpp"
 #include "ops/state.hpp"
 
 using namespace actorflow;
@@ -26,6 +27,36 @@ TEST_CASE("tensor basics") {
   CHECK_THROWS_AS(t.reshaped({4}), error);
   CHECK_THROWS_AS(tensor(dtype::float32, {-1, 2}), error);
   CHECK_THROWS_AS(tensor(dtype::float32, {int64_t{1} << 40, int64_t{1} << 30}), error);
+}
+
+TEST_CASE("large tensor buffers are recycled, up to a bound") {
+  const int64_t n = int64_t{40} << 18;  // 40 MiB of float32: above the threshold
+  const size_t rounded = size_t{42} << 20;  // with the header, rounded up to 2 MiB
+  size_t before = large_blocks::cached_bytes();
+  const void* first = nullptr;
+  {
+    tensor a(dtype::float32, {n});
+    first = a.raw_data();
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+    a.mutable_data<float>()[n - 1] = 3.0f;  // the whole block is usable
+    CHECK(a.data<float>()[n - 1] == 3.0f);
+  }
+  CHECK(large_blocks::cached_bytes() == before + rounded);
+  {
+    tensor b(dtype::float32, {n});  // the same size reuses the block just freed
+    CHECK(b.raw_data() == first);
+    CHECK(large_blocks::cached_bytes() == before);
+    tensor c(dtype::float32, {n / 2 * 3});  // another size does not
+    CHECK(c.raw_data() != first);
+  }
+  // More than the bound given back at once: the oldest are freed. (The
+  // pages are never touched, so this costs address space, not memory.)
+  {
+    std::vector<tensor> many;
+    for (int i = 0; i < 32; ++i) many.emplace_back(dtype::float32, shape{n});
+  }
+  CHECK(large_blocks::cached_bytes() <= large_blocks::max_cached_bytes);
+  CHECK(large_blocks::cached_bytes() > large_blocks::max_cached_bytes - rounded * 2);
 }
 
 TEST_CASE("dtype names round trip") {
