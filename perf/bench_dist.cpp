@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "actors/cluster.hpp"
+#include "actors/messages.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
@@ -170,6 +171,31 @@ double null_step_ms_one_worker(const ps_cluster& c) {
     for (int i = 0; i < block; ++i) s.run({m.train});
   });
   return 1000.0 * secs / block;
+}
+
+// The mean of many ping round trips from an actor of the bench's runtime to
+// ps task 0's server, one at a time, as the step driver sends its messages.
+double caf_round_trip_ms(const ps_cluster& c) {
+  constexpr int round_trips = 2000;
+  auto cluster = connect_as_worker(c, 0);
+  auto server = cluster->server(task_name("ps", 0));
+  auto& system = cluster->rt()->system();
+  caf::scoped_actor self{system};
+  auto ping_all = [&](int n) {
+    auto pinger = system.spawn([server, n](caf::event_based_actor* a) -> caf::behavior {
+      auto left = std::make_shared<int>(n);
+      a->send(server, ping_atom::value);
+      return {[a, server, left](const std::string&) {
+        if (--*left > 0) a->send(server, ping_atom::value);
+        else a->quit();
+      }};
+    });
+    self->wait_for(pinger);
+  };
+  ping_all(100);  // warm-up
+  double t0 = now_seconds();
+  ping_all(round_trips);
+  return 1000.0 * (now_seconds() - t0) / round_trips;
 }
 
 // Synchronous training's step: every worker runs one step, then all wait for
@@ -497,6 +523,8 @@ dist_figures dist_benchmarks() {
   if (cluster) {
     measure(out.null_step_ms_1w_2ps, out.errors, "null step, 1 worker",
             [&] { return null_step_ms_one_worker(*cluster); });
+    measure(out.caf_round_trip_ms, out.errors, "CAF round trip",
+            [&] { return caf_round_trip_ms(*cluster); });
     measure(out.null_step_ms_4w_2ps, out.errors, "null step, 4 workers",
             [&] { return null_step_ms_lockstep(*cluster, num_workers); });
     measure(out.transfer_gbps, out.errors, "64 MiB transfer",

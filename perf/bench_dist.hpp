@@ -5,7 +5,7 @@
 //   worker reads one scalar variable from each of 2 PS tasks, computes a
 //   trivial update and applies it there; with 1 worker, and with 4 workers in
 //   lockstep (each its own runtime: a distinct CAF node with its own TCP
-//   connections).
+//   connections); beside the round trip of a bare CAF message to a PS task.
 // - A 64 MiB float32 tensor fed on the worker and consumed on a PS task,
 //   beside a plain TCP loopback copy of the same bytes.
 // - Synchronous data-parallel training of the Fashion-MNIST MLP (Adam, batch
@@ -21,6 +21,10 @@ namespace actorflow::bench {
 struct dist_figures {
   std::optional<double> null_step_ms_1w_2ps;
   std::optional<double> null_step_ms_4w_2ps;
+  /// A bare CAF request and reply between the bench and a PS task: the floor
+  /// under a null step, which needs two of them (start -> ps -> worker -> ps
+  /// -> done).
+  std::optional<double> caf_round_trip_ms;
   std::optional<double> transfer_gbps;  // 1e9 bytes per second
   std::optional<double> tcp_gbps;
   /// Examples per second over both workers, and of one process alone.

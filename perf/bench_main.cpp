@@ -181,6 +181,12 @@ int main(int argc, char** argv) {
     if (d.null_step_ms_1w_2ps)
       add_row("null_step_ms_1w_2ps", *d.null_step_ms_1w_2ps, "ms",
               "TF paper: 1.8 ms (1 worker, datacenter net); target <= 0.3 on loopback");
+    if (d.caf_round_trip_ms)
+      add_row("caf_round_trip_ms", *d.caf_round_trip_ms, "ms",
+              "bare CAF ping to a PS task and back: a null step needs 2");
+    if (d.null_step_ms_1w_2ps && d.caf_round_trip_ms)
+      add_row("null_step_in_round_trips", *d.null_step_ms_1w_2ps / *d.caf_round_trip_ms, "x",
+              "null step (1 worker) over the CAF round trip; the floor is 2");
     if (d.null_step_ms_4w_2ps)
       add_row("null_step_ms_4w_2ps", *d.null_step_ms_4w_2ps, "ms",
               "4 workers in lockstep (own CAF nodes), 2 PS, shared cores");
