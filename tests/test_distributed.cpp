@@ -18,6 +18,7 @@
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
+#include "ops/queue.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
 #include "apps/lib/child_process.hpp"
@@ -463,6 +464,32 @@ TEST_CASE("a kernel failing on a remote task names the node and the task; the se
   CHECK_MESSAGE(e.find("remote_matmul") != std::string::npos, e);
   auto ok = s.run({{x, tensor::zeros(dtype::float32, {2, 2})}}, {y});
   CHECK(ok.at(0).dims() == shape{2, 2});
+}
+
+TEST_CASE("a step that waits too long on a remote task fails after the step timeout, naming it") {
+  test_cluster c;
+  auto ps = c.start("ps", 0);
+  graph g;
+  output taken, one;
+  {
+    auto on_ps = g.device_scope("/job:ps/task:0");
+    auto q = fifo_queue(g, {dtype::float32}, {shape{}}, 4, "q");
+    taken = queue_dequeue(q, "take")[0];
+    one = neg(scalar(g, -1.0f), "one");
+  }
+  cluster_options options;
+  options.step_timeout = 300ms;
+  session s(g, c.connect(options));
+  auto start = std::chrono::steady_clock::now();
+  auto e = error_of([&] { s.eval(taken); });  // the queue is empty: the dequeue waits
+  auto waited = std::chrono::steady_clock::now() - start;
+  CHECK_MESSAGE(e.find("task /job:ps/task:0: did not finish step") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("within 300 ms") != std::string::npos, e);
+  CHECK(waited >= 300ms);
+  CHECK(waited < 5s);
+  // The task and the session still serve other steps.
+  CHECK(s.eval(one).item<float>() == 1.0f);
+  for (int i = 0; i < 3; ++i) CHECK(s.eval(one).item<float>() == 1.0f);
 }
 
 TEST_CASE("an unreachable task is an error naming it, within the connect timeout") {
