@@ -32,7 +32,6 @@ struct driver_plan {
 
 struct driver_step {
   step_request_ptr request;
-  size_t remaining = 0;
   std::vector<bool> answered;  // by part
   std::chrono::steady_clock::time_point deadline;
   std::vector<tensor> fetched;
@@ -74,7 +73,7 @@ void part_done(driver_actor* self, const driver_plan& plan, uint64_t step, size_
   } else if (r.ok() && plan.parts[part].client) {
     st.fetched = std::move(r.values);
   }
-  if (--st.remaining > 0) return;
+  if (std::find(st.answered.begin(), st.answered.end(), false) != st.answered.end()) return;
   auto done = std::move(st);
   self->state.steps.erase(it);
   answer(done.request, std::move(done.fetched), done.error);
@@ -122,7 +121,6 @@ void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_requ
   uint64_t step = self->state.next_step++;
   auto& st = self->state.steps[step];
   st.request = request;
-  st.remaining = plan->parts.size();
   st.answered.assign(plan->parts.size(), false);
   st.deadline = std::chrono::steady_clock::now() + plan->timeout;
   for (size_t i = 0; i < plan->parts.size(); ++i) {

@@ -15,6 +15,7 @@
 #include "ops/array_util.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce_plan.hpp"
 
 namespace actorflow {
 
@@ -160,19 +161,6 @@ void reduce_block(const T* x, T* out, int64_t O, int64_t R, int64_t I) {
     reduce_cols<T, Op>(x, out, O, R, I);
 }
 
-// Which dims are reduced: the named axes, or all when none are named.
-std::vector<bool> reduced_dims(const shape& in, const std::vector<int64_t>& axes,
-                               const std::string& op) {
-  std::vector<bool> red(static_cast<size_t>(in.rank()), axes.empty());
-  for (auto a : axes) {
-    auto k = static_cast<size_t>(normalize_axis(a, in.rank(), op));
-    if (red[k])
-      fail(op, "duplicate axis " + std::to_string(a) + " in axes " + list_to_string(axes));
-    red[k] = true;
-  }
-  return red;
-}
-
 shape reduced_shape(const shape& in, const std::vector<bool>& red, bool keep_dims) {
   std::vector<int64_t> out;
   for (int k = 0; k < in.rank(); ++k) {
@@ -234,10 +222,8 @@ void run_kind(reduce_kind kind, const T* x, T* out, int64_t O, int64_t R, int64_
 // possibly with extra 1s). Sets output 0 of ctx.
 void reduce_tensor(kernel_context& ctx, reduce_kind kind, const tensor& x,
                    const std::vector<bool>& red, const shape& out_dims) {
-  const auto& xd = x.dims().dims();
-  int64_t reduced_count = 1, kept_count = 1;
-  for (size_t k = 0; k < xd.size(); ++k) (red[k] ? reduced_count : kept_count) *= xd[k];
-  if (reduced_count == 0 && kept_count > 0) {
+  auto p = plan_reduction(x.dims().dims(), red);
+  if (p.reduced_count == 0 && p.kept_count > 0) {
     std::string what = "input " + x.dims().to_string() + " reduced over a zero-size dim";
     if (kind == reduce_kind::max || kind == reduce_kind::min)
       ctx.fail(std::string("cannot take the ") + kind_name(kind) + " of no elements: " + what);
@@ -247,48 +233,19 @@ void reduce_tensor(kernel_context& ctx, reduce_kind kind, const tensor& x,
     double v = kind == reduce_kind::prod ? 1 : kind == reduce_kind::sum ? 0 : std::nan("");
     return detail::fill_value(out, v, ctx.op);
   }
-  // Group the dims larger than 1 into runs of kept and reduced dims.
-  std::vector<int64_t> sizes;
-  std::vector<bool> flags;
-  for (size_t k = 0; k < xd.size(); ++k) {
-    if (xd[k] == 1) continue;
-    if (!flags.empty() && flags.back() == red[k]) {
-      sizes.back() *= xd[k];
-    } else {
-      sizes.push_back(xd[k]);
-      flags.push_back(red[k]);
-    }
-  }
-  bool reduces = std::find(flags.begin(), flags.end(), true) != flags.end();
-  if (!reduces || x.num_elements() == 0) {
+  if (!p.reduces || x.num_elements() == 0) {
     // Nothing to combine (only size-1 dims reduced, or no output elements).
     if (x.num_elements() == out_dims.num_elements()) return ctx.set_output(0, x.reshaped(out_dims));
     ctx.allocate_output(0, x.type(), out_dims);
     return;
   }
   tensor src = x;
-  int64_t O = 1, R = 1, I = 1;
-  size_t g = flags.size();
-  // Runs alternate, so this is one of [R], [K R], [R K], [K R K].
-  if (g <= 2 || (g == 3 && !flags[0])) {
-    size_t r = flags[0] ? 0 : 1;
-    for (size_t i = 0; i < r; ++i) O *= sizes[i];
-    R = sizes[r];
-    for (size_t i = r + 1; i < g; ++i) I *= sizes[i];
-  } else {
-    // Kept runs first, then reduced runs: (O, R, 1) after one transposing copy.
-    std::vector<int64_t> strides = detail::dense_strides(sizes), dims, src_strides;
-    for (bool want_reduced : {false, true})
-      for (size_t i = 0; i < g; ++i)
-        if (flags[i] == want_reduced) {
-          dims.push_back(sizes[i]);
-          src_strides.push_back(strides[i]);
-          (want_reduced ? R : O) *= sizes[i];
-        }
+  if (!p.copy_dims.empty()) {
     src = tensor(x.type(), shape{x.num_elements()});
-    detail::strided_copy(dtype_size(x.type()), x.raw_data(), src_strides, src.raw_mutable_data(),
-                         detail::dense_strides(dims), dims);
+    detail::strided_copy(dtype_size(x.type()), x.raw_data(), p.copy_strides,
+                         src.raw_mutable_data(), detail::dense_strides(p.copy_dims), p.copy_dims);
   }
+  const int64_t O = p.outer, R = p.reduced, I = p.inner;
   tensor& out = ctx.allocate_output(0, x.type(), out_dims);
   visit_numeric(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);

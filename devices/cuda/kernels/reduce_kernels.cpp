@@ -1,24 +1,16 @@
 // GPU kernels of the reductions (reduce.cu): sum, mean, max, min, prod over
 // axes, argmax / argmin, sum_to_shape_of, and bias_add_grad. Every reduction
-// is brought to a dense (O, R, I) block as ops/reduce.cpp does: size-1 dims
-// dropped, neighbouring kept or reduced dims merged, and the rare pattern with
-// reduced dims apart ([K R K R ...]) transposed first into [kept..., reduced...].
+// is brought to a dense (O, R, I) block by ops/reduce_plan.hpp, as on the CPU.
 #include "devices/cuda/kernels/glue.hpp"
 #include "ops/array_util.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce_plan.hpp"
 
 namespace actorflow::gpu {
 
 namespace {
 
 using namespace kernels;
-
-std::vector<bool> reduced_dims(const shape& in, const std::vector<int64_t>& axes,
-                               const std::string& op) {
-  std::vector<bool> red(static_cast<size_t>(in.rank()), axes.empty());
-  for (auto a : axes) red[static_cast<size_t>(normalize_axis(a, in.rank(), op))] = true;
-  return red;
-}
 
 void fill_output(gpu_kernel_context& ctx, double value) {
   device_tensor& y = ctx.allocate_output(0);
@@ -29,10 +21,8 @@ void fill_output(gpu_kernel_context& ctx, double value) {
 void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
                  const std::vector<bool>& red) {
   const shape& out_dims = ctx.output_specs[0].dims;
-  const auto& xd = x.dims().dims();
-  int64_t reduced_count = 1, kept_count = 1;
-  for (size_t k = 0; k < xd.size(); ++k) (red[k] ? reduced_count : kept_count) *= xd[k];
-  if (reduced_count == 0 && kept_count > 0) {
+  auto p = plan_reduction(x.dims().dims(), red);
+  if (p.reduced_count == 0 && p.kept_count > 0) {
     // The CPU kernel's rules for empty reductions.
     const std::string what = "input " + x.dims().to_string() + " reduced over a zero-size dim";
     if (kind == reduce_op::max || kind == reduce_op::min)
@@ -44,44 +34,18 @@ void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x
                             : kind == reduce_op::sum ? 0.0
                                                      : std::nan(""));
   }
-  std::vector<int64_t> sizes;
-  std::vector<bool> flags;
-  for (size_t k = 0; k < xd.size(); ++k) {
-    if (xd[k] == 1) continue;
-    if (!flags.empty() && flags.back() == red[k]) {
-      sizes.back() *= xd[k];
-    } else {
-      sizes.push_back(xd[k]);
-      flags.push_back(red[k]);
-    }
-  }
-  const bool reduces = std::find(flags.begin(), flags.end(), true) != flags.end();
-  if (!reduces || x.num_elements() == 0) {
+  if (!p.reduces || x.num_elements() == 0) {
     if (x.num_elements() == out_dims.num_elements()) return ctx.set_output(0, x.reshaped(out_dims));
     ctx.allocate_output(0);
     return;
   }
   device_tensor src = x;
-  int64_t O = 1, R = 1, I = 1;
-  const size_t g = flags.size();
-  if (g <= 2 || (g == 3 && !flags[0])) {
-    const size_t r = flags[0] ? 0 : 1;
-    for (size_t i = 0; i < r; ++i) O *= sizes[i];
-    R = sizes[r];
-    for (size_t i = r + 1; i < g; ++i) I *= sizes[i];
-  } else {
-    std::vector<int64_t> strides = detail::dense_strides(sizes), dims, src_strides;
-    for (bool want_reduced : {false, true})
-      for (size_t i = 0; i < g; ++i)
-        if (flags[i] == want_reduced) {
-          dims.push_back(sizes[i]);
-          src_strides.push_back(strides[i]);
-          (want_reduced ? R : O) *= sizes[i];
-        }
+  if (!p.copy_dims.empty()) {
     src = ctx.allocate_temp(x.type(), shape{x.num_elements()});
     gather(dtype_size(x.type()), x.raw_data(), src.raw_mutable_data(),
-           strided_plan(dims, src_strides, ctx.op), x.num_elements(), stream_of(ctx));
+           strided_plan(p.copy_dims, p.copy_strides, ctx.op), x.num_elements(), stream_of(ctx));
   }
+  const int64_t O = p.outer, R = p.reduced, I = p.inner;
   device_tensor& out = ctx.allocate_output(0);
   const int64_t parts = reduce_parts(O, R, I);
   device_tensor partial;
