@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "actors/cancelled_steps.hpp"
 #include "actors/messages.hpp"
 
 namespace actorflow {
@@ -28,6 +29,12 @@ class accumulator_actor : public caf::event_based_actor {
     });
     return {
         [this](update_atom, variable_update& u) { return on_graph_op(u); },
+        // A failed or aborted step: its waiting take fails, and takes nothing.
+        [this](cancel_atom, uint64_t executable, uint64_t step, std::string& why) {
+          step_key key{executable, step};
+          cancelled_.add(key, why);
+          cancel_waiting(takers_, key, why);
+        },
         // The resource table closes every non-variable resource when its
         // session goes away; the session then waits for its steps, so a take
         // waiting here (or arriving later) must fail rather than wait on.
@@ -41,6 +48,7 @@ class accumulator_actor : public caf::event_based_actor {
  private:
   struct waiting_take {
     std::string who;  // the graph node, for its error
+    step_key key;     // the step it belongs to, for cancelling
     int32_t num_required;
     caf::response_promise promise;
   };
@@ -49,9 +57,11 @@ class accumulator_actor : public caf::event_based_actor {
   reply on_graph_op(variable_update& u) {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
+    if (auto why = cancelled_.find(u.key); why && u.def->may_wait)
+      return failure(who + cancelled_text(*why));
     try {
       if (op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
-      if (op == "accumulator_take_gradient") return take(u.inputs[0], who);
+      if (op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
       if (op == "accumulator_set_global_step") return set_global_step(u.inputs[0]);
       if (op == "accumulator_num_accumulated")
         return update_result{{tensor::scalar<int32_t>(count_)}, ""};
@@ -72,14 +82,14 @@ class accumulator_actor : public caf::event_based_actor {
     return update_result{};
   }
 
-  reply take(const tensor& num_required, const std::string& who) {
+  reply take(const tensor& num_required, const std::string& who, const step_key& key) {
     auto n = scalar_input<int32_t>(num_required, "num_required");
     if (n < 1) fail(where(), "num_required must be at least 1, got " + std::to_string(n));
     // Takers are served in arrival order: a later one never overtakes.
     if (takers_.empty() && count_ >= n) return take_average();
     if (shut_down_) return failure(who + shut_down_text(n));
     auto promise = make_response_promise();
-    takers_.push_back({who, n, promise});
+    takers_.push_back({who, key, n, promise});
     return promise;
   }
 
@@ -163,6 +173,7 @@ class accumulator_actor : public caf::event_based_actor {
   int32_t count_ = 0;
   int64_t global_step_ = 0;
   std::deque<waiting_take> takers_;  // waiting for enough gradients, oldest first
+  cancelled_steps cancelled_;
   bool shut_down_ = false;
 };
 

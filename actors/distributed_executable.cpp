@@ -107,6 +107,9 @@ void check_deadlines(driver_actor* self, const driver_plan& plan) {
       if (!st.answered[i] && plan.parts[i].client) late.emplace_back(step, i);
   }
   for (auto [step, part] : late) {
+    // The late part is dropped as well: what it waits on (a dequeue on an
+    // empty queue) is cancelled there, rather than served to nobody later.
+    self->send(plan.parts[part].coordinator, abort_atom::value, step);
     step_result r;
     r.error = from_task(plan.parts[part].task, "did not finish step " + std::to_string(step) +
                                                    " within " +

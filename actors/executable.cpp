@@ -1,6 +1,7 @@
 #include "actors/executable.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +26,10 @@ struct coordinator_plan {
   size_t num_feeds = 0;
   size_t num_fetches = 0;
   size_t num_targets = 0;
+  uint64_t executable_id = 0;
+  /// The resource actors that may hold a request of a step (op_def::may_wait):
+  /// told to cancel them when the step fails or is aborted.
+  std::vector<caf::actor> waiting_resources;
 };
 
 // One step in flight. Its state appears with the first message about it: a
@@ -59,6 +64,15 @@ active_step& step_state(coordinator_actor* self, const coordinator_plan& plan, u
     it->second.remaining = plan.num_fetches + plan.num_targets;
   }
   return it->second;
+}
+
+// A step that failed or was aborted will not use what its waiting requests
+// would get: a dequeue still waiting would otherwise take the next element
+// for nobody, and the step would wait for it.
+void cancel_waiting_requests(coordinator_actor* self, const coordinator_plan& plan, uint64_t step,
+                             const std::string& why) {
+  for (auto& r : plan.waiting_resources)
+    self->send(r, cancel_atom::value, plan.executable_id, step, why);
 }
 
 void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step,
@@ -109,8 +123,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         launch(self, *plan, step, feeds);
         finish_if_done(self, step);
       },
-      [self](abort_atom, uint64_t step) {
+      [self, plan](abort_atom, uint64_t step) {
         self->state.aborted.insert(step);
+        cancel_waiting_requests(self, *plan, step,
+                                "step " + std::to_string(step) + " was aborted by its client");
         auto it = self->state.steps.find(step);
         if (it == self->state.steps.end()) return;
         auto& st = it->second;
@@ -122,7 +138,11 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         if (self->state.aborted.count(step)) return;
         auto& st = step_state(self, *plan, step);
         if (!v.ok()) {
-          if (st.error.empty()) st.error = std::move(v.error);
+          if (st.error.empty()) {
+            st.error = std::move(v.error);
+            cancel_waiting_requests(self, *plan, step,
+                                    "another node of step " + std::to_string(step) + " failed");
+          }
         } else if (static_cast<size_t>(slot) < plan->num_fetches) {
           st.fetched[static_cast<size_t>(slot)] = std::move(v.value);
         }
@@ -185,6 +205,8 @@ std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool fo
 
 executable::executable(const graph& g, const run_signature& sig, runtime& rt,
                        const variable_lookup& vars, const std::string& task) {
+  static std::atomic<uint64_t> last_executable_id{0};
+  uint64_t executable_id = ++last_executable_id;
   auto needed = needed_nodes(g, sig, false);
   std::unordered_map<int, size_t> feed_index;
   for (size_t i = 0; i < sig.feeds.size(); ++i) feed_index[sig.feeds[i].node] = i;
@@ -204,6 +226,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   std::vector<edge> edges;
   std::vector<bool> starter(g.size(), false);
   auto coord = std::make_shared<coordinator_plan>();
+  coord->executable_id = executable_id;
   for (size_t uid = 0; uid < g.size(); ++uid) {
     if (!spawn[uid]) continue;
     int id = static_cast<int>(uid);
@@ -213,6 +236,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     plan->def = n.def;
     plan->name = n.name;
     plan->task = task;
+    plan->executable_id = executable_id;
     plan->attrs = n.attrs;
     plan->device = rt.cpu_device_actor();
     plan->output_consumers.resize(n.outputs.size());
@@ -236,6 +260,9 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     } else if (is_update(n)) {
       plan->kind = node_kind::variable_update;
       plan->variable = vars(g.at(n.inputs[0].node));
+      auto& waiting = coord->waiting_resources;
+      if (n.def->may_wait && std::find(waiting.begin(), waiting.end(), plan->variable) == waiting.end())
+        waiting.push_back(plan->variable);
     }
     size_t first_input = is_update(n) ? 1 : 0;
     for (size_t i = first_input; i < n.inputs.size(); ++i) {

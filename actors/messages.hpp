@@ -53,6 +53,16 @@ struct step_result {
   bool ok() const { return error.empty(); }
 };
 
+/// The step a request to a resource actor belongs to: the process-wide id of
+/// the executable whose node asks, and the step's id there. A resource actor
+/// that holds a request (a dequeue on an empty queue) keeps its key, so that
+/// a failed or aborted step can cancel it (cancel_atom).
+struct step_key {
+  uint64_t executable = 0;  // 0: not part of a step (a reader's direct message)
+  uint64_t step = 0;
+  bool operator==(const step_key&) const = default;
+};
+
 struct op_def;
 /// Asks a resource actor (a variable's, a queue's) to apply an update op.
 struct variable_update {
@@ -60,11 +70,15 @@ struct variable_update {
   std::string node_name;
   const void* attrs = nullptr;  // the node plan's attr_map, alive as long as the node actor
   std::vector<tensor> inputs;
+  step_key key;
 };
 
 using input_atom = caf::atom_constant<caf::atom("input")>;   // (step, slot, step_value)
 using read_atom = caf::atom_constant<caf::atom("read")>;     // -> step_value
 using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> update_result
+// To a resource actor that may hold requests (op_def::may_wait): fail those of
+// step (executable, step) with the reason, and refuse the step's later ones.
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // (uint64_t, uint64_t, string)
 // A partition's step coordinator, driven by a cluster client (actors/distributed_executable):
 using start_atom = caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
 using abort_atom = caf::atom_constant<caf::atom("abort")>;  // (step): drop a step that failed elsewhere

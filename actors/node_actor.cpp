@@ -116,8 +116,9 @@ class node_actor : public caf::event_based_actor {
         return read_variable(step);
       case node_kind::variable_update:
         fill_inputs(slots, num_slots);
-        return ask_resource(
-            step, variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {})});
+        return ask_resource(step, variable_update{plan.def, plan.name, &plan.attrs,
+                                                  std::exchange(inputs_, {}),
+                                                  step_key{plan.executable_id, step}});
       case node_kind::kernel:
         fill_inputs(slots, num_slots);
         return run_kernel_for(step);

@@ -47,6 +47,7 @@ struct node_plan {
   const op_def* def = nullptr;
   std::string name;
   std::string task;  // in a cluster, the task it runs on (named in errors); else empty
+  uint64_t executable_id = 0;  // process-wide, for the step keys of its resource requests
   attr_map attrs;
   /// Data inputs in op order; a valid tensor here is a folded constant and
   /// receives no message. For update ops input 0 (the variable) is dropped.

@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "actors/cancelled_steps.hpp"
 #include "actors/messages.hpp"
 
 namespace actorflow {
@@ -28,8 +29,11 @@ class queue_actor : public caf::event_based_actor {
     });
     return {
         [this](update_atom, variable_update& u) { return on_graph_op(u); },
-        [this](enqueue_atom, element& e) { return enqueue(std::move(e), ""); },
-        [this](dequeue_atom) { return dequeue(""); },
+        [this](cancel_atom, uint64_t executable, uint64_t step, std::string& why) {
+          cancel(step_key{executable, step}, why);
+        },
+        [this](enqueue_atom, element& e) { return enqueue(std::move(e), "", {}); },
+        [this](dequeue_atom) { return dequeue("", {}); },
         [this](close_atom, bool cancel_pending) { return close(cancel_pending); },
         [this](size_atom) { return size(); },
     };
@@ -38,10 +42,13 @@ class queue_actor : public caf::event_based_actor {
  private:
   struct waiting_enqueue {
     element value;
+    std::string who;  // the graph node, for its error
+    step_key key;     // the step it belongs to, for cancelling
     caf::response_promise promise;
   };
   struct waiting_dequeue {
-    std::string who;  // the graph node, for its error
+    std::string who;
+    step_key key;
     caf::response_promise promise;
   };
 
@@ -49,8 +56,10 @@ class queue_actor : public caf::event_based_actor {
   reply on_graph_op(variable_update& u) {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
-    if (op == "queue_enqueue") return enqueue(std::move(u.inputs), who);
-    if (op == "queue_dequeue") return dequeue(who);
+    if (auto why = cancelled_.find(u.key); why && u.def->may_wait)
+      return failure(who + cancelled_text(*why));
+    if (op == "queue_enqueue") return enqueue(std::move(u.inputs), who, u.key);
+    if (op == "queue_dequeue") return dequeue(who, u.key);
     if (op == "queue_size") return size();
     if (op == "queue_close") {
       auto& attrs = *static_cast<const attr_map*>(u.attrs);
@@ -59,7 +68,7 @@ class queue_actor : public caf::event_based_actor {
     return failure(who + "is not an op of queue '" + name_ + "'");
   }
 
-  reply enqueue(element e, const std::string& who) {
+  reply enqueue(element e, const std::string& who, const step_key& key) {
     try {
       check_queue_element(spec_, e, name_);
     } catch (const std::exception& ex) {
@@ -76,11 +85,11 @@ class queue_actor : public caf::event_based_actor {
       return update_result{};
     }
     auto promise = make_response_promise();
-    enqueuers_.push_back({std::move(e), promise});
+    enqueuers_.push_back({std::move(e), who, key, promise});
     return promise;
   }
 
-  reply dequeue(const std::string& who) {
+  reply dequeue(const std::string& who, const step_key& key) {
     if (!elements_.empty()) {
       update_result out{std::move(elements_.front()), ""};
       elements_.pop_front();
@@ -89,7 +98,7 @@ class queue_actor : public caf::event_based_actor {
     }
     if (closed_) return failure(who + closed_and_empty());
     auto promise = make_response_promise();
-    dequeuers_.push_back({who, promise});
+    dequeuers_.push_back({who, key, promise});
     return promise;
   }
 
@@ -118,8 +127,16 @@ class queue_actor : public caf::event_based_actor {
   }
 
   void fail_enqueuers(const std::string& why) {
-    for (auto& w : enqueuers_) w.promise.deliver(failure(why));
+    for (auto& w : enqueuers_) w.promise.deliver(failure(w.who + why));
     enqueuers_.clear();
+  }
+
+  // A failed or aborted step: its waiting requests fail and leave the queue
+  // as it was; an enqueue of that step never adds its element.
+  void cancel(const step_key& key, const std::string& why) {
+    cancelled_.add(key, why);
+    cancel_waiting(dequeuers_, key, why);
+    cancel_waiting(enqueuers_, key, why);
   }
 
   std::string closed_and_empty() const {
@@ -135,6 +152,7 @@ class queue_actor : public caf::event_based_actor {
   std::deque<element> elements_;
   std::deque<waiting_enqueue> enqueuers_;  // waiting for space, oldest first
   std::deque<waiting_dequeue> dequeuers_;  // waiting for an element, oldest first
+  cancelled_steps cancelled_;
   bool closed_ = false;
 };
 

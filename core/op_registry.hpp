@@ -105,6 +105,10 @@ struct op_def {
   /// resource node at input 0, e.g. "fifo_queue". The runtime sends such ops
   /// to that node's actor, as it sends updates to a variable's actor.
   std::string resource;
+  /// The resource actor may hold the request until something else happens
+  /// (a dequeue on an empty queue, a take before enough gradients): a step
+  /// that fails or is aborted cancels it, so it takes nothing for nobody.
+  bool may_wait = false;
   /// Always hand to the device's pool (matmul, conv); otherwise decided by size.
   bool expensive = false;
   /// Has side effects or draws random numbers: never folded or deduplicated.

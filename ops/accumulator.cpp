@@ -61,12 +61,14 @@ std::vector<tensor_spec> set_step_spec(const shape_context& c) {
 }
 
 // What every op on an accumulator shares in its definition.
-op_def accumulator_op(std::string name, int num_inputs, shape_fn infer, std::string summary) {
+op_def accumulator_op(std::string name, int num_inputs, shape_fn infer, std::string summary,
+                      bool may_wait = false) {
   return {.name = std::move(name),
           .num_inputs = num_inputs,
           .infer = std::move(infer),
           .kernel = served_by_accumulator_actor,
           .resource = "conditional_accumulator",
+          .may_wait = may_wait,
           .stateful = true,
           .summary = std::move(summary),
           .not_differentiable = true};
@@ -84,7 +86,8 @@ const op_registrar registrations[] = {
                                 "adds a gradient to an accumulator unless it is stale")),
     op_registrar(accumulator_op("accumulator_take_gradient", 2, take_spec,
                                 "waits for enough gradients, returns their average, "
-                                "and starts the next step")),
+                                "and starts the next step",
+                                /*may_wait=*/true)),
     op_registrar(accumulator_op("accumulator_set_global_step", 2, set_step_spec,
                                 "raises an accumulator's global step")),
     op_registrar(accumulator_op(

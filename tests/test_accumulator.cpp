@@ -7,6 +7,7 @@
 
 #include "actors/session.hpp"
 #include "ops/accumulator.hpp"
+#include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
 #include "test_util.hpp"
@@ -125,6 +126,27 @@ TEST_CASE("a take waits until enough gradients arrive; waiting takes are served 
   t.apply_in(s, 1, {8, 6});
   REQUIRE(second.wait_for(10s) == std::future_status::ready);
   CHECK(second.get()[0].to_vector<float>() == std::vector<float>{8, 6});
+}
+
+TEST_CASE("a failing step cancels its waiting take, which then takes nothing") {
+  accumulator_graph t;
+  auto a = placeholder(t.g, dtype::float32, {-1}, "a");
+  auto b = placeholder(t.g, dtype::float32, {-1}, "b");
+  auto bad = add(a, b, "bad");  // fails at run time for lengths 2 and 3
+  session s(t.g);
+  for (int round = 0; round < 10; ++round) {
+    auto failed = s.run_async({{t.num_required, tensor::scalar<int32_t>(1)},
+                               {a, tensor::from_vector<float>({1, 2})},
+                               {b, tensor::from_vector<float>({1, 2, 3})}},
+                              {t.take, bad});
+    REQUIRE(failed.wait_for(10s) == std::future_status::ready);
+    CHECK(contains(future_error(failed), "node 'bad' (add)"));
+    // The gradient goes to the next take, not to the cancelled one.
+    t.apply_in(s, round, {float(round), 1});
+    auto next = t.take_async(s, 1);
+    REQUIRE(next.wait_for(10s) == std::future_status::ready);
+    CHECK(next.get()[0].to_vector<float>() == std::vector<float>{float(round), 1});
+  }
 }
 
 TEST_CASE("gradients of another shape or dtype are errors naming the accumulator and both") {

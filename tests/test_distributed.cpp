@@ -471,10 +471,12 @@ TEST_CASE("a step that waits too long on a remote task fails after the step time
   auto ps = c.start("ps", 0);
   graph g;
   output taken, one;
+  operation put;
   {
     auto on_ps = g.device_scope("/job:ps/task:0");
     auto q = fifo_queue(g, {dtype::float32}, {shape{}}, 4, "q");
     taken = queue_dequeue(q, "take")[0];
+    put = queue_enqueue(q, {scalar(g, 2.0f)}, "put");
     one = neg(scalar(g, -1.0f), "one");
   }
   cluster_options options;
@@ -490,6 +492,10 @@ TEST_CASE("a step that waits too long on a remote task fails after the step time
   // The task and the session still serve other steps.
   CHECK(s.eval(one).item<float>() == 1.0f);
   for (int i = 0; i < 3; ++i) CHECK(s.eval(one).item<float>() == 1.0f);
+  // The timed-out dequeue was cancelled on the ps task: the next element
+  // goes to the next dequeue, not to the step that was given up.
+  s.run({put});
+  CHECK(s.eval(taken).item<float>() == 2.0f);
 }
 
 TEST_CASE("an unreachable task is an error naming it, within the connect timeout") {

@@ -491,6 +491,39 @@ TEST_CASE("enqueues waiting on a full queue: kept by close, failed by cancel") {
   CHECK(s2.eval(u.deq[0]).to_vector<float>() == std::vector<float>{1, 1});
 }
 
+// A step whose other branch fails must not leave its queue ops waiting:
+// the step would wait for them, and a dequeue would later take an element
+// for nobody. Each round checks that the element goes to the next step.
+TEST_CASE("a failing step cancels its waiting queue ops, which then take and add nothing") {
+  queue_graph t(1);
+  auto a = placeholder(t.g, dtype::float32, {-1}, "a");
+  auto b = placeholder(t.g, dtype::float32, {-1}, "b");
+  auto bad = add(a, b, "bad");  // fails at run time for lengths 2 and 3
+  feed_list mismatched{{a, tensor::from_vector<float>({1, 2})},
+                       {b, tensor::from_vector<float>({1, 2, 3})}};
+  session s(t.g);
+  for (int round = 0; round < 20; ++round) {
+    // A dequeue on the empty queue, beside the failing branch.
+    auto failed = s.run_async(mismatched, {t.deq[0], bad});
+    REQUIRE(failed.wait_for(10s) == std::future_status::ready);
+    CHECK(contains(future_error(failed), "node 'bad' (add)"));
+    s.run(t.feed(float(round), 1), {}, {t.enq});
+    auto next = s.run_async({}, {t.deq[0]});
+    REQUIRE(next.wait_for(10s) == std::future_status::ready);
+    CHECK(next.get()[0].to_vector<float>() == std::vector<float>{float(round), 1});
+  }
+  // An enqueue waiting on the full queue, beside the failing branch: its
+  // element never lands.
+  s.run(t.feed(7, 7), {}, {t.enq});
+  feed_list enqueue_and_fail = mismatched;
+  enqueue_and_fail.push_back({t.x, tensor::from_vector<float>({8, 8})});
+  auto failed = s.run_async(enqueue_and_fail, {bad}, {t.enq});
+  REQUIRE(failed.wait_for(10s) == std::future_status::ready);
+  CHECK(contains(future_error(failed), "node 'bad' (add)"));
+  CHECK(s.eval(t.deq[0]).to_vector<float>() == std::vector<float>{7, 7});
+  CHECK(s.eval(t.size).item<int32_t>() == 0);
+}
+
 TEST_CASE("queue components are checked: dtype, shape, count") {
   queue_graph t(2);
   // At build time, naming the queue and the component.
