@@ -7,37 +7,12 @@
 
 namespace actorflow {
 
+using detail::check_index_type;
+using detail::checked_indices;
+using detail::visit_index;
+
 namespace {
 
-void check_index_type(dtype t, const std::string& op) {
-  if (t != dtype::int32 && t != dtype::int64)
-    fail(op, std::string("indices must be int32 or int64, got ") + dtype_name(t));
-}
-
-template <class F>
-decltype(auto) visit_index(dtype t, F&& f) {
-  if (t == dtype::int32) return f(int32_t{});
-  return f(int64_t{});
-}
-
-// Every index, validated first so that a bad one fails the step before any work.
-std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
-                                     int64_t d, const std::string& where) {
-  int64_t n = indices.num_elements();
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  visit_index(indices.type(), [&](auto tag) {
-    using I = decltype(tag);
-    const I* p = indices.data<I>();
-    for (int64_t j = 0; j < n; ++j) {
-      if (p[j] < 0 || p[j] >= d)
-        ctx.fail("index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
-                 ") is out of range for axis " + std::to_string(axis) + " of size " +
-                 std::to_string(d) + " in " + where);
-      idx[static_cast<size_t>(j)] = p[j];
-    }
-  });
-  return idx;
-}
 
 // ---- gather ----------------------------------------------------------------
 

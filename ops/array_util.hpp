@@ -69,4 +69,20 @@ decltype(auto) visit_elem_size(size_t elem_size, F&& f) {
   fail("strided_copy", "unsupported element size " + std::to_string(elem_size));
 }
 
+/// Fails naming `op` unless t is int32 or int64, the dtypes of indices.
+void check_index_type(dtype t, const std::string& op);
+
+/// Calls f(I{}) with the C++ type of an index dtype (int32 or int64).
+template <class F>
+decltype(auto) visit_index(dtype t, F&& f) {
+  if (t == dtype::int32) return f(int32_t{});
+  return f(int64_t{});
+}
+
+/// Every index as int64, each checked to lie in [0, d) first, so that a bad
+/// one fails the step before any work; the error names the index, its
+/// position, the axis and `where`.
+std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
+                                     int64_t d, const std::string& where);
+
 }  // namespace actorflow::detail

@@ -6,8 +6,11 @@
 // The formulas are PyTorch's (torch.optim) so that results can be checked
 // against it; weight_decay adds weight_decay * w to the gradient (L2), as
 // PyTorch's optimizers do.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
+#include "ops/array_util.hpp"
 #include "ops/op_util.hpp"
 #include "ops/train.hpp"
 
@@ -223,6 +226,145 @@ void apply_adagrad(variable_state& v, kernel_context& ctx) {
   ctx.set_output(0, v.value);
 }
 
+// ---- row updates ----------------------------------------------------------
+// A gradient that is rows of a gather from the variable (an embedding
+// shard's) arrives as those rows and their indices, and only those rows of
+// the variable and its slots are touched: the cost follows the batch, not
+// the variable. optimizer::apply_gradients uses them where they give exactly
+// the dense update (sgd, adagrad, without weight decay), so rows the batch
+// did not name would not have moved anyway.
+
+std::vector<tensor_spec> row_optimizer_spec(const shape_context& c) {
+  auto& var = c.inputs[0];
+  auto& rows = c.inputs[1];
+  auto& indices = c.inputs[2];
+  auto& lr = c.inputs[3];
+  if (var.type != dtype::float32 && var.type != dtype::float64)
+    c.fail("variable must be float32 or float64, got " + var.to_string());
+  if (var.dims.rank() < 1) c.fail("variable must have rows (rank >= 1), got " + var.to_string());
+  detail::check_index_type(indices.type, c.op);
+  std::vector<int64_t> want = indices.dims.dims();
+  want.insert(want.end(), var.dims.dims().begin() + 1, var.dims.dims().end());
+  if (rows.type != var.type || !rows.dims.compatible_with(shape(want)))
+    c.fail("gradient rows " + rows.to_string() + " do not match indices " + indices.to_string() +
+           " into variable " + var.to_string());
+  if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
+    c.fail("learning rate must be a float scalar, got " + lr.to_string());
+  return {var};
+}
+
+// The rows of one update with repeated indices summed (in arrival order, as
+// the dense gradient sums them), by ascending variable row.
+template <class T>
+struct summed_rows {
+  std::vector<int64_t> index;  // unique variable rows
+  std::vector<T> values;       // index.size() x row_size
+};
+
+template <class T>
+summed_rows<T> sum_repeated_rows(const tensor& rows, const std::vector<int64_t>& index,
+                                 int64_t row_size) {
+  std::vector<size_t> order(index.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return index[a] < index[b]; });
+  summed_rows<T> out;
+  out.values.reserve(index.size() * static_cast<size_t>(row_size));
+  const T* src = rows.data<T>();
+  for (size_t k : order) {
+    const T* row = src + static_cast<int64_t>(k) * row_size;
+    if (out.index.empty() || out.index.back() != index[k]) {
+      out.index.push_back(index[k]);
+      out.values.insert(out.values.end(), row, row + row_size);
+    } else {
+      T* sum = out.values.data() + (out.index.size() - 1) * static_cast<size_t>(row_size);
+      for (int64_t j = 0; j < row_size; ++j) sum[j] += row[j];
+    }
+  }
+  return out;
+}
+
+struct row_update_args {
+  double lr;
+  const tensor* rows;
+  std::vector<int64_t> index;  // variable row of each gradient row, checked
+  int64_t row_size;            // elements per variable row
+};
+
+row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
+  if (!v.initialized()) ctx.fail("variable is uninitialized (node '" + ctx.node_name + "')");
+  const tensor& rows = ctx.inputs[0];
+  const tensor& indices = ctx.inputs[1];
+  detail::check_index_type(indices.type(), ctx.op);
+  const auto& vd = v.value.dims().dims();
+  if (vd.empty()) ctx.fail("variable must have rows (rank >= 1), got a scalar");
+  std::vector<int64_t> want = indices.dims().dims();
+  want.insert(want.end(), vd.begin() + 1, vd.end());
+  tensor_spec var_spec{v.value.type(), v.value.dims()};
+  if (rows.type() != v.value.type() || rows.dims() != shape(want))
+    ctx.fail("gradient rows " + tensor_spec{rows.type(), rows.dims()}.to_string() +
+             " do not match indices " + indices.dims().to_string() + " into variable " +
+             var_spec.to_string());
+  double lr = scalar_value(ctx.inputs[2], ctx, "learning rate");
+  if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
+  int64_t row_size = 1;
+  for (size_t k = 1; k < vd.size(); ++k) row_size *= vd[k];
+  return {lr, &rows, detail::checked_indices(ctx, indices, 0, vd[0], "variable " + var_spec.to_string()),
+          row_size};
+}
+
+// Calls update(row, gradient row) for each distinct row, split across the pool
+// for large updates; distinct rows never share memory.
+template <class T, class Update>
+void for_each_row(const summed_rows<T>& s, int64_t row_size, Update update) {
+  auto n = static_cast<int64_t>(s.index.size());
+  parallel_for(n, std::max<int64_t>(1, parallel_grain / std::max<int64_t>(1, row_size)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t k = b; k < e; ++k)
+                   update(s.index[static_cast<size_t>(k)], s.values.data() + k * row_size);
+               });
+}
+
+void apply_sgd_rows(variable_state& v, kernel_context& ctx) {
+  auto a = read_row_args(v, ctx);
+  visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    auto summed = sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
+    T* w = v.mutable_value().template mutable_data<T>();
+    for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
+      sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(a.lr), T(0));
+    });
+  });
+  ctx.set_output(0, v.value);
+}
+
+void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
+  auto a = read_row_args(v, ctx);
+  double eps = ctx.attr<double>("epsilon");
+  double initial = ctx.attr_or<double>("initial_accumulator", 0.0);
+  visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    auto summed = sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
+    T* acc = slot_data<T>(v, "adagrad/accumulator", initial);
+    T* w = v.mutable_value().template mutable_data<T>();
+    for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
+      int64_t at = r * a.row_size;
+      adagrad_loop<T>(a.row_size, w + at, g, acc + at, T(a.lr), T(0), T(eps));
+    });
+  });
+  ctx.set_output(0, v.value);
+}
+
+op_def row_optimizer_op(const char* name, update_fn fn, const char* summary) {
+  return {.name = name,
+          .num_inputs = 4,
+          .infer = row_optimizer_spec,
+          .update = std::move(fn),
+          .stateful = true,
+          .summary = summary,
+          .not_differentiable = true};
+}
+
 op_def optimizer_op(const char* name, update_fn fn, const char* summary) {
   return {.name = name,
           .num_inputs = 3,
@@ -243,6 +385,10 @@ const op_registrar registrations[] = {
                               "RMSProp, optional momentum (slots rmsprop/*)")),
     op_registrar(
         optimizer_op("apply_adagrad", apply_adagrad, "AdaGrad (slot adagrad/accumulator)")),
+    op_registrar(row_optimizer_op("apply_sgd_rows", apply_sgd_rows,
+                                  "w[i] -= lr * g for the rows i named (repeats summed)")),
+    op_registrar(row_optimizer_op("apply_adagrad_rows", apply_adagrad_rows,
+                                  "AdaGrad on the rows named (slot adagrad/accumulator)")),
 };
 
 }  // namespace

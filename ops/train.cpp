@@ -25,6 +25,22 @@ output apply_op(const char* op, const variable& v, output grad, output lr, attr_
   return make_op(op, {v.value(), grad, lr}, std::move(attrs), v.name() + "/" + op);
 }
 
+output apply_rows_op(const char* op, const variable& v, output rows, output indices, output lr,
+                     attr_map attrs) {
+  return make_op(op, {v.value(), rows, indices, lr}, std::move(attrs), v.name() + "/" + op);
+}
+
+// The gradient rows and their indices when `grad` is the gradient of a
+// gather from v along axis 0 (scatter_add_like into v's shape); else empty.
+std::pair<output, output> gathered_rows_of(const output& grad, const variable& v) {
+  const node& n = grad.node();
+  if (n.op != "scatter_add_like" || get_attr_or<int64_t>(n.attrs, "axis", n.op, 0) != 0 ||
+      !(n.inputs[2] == v.value().ref()))
+    return {};
+  graph* g = &grad.owner();
+  return {output(g, n.inputs[0]), output(g, n.inputs[1])};
+}
+
 }  // namespace
 
 variable global_step(graph& g) {
@@ -67,8 +83,14 @@ operation optimizer::apply_gradients(const grads_and_vars& pairs, const std::str
     grads = clip_by_global_norm(grads, options_.clip_global_norm).grads;
   output lr = lr_.in(g);
   std::vector<operation> updates;
+  bool rows_only = options_.row_updates && options_.weight_decay == 0 &&
+                   options_.clip_global_norm <= 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    auto update = apply(pairs[i].second, grads[i], lr);
+    auto& v = pairs[i].second;
+    output update;
+    if (auto [rows, indices] = gathered_rows_of(grads[i], v); rows_only && rows.valid())
+      update = apply_rows(v, rows, indices, lr);
+    if (!update.valid()) update = apply(v, grads[i], lr);
     updates.emplace_back(&g, update.ref().node);
   }
   auto step = global_step(g);
@@ -83,6 +105,10 @@ operation optimizer::minimize(output loss, std::vector<variable> vars, const std
 
 output sgd::apply(const variable& v, output grad, output lr) {
   return apply_op("apply_sgd", v, grad, lr, common_attrs());
+}
+
+output sgd::apply_rows(const variable& v, output rows, output indices, output lr) {
+  return apply_rows_op("apply_sgd_rows", v, rows, indices, lr, {});
 }
 
 output momentum::apply(const variable& v, output grad, output lr) {
@@ -113,6 +139,11 @@ output adagrad::apply(const variable& v, output grad, output lr) {
   attrs["initial_accumulator"] = initial_;
   attrs["epsilon"] = epsilon_;
   return apply_op("apply_adagrad", v, grad, lr, std::move(attrs));
+}
+
+output adagrad::apply_rows(const variable& v, output rows, output indices, output lr) {
+  return apply_rows_op("apply_adagrad_rows", v, rows, indices, lr,
+                       {{"initial_accumulator", initial_}, {"epsilon", epsilon_}});
 }
 
 std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,

@@ -35,6 +35,11 @@ struct optimizer_options {
   double weight_decay = 0;
   /// When > 0, gradients are scaled together so their global norm is at most this.
   double clip_global_norm = 0;
+  /// A variable whose gradient is rows of a gather from it (an embedding, or
+  /// one shard of a partitioned one) is updated in those rows only, where the
+  /// optimizer's row update gives exactly the dense result: sgd and adagrad,
+  /// without weight decay or clipping. The others update every row.
+  bool row_updates = true;
 };
 
 using grads_and_vars = std::vector<std::pair<output, variable>>;
@@ -58,6 +63,11 @@ class optimizer {
  protected:
   /// Adds the update of v by grad at rate lr (a float scalar).
   virtual output apply(const variable& v, output grad, output lr) = 0;
+  /// Adds the update of v's rows `indices` by gradient `rows` (repeats add
+  /// up); an empty output where the optimizer has no row update.
+  virtual output apply_rows(const variable&, output /*rows*/, output /*indices*/, output /*lr*/) {
+    return output();
+  }
   attr_map common_attrs() const { return {{"weight_decay", options_.weight_decay}}; }
 
  private:
@@ -72,6 +82,7 @@ class sgd : public optimizer {
 
  protected:
   output apply(const variable& v, output grad, output lr) override;
+  output apply_rows(const variable& v, output rows, output indices, output lr) override;
 };
 
 /// v = mu * v + g; w -= lr * v (Nesterov: w -= lr * (g + mu * v)).
@@ -125,6 +136,7 @@ class adagrad : public optimizer {
 
  protected:
   output apply(const variable& v, output grad, output lr) override;
+  output apply_rows(const variable& v, output rows, output indices, output lr) override;
 
  private:
   double initial_, epsilon_;

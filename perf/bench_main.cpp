@@ -128,8 +128,9 @@ int main(int argc, char** argv) {
   std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
-  app.add_option("--only", only, "run one group: runtime, gemm, train, mlp, cnn or dist (default: all)")
-      ->check(CLI::IsMember({"runtime", "gemm", "train", "mlp", "cnn", "dist"}));
+  app.add_option("--only", only,
+                 "run one group: runtime, gemm, train, mlp, cnn, embedding or dist (default: all)")
+      ->check(CLI::IsMember({"runtime", "gemm", "train", "mlp", "cnn", "embedding", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -173,6 +174,15 @@ int main(int argc, char** argv) {
                            : "PyTorch not measured";
     add_row(fmt::format("{}_step_ms", model), ours, "ms", note);
     if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");
+  }
+
+  if (wanted("embedding")) {
+    // 500K x 64 float32 (128 MB) in 4 shards, 1024 ids per step, AdaGrad.
+    double by_rows = embedding_step_ms(true, 500000, 64, 1024, 50);
+    double dense = embedding_step_ms(false, 500000, 64, 1024, 10);
+    add_row("embedding_step_ms_rows", by_rows, "ms", "AdaGrad on the 1024 rows named");
+    add_row("embedding_step_ms_dense", dense, "ms", "the same step updating all 500K rows");
+    add_row("embedding_rows_speedup", dense / by_rows, "x", "dense over row updates");
   }
 
   if (wanted("dist")) {

@@ -5,6 +5,10 @@
 
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "ops/embedding.hpp"
+#include "ops/math.hpp"
+#include "ops/random.hpp"
+#include "ops/reduce.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
 
@@ -44,6 +48,31 @@ std::optional<double> torch_train_step_ms(const std::string& model, int batch, i
   static const std::regex field(R"(step_ms=([0-9.]+))");
   return run_torch_reference(
       "torch_fmnist.py", model + " " + std::to_string(steps) + " " + std::to_string(batch), field);
+}
+
+double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps) {
+  graph g;
+  auto table = make_partitioned_variable(
+      g, shape{rows, cols}, 4,
+      [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 0.1, 3, k); },
+      "table");
+  auto ids = placeholder(g, dtype::int64, {batch}, "ids");
+  auto loss = reduce_sum(square(embedding_lookup(table, ids)));
+  optimizer_options options;
+  options.row_updates = by_rows;
+  auto train = adagrad(0.1, 0.1, 1e-10, options).minimize(loss);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  std::mt19937_64 rng(11);
+  tensor id_values(dtype::int64, {batch});
+  for (int i = 0; i < batch; ++i)
+    id_values.mutable_data<int64_t>()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  feed_list feeds{{ids, id_values}};
+  int block = std::max(1, steps / 5);
+  double secs = median_seconds(5, 1, [&] {
+    for (int i = 0; i < block; ++i) s.run(feeds, {loss}, {train});
+  });
+  return 1000.0 * secs / block;
 }
 
 }  // namespace actorflow::bench

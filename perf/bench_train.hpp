@@ -22,4 +22,10 @@ double train_step_ms(const std::string& model, int batch, int steps);
 /// of three runs), when python3-torch and the dataset are installed.
 std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps);
 
+/// Milliseconds of one AdaGrad step through embedding_lookup on a table of
+/// `rows` x `cols` float32 split in 4 shards, `batch` random ids per step:
+/// with the optimizer's row updates, or (`by_rows` false) the dense update
+/// every shard gets without them. The median of five blocks of `steps` / 5.
+double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps);
+
 }  // namespace actorflow::bench

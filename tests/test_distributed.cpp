@@ -437,6 +437,15 @@ TEST_CASE("an embedding split by rows over two ps tasks trains exactly as in one
         ++shard_rows_sent;
       }
   CHECK(shard_rows_sent == 6);  // 3 shards' rows to the client, their gradients back
+  // On the ps tasks, SGD updates the rows the batch named, not whole shards.
+  int row_updates = 0, dense_gradients = 0;
+  for (auto& p : parts.parts)
+    for (auto& n : p.g->nodes()) {
+      row_updates += n.op == "apply_sgd_rows";
+      dense_gradients += n.op == "scatter_add_like";
+    }
+  CHECK(row_updates == 3);
+  CHECK(dense_gradients == 0);
 
   test_cluster c;
   auto ps0 = c.start("ps", 0);

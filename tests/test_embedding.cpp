@@ -8,6 +8,7 @@
 #include "ops/array.hpp"
 #include "ops/embedding.hpp"
 #include "ops/math.hpp"
+#include "ops/op_util.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/train.hpp"
@@ -119,6 +120,119 @@ TEST_CASE("training through embedding_lookup updates each shard as training the 
   // Rows no batch named (1, 2, 6, 7) kept their initial values.
   auto table = split_session.eval(split.table);
   CHECK(table.data<float>()[1 * 4] == doctest::Approx(0.01f * 4 - 0.3f));
+}
+
+namespace {
+
+int count_ops(const graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const node& n) { return n.op == op; }));
+}
+
+// loss = sum((lookup(ids) - 1)^2) over a 3-shard table, trained by `opt`.
+struct row_model {
+  graph g;
+  output ids, loss, table;
+  operation init, train;
+  explicit row_model(optimizer& opt) {
+    ids = placeholder(g, dtype::int64, {-1}, "ids");
+    auto parts = make_partitioned_variable(constant(g, table_values(11, 4)), 3, "table");
+    loss = reduce_sum(square(sub(embedding_lookup(parts, ids), scalar(g, 1.0f))));
+    train = opt.minimize(loss);
+    init = global_variables_initializer(g);
+    table = parts.value();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("embedding shards are updated in the named rows only, exactly as the dense update") {
+  // Repeated ids (their gradients add up), every shard, and a batch that
+  // leaves shards out.
+  std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}, {6, 6, 6}};
+  auto dense_options = optimizer_options{};
+  dense_options.row_updates = false;
+  for (std::string name : {"sgd", "adagrad"}) {
+    CAPTURE(name);
+    auto by_rows = make_optimizer(name, 0.1);
+    auto dense = make_optimizer(name, 0.1, dense_options);
+    row_model a(*by_rows), b(*dense);
+    CHECK(count_ops(a.g, "apply_" + name + "_rows") == 3);
+    CHECK(count_ops(a.g, "apply_" + name) == 0);
+    CHECK(count_ops(b.g, "apply_" + name) == 3);
+    session sa(a.g), sb(b.g);
+    sa.run({a.init});
+    sb.run({b.init});
+    for (size_t step = 0; step < 8; ++step) {
+      auto ids = ids_of(batches[step % batches.size()]);
+      auto la = sa.run({{a.ids, ids}}, {a.loss}, {a.train})[0].item<float>();
+      auto lb = sb.run({{b.ids, ids}}, {b.loss}, {b.train})[0].item<float>();
+      CHECK(la == lb);  // bit for bit
+    }
+    CHECK(sa.eval(a.table).to_string() == sb.eval(b.table).to_string());
+  }
+}
+
+TEST_CASE("row updates are used only where they equal the dense update") {
+  // Momentum and Adam move rows the batch did not name (their slots decay).
+  for (std::string name : {"momentum", "adam", "rmsprop"}) {
+    auto opt = make_optimizer(name, 0.1);
+    row_model m(*opt);
+    CHECK_MESSAGE(count_ops(m.g, "apply_" + name) == 3, name);
+  }
+  // Weight decay moves every row; clipping rescales the whole gradient.
+  optimizer_options decay;
+  decay.weight_decay = 0.01;
+  sgd with_decay(0.1, decay);
+  row_model d(with_decay);
+  CHECK(count_ops(d.g, "apply_sgd") == 3);
+  CHECK(count_ops(d.g, "apply_sgd_rows") == 0);
+  optimizer_options clip;
+  clip.clip_global_norm = 1.0;
+  adagrad clipped(0.1, 0.1, 1e-10, clip);
+  row_model c(clipped);
+  CHECK(count_ops(c.g, "apply_adagrad") == 3);
+}
+
+TEST_CASE("row updates check their rows and indices, naming the node") {
+  graph g;
+  auto v = make_variable(constant(g, table_values(5, 2)), "v");
+  auto rows = placeholder(g, dtype::float32, {-1, 2}, "rows");
+  auto indices = placeholder(g, dtype::int32, {-1}, "indices");
+  auto lr = scalar(g, 0.5f);
+  auto update = make_op("apply_sgd_rows", {v.value(), rows, indices, lr}, {}, "update");
+  // At build time: a row shape or an index dtype that cannot fit.
+  auto wide = placeholder(g, dtype::float32, {-1, 3});
+  CHECK(error_of([&] { make_op("apply_sgd_rows", {v.value(), wide, indices, lr}); })
+            .find("gradient rows float32(?,3) do not match indices int32(?) into variable "
+                  "float32(5,2)") != std::string::npos);
+  auto floats = placeholder(g, dtype::float32, {-1});
+  CHECK(error_of([&] { make_op("apply_sgd_rows", {v.value(), rows, floats, lr}); })
+            .find("indices must be int32 or int64") != std::string::npos);
+  session s(g);
+  s.run({v.initializer()});
+  auto before = s.eval(v).to_string();
+  auto run = [&](std::vector<float> r, std::vector<int32_t> i) {
+    auto n = static_cast<int64_t>(i.size());
+    return error_of([&] {
+      s.run({{rows, tensor::from_vector(r, shape{static_cast<int64_t>(r.size()) / 2, 2})},
+             {indices, tensor::from_vector(i, shape{n})}},
+            {update});
+    });
+  };
+  auto e = run({1, 1, 1, 1}, {0, 5});
+  CHECK_MESSAGE(e.find("node 'update' (apply_sgd_rows)") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("index 5 (at position 1) is out of range for axis 0 of size 5") !=
+                    std::string::npos, e);
+  e = run({1, 1, 1, 1}, {0});
+  CHECK_MESSAGE(e.find("gradient rows float32(2,2) do not match indices (1)") != std::string::npos,
+                e);
+  CHECK(s.eval(v).to_string() == before);  // a failed update changes nothing
+  // Repeated rows add up: row 1 moves by 0.5 * (1 + 2).
+  CHECK(run({1, 1, 2, 2}, {1, 1}).empty());
+  auto after = s.eval(v);
+  CHECK(after.data<float>()[2] == doctest::Approx(table_values(5, 2).data<float>()[2] - 1.5f));
+  CHECK(after.data<float>()[0] == table_values(5, 2).data<float>()[0]);
 }
 
 TEST_CASE("shards spread over ps tasks; lookups and their gradients run beside each shard") {
