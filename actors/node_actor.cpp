@@ -15,9 +15,21 @@ namespace {
 // handing them to the pool would cost more than the work.
 constexpr int64_t inline_element_limit = parallel_grain;
 
+// Delivers one value to a consumer. `self` is the node's own actor, or null
+// on a pool thread. From the actor, send() passes CAF its worker, so a
+// consumer this wakes runs next on the same worker (work stealing spreads
+// the rest); anon_send hands it to the scheduler's round robin instead,
+// usually another worker: a cross-core hop, often a wake-up, on every edge.
+void deliver(caf::event_based_actor* self, const consumer& to, uint64_t step, step_value&& v) {
+  if (self)
+    self->send(to.target, input_atom::value, step, to.slot, std::move(v));
+  else
+    caf::anon_send(to.target, input_atom::value, step, to.slot, std::move(v));
+}
+
 // Sends a step's outputs (or its error) to every consumer.
-void emit(const node_plan& plan, uint64_t step, std::vector<tensor>& outputs,
-          const std::string& error) {
+void emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
+          std::vector<tensor>& outputs, const std::string& error) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
     for (size_t c = 0; c < consumers.size(); ++c) {
@@ -25,11 +37,10 @@ void emit(const node_plan& plan, uint64_t step, std::vector<tensor>& outputs,
       if (!error.empty()) v.error = error;
       else if (c + 1 == consumers.size()) v.value = std::move(outputs[i]);  // last one takes it
       else v.value = outputs[i];
-      caf::anon_send(consumers[c].target, input_atom::value, step, consumers[c].slot, std::move(v));
+      deliver(self, consumers[c], step, std::move(v));
     }
   }
-  for (auto& c : plan.control_consumers)
-    caf::anon_send(c.target, input_atom::value, step, c.slot, step_value{tensor(), error});
+  for (auto& c : plan.control_consumers) deliver(self, c, step, step_value{tensor(), error});
 }
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {
@@ -37,11 +48,11 @@ std::string describe_failure(const node_plan& plan, const std::string& what) {
   return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
 }
 
-// Runs the kernel and emits its outputs or the error it threw. `inputs` and
-// `outputs` are the caller's to reuse: both come back empty, keeping their
-// capacity, and no tensor of this step stays referenced from them.
-void run_and_emit(const node_plan& plan, uint64_t step, std::vector<tensor>& inputs,
-                  std::vector<tensor>& outputs, uint64_t invocation) {
+// Runs the kernel and emits its outputs or the error it threw (`self` as in
+// deliver). `inputs` and `outputs` are the caller's to reuse: both come back
+// empty, keeping their capacity, and no tensor of this step stays referenced.
+void run_and_emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
+                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
                      std::move(inputs), std::move(outputs), invocation};
@@ -55,7 +66,7 @@ void run_and_emit(const node_plan& plan, uint64_t step, std::vector<tensor>& inp
   inputs = std::move(ctx.inputs);
   inputs.clear();
   outputs = std::move(ctx.outputs);
-  emit(plan, step, outputs, error);
+  emit(self, plan, step, outputs, error);
   outputs.clear();
 }
 
@@ -103,13 +114,13 @@ class node_actor : public caf::event_based_actor {
     for (size_t s = 0; s < num_slots && error.empty(); ++s)
       if (!slots[s].ok()) error = std::move(slots[s].error);
     if (!error.empty()) {
-      emit(plan, step, outputs_, error);
+      emit(this, plan, step, outputs_, error);
       return;
     }
     switch (plan.kind) {
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
-        emit(plan, step, outputs_, "");
+        emit(this, plan, step, outputs_, "");
         outputs_.clear();
         return;
       case node_kind::variable_read:
@@ -158,45 +169,44 @@ class node_actor : public caf::event_based_actor {
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     if (!plan_->def->expensive && elements < inline_element_limit) {
-      run_and_emit(*plan_, step, inputs_, outputs_, invocation);
+      run_and_emit(this, *plan_, step, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
     send(plan->device, run_atom::value,
          device_task{[plan, step, inputs = std::exchange(inputs_, {}), invocation]() mutable {
            std::vector<tensor> outputs;
-           run_and_emit(*plan, step, inputs, outputs, invocation);
+           run_and_emit(nullptr, *plan, step, inputs, outputs, invocation);
          }});
   }
 
   void read_variable(uint64_t step) {
-    auto plan = plan_;
-    request(plan->variable, caf::infinite, read_atom::value)
+    request(plan_->variable, caf::infinite, read_atom::value)
         .then(
-            [plan, step](step_value& v) {
+            [this, step](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
-              emit(*plan, step, outs, v.error);
+              emit(this, *plan_, step, outs, v.error);
             },
-            [plan, step](caf::error& e) { emit_actor_failure(*plan, step, e); });
+            [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
 
   // The resource actor may answer much later (a dequeue waits for an
   // element); `then` keeps this actor free for other steps meanwhile.
   void ask_resource(uint64_t step, variable_update&& u) {
-    auto plan = plan_;
-    request(plan->variable, caf::infinite, update_atom::value, std::move(u))
+    request(plan_->variable, caf::infinite, update_atom::value, std::move(u))
         .then(
-            [plan, step](update_result& r) {
-              if (r.ok() && r.values.size() < plan->output_consumers.size())
-                r.error = describe_failure(*plan, "update produced too few outputs");
-              emit(*plan, step, r.values, r.error);
+            [this, step](update_result& r) {
+              if (r.ok() && r.values.size() < plan_->output_consumers.size())
+                r.error = describe_failure(*plan_, "update produced too few outputs");
+              emit(this, *plan_, step, r.values, r.error);
             },
-            [plan, step](caf::error& e) { emit_actor_failure(*plan, step, e); });
+            [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
 
-  static void emit_actor_failure(const node_plan& plan, uint64_t step, const caf::error& e) {
+  void emit_actor_failure(uint64_t step, const caf::error& e) {
     std::vector<tensor> none;
-    emit(plan, step, none, describe_failure(plan, "resource actor failed: " + caf::to_string(e)));
+    emit(this, *plan_, step, none,
+         describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
   }
 
   node_plan_ptr plan_;
