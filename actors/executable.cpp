@@ -78,8 +78,9 @@ void cancel_waiting_requests(coordinator_actor* self, const coordinator_plan& pl
 void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step,
             const std::vector<tensor>& feeds) {
   for (auto& p : plan.placeholders)
-    self->send(p.target, input_atom::value, step, int32_t{0}, step_value{feeds[p.feed_index], ""});
-  for (auto& a : plan.starters) self->send(a, input_atom::value, step, int32_t{0}, step_value{});
+    self->send(p.target, input_atom::value,
+               step_input{step, 0, step_value{feeds[p.feed_index], ""}});
+  for (auto& a : plan.starters) self->send(a, input_atom::value, step_input{step, 0, step_value{}});
 }
 
 // Answers the step's caller once it started and every sink reported.
@@ -134,20 +135,20 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
           st.reply.deliver(step_result{{}, "[session] step " + std::to_string(step) + " aborted"});
         self->state.steps.erase(it);
       },
-      [self, plan](input_atom, uint64_t step, int32_t slot, step_value& v) {
-        if (self->state.aborted.count(step)) return;
-        auto& st = step_state(self, *plan, step);
-        if (!v.ok()) {
+      [self, plan](input_atom, step_input& in) {
+        if (self->state.aborted.count(in.step)) return;
+        auto& st = step_state(self, *plan, in.step);
+        if (!in.value.ok()) {
           if (st.error.empty()) {
-            st.error = std::move(v.error);
-            cancel_waiting_requests(self, *plan, step,
-                                    "another node of step " + std::to_string(step) + " failed");
+            st.error = std::move(in.value.error);
+            cancel_waiting_requests(self, *plan, in.step,
+                                    "another node of step " + std::to_string(in.step) + " failed");
           }
-        } else if (static_cast<size_t>(slot) < plan->num_fetches) {
-          st.fetched[static_cast<size_t>(slot)] = std::move(v.value);
+        } else if (static_cast<size_t>(in.slot) < plan->num_fetches) {
+          st.fetched[static_cast<size_t>(in.slot)] = std::move(in.value.value);
         }
         --st.remaining;
-        finish_if_done(self, step);
+        finish_if_done(self, in.step);
       },
   };
 }

@@ -26,6 +26,16 @@ struct step_value {
   bool ok() const { return error.empty(); }
 };
 
+/// The message of every edge (with input_atom): a value for input `slot` of
+/// its receiver in `step`. One element rather than three: CAF matches and
+/// unpacks a message element by element, and this message is the runtime's
+/// hot path, one per node firing.
+struct step_input {
+  uint64_t step = 0;
+  int32_t slot = 0;
+  step_value value;
+};
+
 /// What the session hands to a step coordinator: feeds in placeholder order,
 /// and the promise that the coordinator fulfils with the fetched values.
 struct step_request {
@@ -73,7 +83,7 @@ struct variable_update {
   step_key key;
 };
 
-using input_atom = caf::atom_constant<caf::atom("input")>;   // (step, slot, step_value)
+using input_atom = caf::atom_constant<caf::atom("input")>;   // (step_input)
 using read_atom = caf::atom_constant<caf::atom("read")>;     // -> step_value
 using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> update_result
 // To a resource actor that may hold requests (op_def::may_wait): fail those of
@@ -103,6 +113,11 @@ using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_st
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {
   return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_input& x) {
+  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value);
 }
 
 template <class Inspector>

@@ -21,10 +21,11 @@ constexpr int64_t inline_element_limit = parallel_grain;
 // the rest); anon_send hands it to the scheduler's round robin instead,
 // usually another worker: a cross-core hop, often a wake-up, on every edge.
 void deliver(caf::event_based_actor* self, const consumer& to, uint64_t step, step_value&& v) {
+  step_input in{step, to.slot, std::move(v)};
   if (self)
-    self->send(to.target, input_atom::value, step, to.slot, std::move(v));
+    self->send(to.target, input_atom::value, std::move(in));
   else
-    caf::anon_send(to.target, input_atom::value, step, to.slot, std::move(v));
+    caf::anon_send(to.target, input_atom::value, std::move(in));
 }
 
 // Sends a step's outputs (or its error) to every consumer.
@@ -77,9 +78,7 @@ class node_actor : public caf::event_based_actor {
 
   caf::behavior make_behavior() override {
     return {
-        [this](input_atom, uint64_t step, int32_t slot, step_value& v) {
-          on_input(step, slot, std::move(v));
-        },
+        [this](input_atom, step_input& in) { on_input(in.step, in.slot, std::move(in.value)); },
     };
   }
 
@@ -156,10 +155,12 @@ class node_actor : public caf::event_based_actor {
     for (size_t s = 1; s < num_slots && out.ok(); ++s)
       if (!slots[s].ok()) out.error = std::move(slots[s].error);
     auto peer = plan.route ? plan.route->get() : caf::actor();
-    if (!peer) out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
-    else send(peer, input_atom::value, step, int32_t{0}, out);
+    if (!peer)
+      out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
+    else
+      send(peer, input_atom::value, step_input{step, 0, out});
     for (auto& c : plan.control_consumers)
-      send(c.target, input_atom::value, step, c.slot, step_value{tensor(), out.error});
+      send(c.target, input_atom::value, step_input{step, c.slot, step_value{tensor(), out.error}});
   }
 
   // Runs the kernel on inputs_: inline when cheap, reusing this actor's

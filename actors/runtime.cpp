@@ -35,6 +35,7 @@ runtime::runtime(runtime_options options)
   config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));
   config_->add_message_type<tensor>("actorflow::tensor");
   config_->add_message_type<step_value>("actorflow::step_value");
+  config_->add_message_type<step_input>("actorflow::step_input");
   config_->add_message_type<update_result>("actorflow::update_result");
   config_->add_message_type<step_result>("actorflow::step_result");
   // Networking, for clusters (actors/cluster.hpp): an idle multiplexer thread
