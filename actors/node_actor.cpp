@@ -20,12 +20,11 @@ constexpr int64_t inline_element_limit = parallel_grain;
 // consumer this wakes runs next on the same worker (work stealing spreads
 // the rest); anon_send hands it to the scheduler's round robin instead,
 // usually another worker: a cross-core hop, often a wake-up, on every edge.
-void deliver(caf::event_based_actor* self, const consumer& to, uint64_t step, step_value&& v) {
-  step_input in{step, to.slot, std::move(v)};
+void deliver(caf::event_based_actor* self, const caf::actor& to, step_input&& in) {
   if (self)
-    self->send(to.target, input_atom::value, std::move(in));
+    self->send(to, input_atom::value, std::move(in));
   else
-    caf::anon_send(to.target, input_atom::value, std::move(in));
+    caf::anon_send(to, input_atom::value, std::move(in));
 }
 
 // Sends a step's outputs (or its error) to every consumer.
@@ -34,14 +33,18 @@ void emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
     for (size_t c = 0; c < consumers.size(); ++c) {
-      step_value v;
-      if (!error.empty()) v.error = error;
-      else if (c + 1 == consumers.size()) v.value = std::move(outputs[i]);  // last one takes it
-      else v.value = outputs[i];
-      deliver(self, consumers[c], step, std::move(v));
+      step_input in{step, consumers[c].slot, {}};
+      if (!error.empty())
+        in.value.error = error;
+      else if (c + 1 == consumers.size())
+        in.value.value = std::move(outputs[i]);  // last one takes it
+      else
+        in.value.value = outputs[i];
+      deliver(self, consumers[c].target, std::move(in));
     }
   }
-  for (auto& c : plan.control_consumers) deliver(self, c, step, step_value{tensor(), error});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c.target, step_input{step, c.slot, step_value{tensor(), error}});
 }
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {

@@ -9,9 +9,10 @@ const char* attr_kind_name(const attr_value& v) {
 }
 
 tensor& kernel_context::allocate_output(size_t i, dtype type, shape dims) {
-  if (outputs.size() <= i) outputs.resize(i + 1);
-  outputs[i] = tensor(type, std::move(dims));
-  return outputs[i];
+  if (outputs.size() < i) outputs.resize(i);
+  // The usual case, outputs allocated in order: construct in place.
+  if (outputs.size() == i) return outputs.emplace_back(type, std::move(dims));
+  return outputs[i] = tensor(type, std::move(dims));
 }
 
 void kernel_context::set_output(size_t i, tensor t) {
