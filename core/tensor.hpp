@@ -159,11 +159,11 @@ class tensor {
  private:
   template <class T>
   void check_type() const {
-    if (!valid_) fail("tensor", "access to an empty tensor");
-    if (dtype_of<T>() != type_)
-      fail("tensor", std::string("accessed as ") + dtype_name(dtype_of<T>()) + " but holds " +
-                         dtype_name(type_));
+    // Inline check, out-of-line message: every data<T>() call pays this.
+    if (!valid_ || dtype_of<T>() != type_) [[unlikely]]
+      fail_access(dtype_of<T>());
   }
+  [[noreturn]] void fail_access(dtype asked) const;
   void check_rank(int r) const;
 
   // The reference count lives in the header just before the data (see
