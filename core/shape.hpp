@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dim_vector.hpp"
+
 namespace actorflow {
 
 class shape {
@@ -14,14 +16,16 @@ class shape {
 
   shape() = default;  // a scalar: rank 0, one element
   shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  explicit shape(const std::vector<int64_t>& dims) : dims_(dims) {}
+  explicit shape(dim_vector dims) : dims_(std::move(dims)) {}
 
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t operator[](int i) const { return dims_[static_cast<size_t>(i)]; }
   int64_t& operator[](int i) { return dims_[static_cast<size_t>(i)]; }
   /// Dimension i, counting from the end when i is negative.
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  /// The dims, stored in place up to rank 6 (see dim_vector).
+  const dim_vector& dims() const { return dims_; }
 
   bool is_fully_defined() const;
   /// Product of the dims; throws if a dim is unknown, negative, or the product overflows.
@@ -35,7 +39,7 @@ class shape {
   friend bool operator!=(const shape& a, const shape& b) { return a.dims_ != b.dims_; }
 
  private:
-  std::vector<int64_t> dims_;
+  dim_vector dims_;
 };
 
 }  // namespace actorflow

@@ -1,6 +1,8 @@
 // Tensors, shapes, dtypes and the graph builder.
 #include <doctest/doctest.h>
 
+#include <thread>
+
 #include "core/graph.hpp"
 #include "core/large_blocks.hpp"
 #include "ops/state.hpp"
@@ -57,6 +59,53 @@ TEST_CASE("large tensor buffers are recycled, up to a bound") {
   }
   CHECK(large_blocks::cached_bytes() <= large_blocks::max_cached_bytes);
   CHECK(large_blocks::cached_bytes() > large_blocks::max_cached_bytes - rounded * 2);
+}
+
+TEST_CASE("tensor buffers: reference counts, small and large, across threads") {
+  auto a = tensor::scalar(1.5f);
+  CHECK(a.is_unique());
+  tensor b = a;
+  CHECK_FALSE(a.is_unique());
+  CHECK(b.shares_buffer_with(a));
+  b = tensor();
+  CHECK(a.is_unique());
+  tensor moved = std::move(a);
+  CHECK(moved.item<float>() == 1.5f);
+  CHECK(moved.is_unique());
+  // Small buffers are recycled per thread; a buffer freed on another thread
+  // joins that thread's list. Both kinds stay 64-byte aligned.
+  std::vector<tensor> made;
+  for (int i = 0; i < 100; ++i) made.push_back(tensor::scalar(float(i)));
+  std::thread([&made] { made.clear(); }).join();
+  for (int64_t n : {1, 16, 17, 1000}) {
+    tensor t(dtype::float32, {n});
+    CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
+    t.mutable_flat<float>().setConstant(2.0f);
+    CHECK(t.flat<float>().sum() == 2.0f * float(n));
+  }
+}
+
+TEST_CASE("shapes keep small ranks in place and behave like vectors") {
+  shape s{2, 3, 4};
+  auto d = s.dims();  // a copy to edit, as ops do
+  d.insert(d.begin() + 1, 7);
+  d.erase(d.end() - 1);
+  d.push_back(5);
+  CHECK(shape(d) == shape{2, 7, 3, 5});
+  CHECK(d == std::vector<int64_t>{2, 7, 3, 5});
+  std::vector<int64_t> v = d;
+  CHECK(v.size() == 4);
+  d.insert(d.begin(), d.begin(), d.end());  // from its own range
+  CHECK(shape(d) == shape{2, 7, 3, 5, 2, 7, 3, 5});
+  shape big(d);  // above the inline rank: on the heap
+  shape copy = big;
+  shape moved = std::move(big);
+  CHECK(copy == moved);
+  CHECK(copy.rank() == 8);
+  CHECK(copy.to_string() == "(2,7,3,5,2,7,3,5)");
+  copy = s;
+  CHECK(copy == s);
+  CHECK(tensor(dtype::int32, shape(std::vector<int64_t>{1, 2, 1, 2, 1, 2, 1})).num_elements() == 8);
 }
 
 TEST_CASE("dtype names round trip") {
