@@ -52,9 +52,25 @@ std::string describe_failure(const node_plan& plan, const std::string& what) {
   return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
 }
 
+// Empties the inputs that arrived in messages, so that no step's tensor
+// stays referenced, and keeps the folded constants for the next firing: a
+// firing then neither copies them nor bumps their reference counts, which
+// all consumers of one constant share. Kernels only read their inputs; one
+// that replaced a constant anyway gets the plan's copy back.
+void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) {
+  if (inputs.size() != plan.bound_inputs.size()) return inputs.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const tensor& bound = plan.bound_inputs[i];
+    if (!bound.valid())
+      inputs[i] = tensor();
+    else if (!inputs[i].shares_buffer_with(bound))
+      inputs[i] = bound;
+  }
+}
+
 // Runs the kernel and emits its outputs or the error it threw (`self` as in
-// deliver). `inputs` and `outputs` are the caller's to reuse: both come back
-// empty, keeping their capacity, and no tensor of this step stays referenced.
+// deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
+// back holding just the folded constants, `outputs` empty.
 void run_and_emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
                   std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
@@ -68,7 +84,7 @@ void run_and_emit(caf::event_based_actor* self, const node_plan& plan, uint64_t 
     error = describe_failure(plan, e.what());
   }
   inputs = std::move(ctx.inputs);
-  inputs.clear();
+  release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
   outputs = std::move(ctx.outputs);
   emit(self, plan, step, outputs, error);
   outputs.clear();
@@ -140,11 +156,13 @@ class node_actor : public caf::event_based_actor {
     }
   }
 
-  // Sets inputs_ to the op's inputs in order: the folded constants and the
-  // values that arrived. Assigning keeps the vector's capacity from the last step.
+  // Sets inputs_ to the op's inputs in order: the folded constants (kept
+  // from the last firing, see release_arrived_inputs) and the values that
+  // arrived.
   void fill_inputs(step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
-    inputs_.assign(plan.bound_inputs.begin(), plan.bound_inputs.end());
+    if (inputs_.size() != plan.bound_inputs.size())  // the first firing, or handed away
+      inputs_.assign(plan.bound_inputs.begin(), plan.bound_inputs.end());
     for (size_t s = 0; s < num_slots; ++s)
       if (int i = plan.slot_input[s]; i >= 0)
         inputs_[static_cast<size_t>(i)] = std::move(slots[s].value);
@@ -215,7 +233,8 @@ class node_actor : public caf::event_based_actor {
 
   node_plan_ptr plan_;
   // Reused by every firing (an actor handles one message at a time), so that
-  // a cheap node allocates no vectors per step; empty between messages.
+  // a cheap node allocates no vectors per step. Between messages outputs_ is
+  // empty and inputs_ holds only the folded constants.
   std::vector<tensor> inputs_;
   std::vector<tensor> outputs_;
   std::unordered_map<uint64_t, pending> pending_;
