@@ -15,20 +15,21 @@ namespace {
 // handing them to the pool would cost more than the work.
 constexpr int64_t inline_element_limit = parallel_grain;
 
-// Delivers one value to a consumer. `self` is the node's own actor, or null
-// on a pool thread. From the actor, send() passes CAF its worker, so a
-// consumer this wakes runs next on the same worker (work stealing spreads
-// the rest); anon_send hands it to the scheduler's round robin instead,
-// usually another worker: a cross-core hop, often a wake-up, on every edge.
-void deliver(caf::event_based_actor* self, const caf::actor& to, step_input&& in) {
-  if (self)
-    self->send(to, input_atom::value, std::move(in));
-  else
-    caf::anon_send(to, input_atom::value, std::move(in));
+// Delivers one value to a consumer. `worker` is the CAF worker running the
+// node's actor, or null on a pool thread. With the worker, CAF runs a
+// consumer this wakes next on that same worker (work stealing spreads the
+// rest); without one, the scheduler's round robin picks a worker, usually
+// another: a cross-core hop, often a wake-up, on every edge. No sender goes
+// along (nothing answers these messages): a sender reference would cost two
+// atomic updates of the sending actor's count per message.
+void deliver(caf::execution_unit* worker, const caf::actor& to, step_input&& in) {
+  auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
+                                           std::move(in));
+  caf::actor_cast<caf::abstract_actor*>(to)->enqueue(std::move(message), worker);
 }
 
 // Sends a step's outputs (or its error) to every consumer.
-void emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
+void emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
           std::vector<tensor>& outputs, const std::string& error) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
@@ -40,11 +41,11 @@ void emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
         in.value.value = std::move(outputs[i]);  // last one takes it
       else
         in.value.value = outputs[i];
-      deliver(self, consumers[c].target, std::move(in));
+      deliver(worker, consumers[c].target, std::move(in));
     }
   }
   for (auto& c : plan.control_consumers)
-    deliver(self, c.target, step_input{step, c.slot, step_value{tensor(), error}});
+    deliver(worker, c.target, step_input{step, c.slot, step_value{tensor(), error}});
 }
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {
@@ -68,10 +69,10 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
   }
 }
 
-// Runs the kernel and emits its outputs or the error it threw (`self` as in
+// Runs the kernel and emits its outputs or the error it threw (`worker` as in
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
-void run_and_emit(caf::event_based_actor* self, const node_plan& plan, uint64_t step,
+void run_and_emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
                   std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
@@ -86,7 +87,7 @@ void run_and_emit(caf::event_based_actor* self, const node_plan& plan, uint64_t 
   inputs = std::move(ctx.inputs);
   release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
   outputs = std::move(ctx.outputs);
-  emit(self, plan, step, outputs, error);
+  emit(worker, plan, step, outputs, error);
   outputs.clear();
 }
 
@@ -132,13 +133,13 @@ class node_actor : public caf::event_based_actor {
     for (size_t s = 0; s < num_slots && error.empty(); ++s)
       if (!slots[s].ok()) error = std::move(slots[s].error);
     if (!error.empty()) {
-      emit(this, plan, step, outputs_, error);
+      emit(context(), plan, step, outputs_, error);
       return;
     }
     switch (plan.kind) {
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
-        emit(this, plan, step, outputs_, "");
+        emit(context(), plan, step, outputs_, "");
         outputs_.clear();
         return;
       case node_kind::variable_read:
@@ -191,7 +192,7 @@ class node_actor : public caf::event_based_actor {
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     if (!plan_->def->expensive && elements < inline_element_limit) {
-      run_and_emit(this, *plan_, step, inputs_, outputs_, invocation);
+      run_and_emit(context(), *plan_, step, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
@@ -207,7 +208,7 @@ class node_actor : public caf::event_based_actor {
         .then(
             [this, step](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
-              emit(this, *plan_, step, outs, v.error);
+              emit(context(), *plan_, step, outs, v.error);
             },
             [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
@@ -220,14 +221,14 @@ class node_actor : public caf::event_based_actor {
             [this, step](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
                 r.error = describe_failure(*plan_, "update produced too few outputs");
-              emit(this, *plan_, step, r.values, r.error);
+              emit(context(), *plan_, step, r.values, r.error);
             },
             [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
 
   void emit_actor_failure(uint64_t step, const caf::error& e) {
     std::vector<tensor> none;
-    emit(this, *plan_, step, none,
+    emit(context(), *plan_, step, none,
          describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
   }
 
