@@ -190,6 +190,22 @@ TEST_CASE("many steps in flight with run_async") {
   for (int i = 0; i < 64; ++i) CHECK(steps[size_t(i)].get()[0].item<float>() == float(i + 100));
 }
 
+TEST_CASE("a node keeps its folded constants across failed steps and pool runs") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, -1}, "x");
+  auto y = add(x, constant(g, floats({10, 20}, {2})), "y");
+  session s(g);
+  auto big = floats(std::vector<float>(1 << 16, 1.0f), {1 << 15, 2});  // runs on the pool
+  for (int round = 0; round < 3; ++round) {
+    CHECK(s.eval(y, {{x, floats({1, 2}, {1, 2})}}).to_vector<float>() ==
+          std::vector<float>{11, 22});
+    CHECK_THROWS_AS(s.eval(y, {{x, floats({1, 2, 3}, {1, 3})}}), error);
+    auto out = s.eval(y, {{x, big}});
+    CHECK(out.data<float>()[0] == 11.0f);
+    CHECK(out.data<float>()[(1 << 16) - 1] == 21.0f);
+  }
+}
+
 TEST_CASE("large kernels run on the device pool") {
   graph g;
   auto x = placeholder(g, dtype::float32, {-1}, "x");
