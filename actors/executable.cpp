@@ -305,10 +305,17 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   size_t e = 0;
   for (size_t uid = g.size(); uid-- > 0;) {
     if (!plans[uid]) continue;
-    for (; e < edges.size() && edges[e].from.node >= static_cast<int>(uid); ++e) {
+    const int id = static_cast<int>(uid);
+    while (e < edges.size() && edges[e].from.node > id) ++e;  // from nodes with no actor
+    size_t end = e;
+    while (end < edges.size() && edges[end].from.node == id) ++end;
+    const bool single_consumer = end - e == 1;
+    for (; e < end; ++e) {
       auto& ed = edges[e];
-      if (ed.from.node != static_cast<int>(uid)) continue;
       consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot};
+      size_t target_slots = ed.to_node < 0 ? coord->num_fetches + coord->num_targets
+                                           : plans[static_cast<size_t>(ed.to_node)]->num_slots();
+      c.same_worker = single_consumer && target_slots == 1;
       if (ed.control) plans[uid]->control_consumers.push_back(c);
       else plans[uid]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
     }

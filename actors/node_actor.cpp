@@ -16,16 +16,23 @@ namespace {
 constexpr int64_t inline_element_limit = parallel_grain;
 
 // Delivers one value to a consumer. `worker` is the CAF worker running the
-// node's actor, or null on a pool thread. With the worker, CAF runs a
-// consumer this wakes next on that same worker (work stealing spreads the
-// rest); without one, the scheduler's round robin picks a worker, usually
-// another: a cross-core hop, often a wake-up, on every edge. No sender goes
-// along (nothing answers these messages): a sender reference would cost two
-// atomic updates of the sending actor's count per message.
-void deliver(caf::execution_unit* worker, const caf::actor& to, step_input&& in) {
+// node's actor, or null on a pool thread. No sender goes along (nothing
+// answers these messages): a sender reference would cost two atomic updates
+// of the sending actor's count per message.
+//
+// Given the worker, CAF puts a consumer this wakes at the front of that
+// worker's queue, to run next: for a chain link (consumer::same_worker) that
+// saves a hop to another core and often a wake-up. It never wakes another
+// worker, though, so a fan-out handed to it all stays on one core (the 1000
+// branches of a wide graph ran one after another), and a consumer that
+// gathers many inputs would be run once per input, each time as soon as one
+// arrives. Every other edge goes through the scheduler, whose round robin
+// spreads consumers over the workers and wakes sleeping ones.
+void deliver(caf::execution_unit* worker, const consumer& to, step_input&& in) {
   auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
                                            std::move(in));
-  caf::actor_cast<caf::abstract_actor*>(to)->enqueue(std::move(message), worker);
+  caf::actor_cast<caf::abstract_actor*>(to.target)
+      ->enqueue(std::move(message), to.same_worker ? worker : nullptr);
 }
 
 // Sends a step's outputs (or its error) to every consumer.
@@ -41,11 +48,11 @@ void emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
         in.value.value = std::move(outputs[i]);  // last one takes it
       else
         in.value.value = outputs[i];
-      deliver(worker, consumers[c].target, std::move(in));
+      deliver(worker, consumers[c], std::move(in));
     }
   }
   for (auto& c : plan.control_consumers)
-    deliver(worker, c.target, step_input{step, c.slot, step_value{tensor(), error}});
+    deliver(worker, c, step_input{step, c.slot, step_value{tensor(), error}});
 }
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {

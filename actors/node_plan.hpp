@@ -13,6 +13,10 @@ namespace actorflow {
 struct consumer {
   caf::actor target;
   int32_t slot = 0;
+  /// A chain link: this is the producer's only consumer and this edge its
+  /// only input, so the producer's worker runs it next (see deliver in
+  /// node_actor.cpp); other edges go through the scheduler.
+  bool same_worker = false;
 };
 
 enum class node_kind : uint8_t {
