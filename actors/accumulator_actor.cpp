@@ -57,8 +57,8 @@ class accumulator_actor : public caf::event_based_actor {
   reply on_graph_op(variable_update& u) {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
-    if (auto why = cancelled_.find(u.key); why && u.def->may_wait)
-      return failure(who + cancelled_text(*why));
+    if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
+      if (auto why = cancelled_.find(u.key)) return failure(who + cancelled_text(*why));
     try {
       if (op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
       if (op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);

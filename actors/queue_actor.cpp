@@ -56,8 +56,8 @@ class queue_actor : public caf::event_based_actor {
   reply on_graph_op(variable_update& u) {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
-    if (auto why = cancelled_.find(u.key); why && u.def->may_wait)
-      return failure(who + cancelled_text(*why));
+    if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
+      if (auto why = cancelled_.find(u.key)) return failure(who + cancelled_text(*why));
     if (op == "queue_enqueue") return enqueue(std::move(u.inputs), who, u.key);
     if (op == "queue_dequeue") return dequeue(who, u.key);
     if (op == "queue_size") return size();
