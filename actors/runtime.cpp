@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "actors/messages.hpp"
+#include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
 
@@ -31,6 +32,7 @@ runtime::runtime(runtime_options options)
   options_.compute_threads = default_threads(options.compute_threads);
   if (options_.idle_naps < 0) fail("runtime", "idle_naps must be >= 0");
   config_ = std::make_unique<caf::actor_system_config>();
+  load_actorflow_scheduler(*config_);
   config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
   config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));
   config_->add_message_type<tensor>("actorflow::tensor");

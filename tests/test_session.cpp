@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "actors/scheduler.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
@@ -227,6 +228,15 @@ TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
     auto pending = s.run_async({}, {v.value() * 2.0});
     CHECK(pending.get()[0].item<float>() == 2.0f);
   }
+}
+
+TEST_CASE("the runtime schedules its actors with actorflow's scheduler") {
+  // CAF's own loop pays a dynamic_cast per actor resume; ours does not.
+  auto rt = std::make_shared<runtime>(runtime_options{2, 1});
+  CHECK(runs_actorflow_scheduler(rt->system()));
+  caf::actor_system_config plain;
+  caf::actor_system caf_default(plain);
+  CHECK_FALSE(runs_actorflow_scheduler(caf_default));
 }
 
 TEST_CASE("runtime options are validated") {
