@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <string>
+#include <unordered_set>
 
 #include "actors/messages.hpp"
 
@@ -37,6 +38,29 @@ class cancelled_steps {
   // a long run's memory flat.
   static constexpr size_t capacity = 1024;
   std::deque<entry> recent_;
+};
+
+/// The steps a client aborted at a step coordinator, so that their late
+/// messages are dropped rather than make a state that never finishes. Late
+/// messages arrive within moments of the abort; only the most recent aborts
+/// are kept, so that a long run with many failed steps keeps its memory flat.
+class aborted_steps {
+ public:
+  void add(uint64_t step) {
+    if (!ids_.insert(step).second) return;
+    order_.push_back(step);
+    if (order_.size() > capacity) {
+      ids_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+  bool contains(uint64_t step) const { return ids_.count(step) > 0; }
+  size_t size() const { return order_.size(); }
+  static constexpr size_t capacity = 4096;
+
+ private:
+  std::unordered_set<uint64_t> ids_;
+  std::deque<uint64_t> order_;
 };
 
 inline std::string cancelled_text(const std::string& why) { return "cancelled: " + why; }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/cancelled_steps.hpp"
 #include "actors/node_plan.hpp"
 #include "core/device_name.hpp"
 #include "devices/cuda/gpu_support.hpp"
@@ -46,7 +47,7 @@ struct active_step {
 struct coordinator_state {
   uint64_t next_step = 1;
   std::unordered_map<uint64_t, active_step> steps;
-  std::unordered_set<uint64_t> aborted;  // late messages for these are dropped
+  aborted_steps aborted;
 };
 
 void finish(const step_request_ptr& request, std::vector<tensor> fetched, const std::string& err) {
@@ -125,7 +126,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         finish_if_done(self, step);
       },
       [self, plan](abort_atom, uint64_t step) {
-        self->state.aborted.insert(step);
+        self->state.aborted.add(step);
         cancel_waiting_requests(self, *plan, step,
                                 "step " + std::to_string(step) + " was aborted by its client");
         auto it = self->state.steps.find(step);
@@ -136,7 +137,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         self->state.steps.erase(it);
       },
       [self, plan](input_atom, step_input& in) {
-        if (self->state.aborted.count(in.step)) return;
+        if (self->state.aborted.contains(in.step)) return;
         auto& st = step_state(self, *plan, in.step);
         if (!in.value.ok()) {
           if (st.error.empty()) {

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "actors/cancelled_steps.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"
@@ -237,6 +238,26 @@ TEST_CASE("the runtime schedules its actors with actorflow's scheduler") {
   caf::actor_system_config plain;
   caf::actor_system caf_default(plain);
   CHECK_FALSE(runs_actorflow_scheduler(caf_default));
+}
+
+TEST_CASE("the records of cancelled and aborted steps stay bounded") {
+  aborted_steps aborted;
+  const uint64_t total = aborted_steps::capacity + 100;
+  for (uint64_t step = 1; step <= total; ++step) aborted.add(step);
+  aborted.add(total);  // twice: counted once
+  CHECK(aborted.size() == aborted_steps::capacity);
+  CHECK(aborted.contains(total));
+  CHECK(aborted.contains(101));
+  CHECK_FALSE(aborted.contains(100));  // the oldest were forgotten
+  CHECK_FALSE(aborted.contains(total + 1));
+
+  cancelled_steps cancelled;
+  for (uint64_t step = 1; step <= 2000; ++step) cancelled.add(step_key{7, step}, "why");
+  REQUIRE(cancelled.find(step_key{7, 2000}) != nullptr);
+  CHECK(*cancelled.find(step_key{7, 2000}) == "why");
+  CHECK(cancelled.find(step_key{7, 1}) == nullptr);
+  CHECK(cancelled.find(step_key{8, 2000}) == nullptr);  // another executable
+  CHECK(cancelled.find(step_key{0, 2000}) == nullptr);  // no executable: never cancelled
 }
 
 TEST_CASE("runtime options are validated") {
