@@ -1,9 +1,12 @@
 #include "actors/accumulator_actor.hpp"
 
 #include <deque>
+#include <unordered_map>
+#include <variant>
 
 #include "actors/cancelled_steps.hpp"
 #include "actors/messages.hpp"
+#include "ops/array_util.hpp"
 
 namespace actorflow {
 
@@ -15,10 +18,46 @@ update_result failure(std::string what) { return update_result{{}, std::move(wha
 
 std::string spec_text(const tensor& t) { return tensor_spec{t.type(), t.dims()}.to_string(); }
 
+// A sparse accumulator's sum: the variable rows named since the last take, in
+// the order they were first named, and the sum of each one's gradient rows.
+template <class T>
+struct row_sums {
+  using value_type = T;
+  std::unordered_map<int64_t, size_t> slot_of;  // variable row -> position in `index`
+  std::vector<int64_t> index;
+  std::vector<T> values;  // index.size() x row_size
+
+  // Adds one gradient, its repeated rows already summed (as the dense
+  // gradient sums them), so that every row gets exactly the dense sum.
+  void add(const detail::summed_rows<T>& gradient, int64_t row_size) {
+    auto width = static_cast<size_t>(row_size);
+    for (size_t k = 0; k < gradient.index.size(); ++k) {
+      const T* row = gradient.values.data() + k * width;
+      auto [it, fresh] = slot_of.try_emplace(gradient.index[k], index.size());
+      if (fresh) {
+        index.push_back(gradient.index[k]);
+        values.insert(values.end(), row, row + width);
+      } else {
+        T* sum = values.data() + it->second * width;
+        for (size_t j = 0; j < width; ++j) sum[j] += row[j];
+      }
+    }
+  }
+
+  void clear() {
+    slot_of.clear();
+    index.clear();
+    values.clear();
+  }
+};
+
 class accumulator_actor : public caf::event_based_actor {
  public:
-  accumulator_actor(caf::actor_config& cfg, std::string name, tensor_spec spec)
-      : caf::event_based_actor(cfg), name_(std::move(name)), spec_(std::move(spec)) {}
+  accumulator_actor(caf::actor_config& cfg, std::string name, tensor_spec spec, bool sparse)
+      : caf::event_based_actor(cfg), name_(std::move(name)), spec_(std::move(spec)), sparse_(sparse) {
+    if (spec_.type == dtype::float64) rows_ = row_sums<double>{};
+    for (int i = 1; i < spec_.dims.rank(); ++i) row_size_ *= spec_.dims[i];
+  }
 
   caf::behavior make_behavior() override {
     // Waiting takers must hear back even when the accumulator goes away,
@@ -60,15 +99,20 @@ class accumulator_actor : public caf::event_based_actor {
     if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
       if (auto why = cancelled_.find(u.key)) return failure(who + cancelled_text(*why));
     try {
-      if (op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
-      if (op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
+      if (!sparse_ && op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
+      if (!sparse_ && op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
+      if (sparse_ && op == "sparse_accumulator_apply_gradient")
+        return apply_rows(u.inputs[0], u.inputs[1], u.inputs[2]);
+      if (sparse_ && op == "sparse_accumulator_take_gradient")
+        return take(u.inputs[0], who, u.key);
       if (op == "accumulator_set_global_step") return set_global_step(u.inputs[0]);
       if (op == "accumulator_num_accumulated")
         return update_result{{tensor::scalar<int32_t>(count_)}, ""};
     } catch (const std::exception& ex) {
       return failure(who + ex.what());
     }
-    return failure(who + "is not an op of accumulator '" + name_ + "'");
+    return failure(who + "is not an op of " + (sparse_ ? "sparse " : "dense ") + "accumulator '" +
+                   name_ + "'");
   }
 
   reply apply(const tensor& local_step, const tensor& grad) {
@@ -80,6 +124,45 @@ class accumulator_actor : public caf::event_based_actor {
     add(grad);
     serve_first_taker();
     return update_result{};
+  }
+
+  reply apply_rows(const tensor& local_step, const tensor& rows, const tensor& indices) {
+    auto step = scalar_input<int64_t>(local_step, "local_step");
+    auto index = checked_rows(rows, indices);
+    if (step < global_step_) return update_result{};  // stale: dropped, as in apply
+    std::visit(
+        [&](auto& sums) {
+          using T = typename std::decay_t<decltype(sums)>::value_type;
+          sums.add(detail::sum_repeated_rows<T>(rows, index, row_size_), row_size_);
+        },
+        rows_);
+    ++count_;
+    serve_first_taker();
+    return update_result{};
+  }
+
+  // The variable row of each gradient row, after checking both tensors.
+  std::vector<int64_t> checked_rows(const tensor& rows, const tensor& indices) const {
+    if (!rows.valid() || !indices.valid()) fail(where(), "the gradient rows or indices are empty");
+    if (indices.type() != dtype::int32 && indices.type() != dtype::int64)
+      fail(where(), "indices must be int32 or int64, got " + spec_text(indices));
+    std::vector<int64_t> want(indices.dims().dims().begin(), indices.dims().dims().end());
+    want.insert(want.end(), spec_.dims.dims().begin() + 1, spec_.dims.dims().end());
+    if (rows.type() != spec_.type || rows.dims() != shape(want))
+      fail(where(), "gradient rows are " + spec_text(rows) + " for indices " +
+                        indices.dims().to_string() + ", the accumulator holds rows of " +
+                        spec_.to_string());
+    std::vector<int64_t> index(static_cast<size_t>(indices.num_elements()));
+    detail::visit_index(indices.type(), [&](auto tag) {
+      const auto* p = indices.data<decltype(tag)>();
+      for (size_t j = 0; j < index.size(); ++j) {
+        if (p[j] < 0 || p[j] >= spec_.dims[0])
+          fail(where(), "index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
+                            ") is out of range for " + std::to_string(spec_.dims[0]) + " rows");
+        index[j] = p[j];
+      }
+    });
+    return index;
   }
 
   reply take(const tensor& num_required, const std::string& who, const step_key& key) {
@@ -132,8 +215,15 @@ class accumulator_actor : public caf::event_based_actor {
     takers_.pop_front();
   }
 
-  // The average leaves in the sum's own buffer; the next gradient starts a new one.
   update_result take_average() {
+    auto out = sparse_ ? average_rows() : average_dense();
+    count_ = 0;
+    ++global_step_;
+    return out;
+  }
+
+  // The average leaves in the sum's own buffer; the next gradient starts a new one.
+  update_result average_dense() {
     visit_floating(spec_.type, "conditional_accumulator", [&](auto tag) {
       using T = decltype(tag);
       T* sum = sum_.mutable_data<T>();
@@ -141,9 +231,35 @@ class accumulator_actor : public caf::event_based_actor {
     });
     update_result out{{std::move(sum_)}, ""};
     sum_ = tensor();
-    count_ = 0;
-    ++global_step_;
     return out;
+  }
+
+  // The rows by ascending variable row, each divided as the dense sum is.
+  update_result average_rows() {
+    return std::visit(
+        [&](auto& sums) {
+          using T = typename std::decay_t<decltype(sums)>::value_type;
+          std::vector<size_t> order(sums.index.size());
+          std::iota(order.begin(), order.end(), size_t{0});
+          std::sort(order.begin(), order.end(),
+                    [&](size_t a, size_t b) { return sums.index[a] < sums.index[b]; });
+          auto n = static_cast<int64_t>(order.size());
+          std::vector<int64_t> dims{n};
+          dims.insert(dims.end(), spec_.dims.dims().begin() + 1, spec_.dims.dims().end());
+          tensor rows(spec_.type, shape(dims));
+          tensor indices(dtype::int64, shape{n});
+          T* out = rows.mutable_data<T>();
+          int64_t* out_index = indices.mutable_data<int64_t>();
+          auto width = static_cast<size_t>(row_size_);
+          for (size_t k = 0; k < order.size(); ++k) {
+            out_index[k] = sums.index[order[k]];
+            const T* sum = sums.values.data() + order[k] * width;
+            for (size_t j = 0; j < width; ++j) out[k * width + j] = sum[j] / static_cast<T>(count_);
+          }
+          sums.clear();
+          return update_result{{std::move(rows), std::move(indices)}, ""};
+        },
+        rows_);
   }
 
   void shut_down() {
@@ -169,7 +285,10 @@ class accumulator_actor : public caf::event_based_actor {
 
   std::string name_;
   tensor_spec spec_;
-  tensor sum_;  // of the gradients applied since the last take; empty when count_ == 0
+  bool sparse_;
+  tensor sum_;  // dense: of the gradients applied since the last take; empty when count_ == 0
+  std::variant<row_sums<float>, row_sums<double>> rows_;  // sparse: the same, by row
+  int64_t row_size_ = 1;  // sparse: elements per variable row
   int32_t count_ = 0;
   int64_t global_step_ = 0;
   std::deque<waiting_take> takers_;  // waiting for enough gradients, oldest first
@@ -179,8 +298,9 @@ class accumulator_actor : public caf::event_based_actor {
 
 }  // namespace
 
-caf::actor spawn_accumulator_actor(caf::actor_system& system, std::string name, tensor_spec spec) {
-  return system.spawn<accumulator_actor>(std::move(name), std::move(spec));
+caf::actor spawn_accumulator_actor(caf::actor_system& system, std::string name, tensor_spec spec,
+                                   bool sparse) {
+  return system.spawn<accumulator_actor>(std::move(name), std::move(spec), sparse);
 }
 
 }  // namespace actorflow

@@ -12,11 +12,13 @@
 
 namespace actorflow {
 
-/// Spawns the actor of accumulator `name`, holding gradients of `spec`. Every
+/// Spawns the actor of accumulator `name`, holding gradients of `spec` (or,
+/// when `sparse`, rows of gradients of a variable of `spec`). Every
 /// request is answered with an update_result: the average for a take, the
 /// count for num_accumulated, or an error naming the accumulator. When its
 /// session closes its resources (close_atom) or the actor exits, takes still
 /// waiting fail with "accumulator '...' was shut down".
-caf::actor spawn_accumulator_actor(caf::actor_system& system, std::string name, tensor_spec spec);
+caf::actor spawn_accumulator_actor(caf::actor_system& system, std::string name, tensor_spec spec,
+                                   bool sparse = false);
 
 }  // namespace actorflow

@@ -38,7 +38,8 @@ caf::actor resource_table::actor_for(const node& n) {
   if (n.op == "fifo_queue")
     actor = spawn_queue_actor(runtime_.system(), n.name, queue_spec_of(n.attrs, n.op));
   else if (n.op == "conditional_accumulator")
-    actor = spawn_accumulator_actor(runtime_.system(), n.name, accumulator_spec_of(n.attrs, n.op));
+    actor = spawn_accumulator_actor(runtime_.system(), n.name, accumulator_spec_of(n.attrs, n.op),
+                                    is_sparse_accumulator(n.attrs));
   else
     fail("session", "node '" + n.name + "' (" + n.op + ") is not a resource an actor can serve");
   return actor;

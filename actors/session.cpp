@@ -18,6 +18,15 @@ void check_same_graph(const graph& g, const graph& other, const std::string& wha
   if (&g != &other) fail("session", what + " belongs to another graph");
 }
 
+// An output handle made for an op without outputs (or a forged index) must
+// not reach the executable, which would index past the node's outputs.
+void check_output_exists(const graph& g, const endpoint& e, const std::string& what) {
+  const node& n = g.at(e.node);
+  if (e.index < 0 || e.index >= static_cast<int>(n.outputs.size()))
+    fail("session", what + ": node '" + n.name + "' (" + n.op + ") has no output " +
+                        std::to_string(e.index) + (n.outputs.empty() ? "; run it as a target" : ""));
+}
+
 // The cache key: which placeholders are fed, what is fetched, what is run.
 std::string signature_key(const run_signature& sig) {
   std::string key = "f";
@@ -80,10 +89,12 @@ std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
   run_signature sig;
   for (auto& [target, value] : feeds) {
     check_same_graph(graph_, target.owner(), "feed '" + target.name() + "'");
+    check_output_exists(graph_, target.ref(), "feed");
     sig.feeds.push_back(target.ref());
   }
   for (auto& f : fetches) {
     check_same_graph(graph_, f.owner(), "fetch '" + f.name() + "'");
+    check_output_exists(graph_, f.ref(), "fetch");
     sig.fetches.push_back(f.ref());
   }
   for (auto& t : targets) {

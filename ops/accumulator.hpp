@@ -34,6 +34,35 @@ operation accumulator_set_global_step(output acc, output new_step, const std::st
 /// The number of gradients accumulated since the last take (int32 scalar).
 output accumulator_num_accumulated(output acc, const std::string& name = "");
 
+/// An accumulator of row gradients (TensorFlow's SparseConditionalAccumulator)
+/// for a variable of `dims` (rank >= 1, fully known): the gradient of a gather
+/// from the variable, as rows and their indices. It keeps only the rows named
+/// since the last take, so its cost follows the batches, not the variable.
+/// set_global_step and num_accumulated work on it as on a dense accumulator;
+/// the dense apply and take refuse it, and the sparse ones refuse a dense one.
+output sparse_conditional_accumulator(graph& g, dtype type, const shape& dims,
+                                      const std::string& name = "");
+/// Adds the gradient rows `rows` (indices' dims + dims[1:]) for the variable
+/// rows `indices` (int32 or int64, repeats add up), unless `local_step` is
+/// older than the accumulator's global step (then it is dropped).
+operation sparse_accumulator_apply_gradient(output acc, output local_step, output rows,
+                                            output indices, const std::string& name = "");
+/// The average gradient as rows: every variable row named since the last take,
+/// ascending and unique (int64), with the sum of its gradient rows divided by
+/// the number of gradients. Scattered into the variable's shape, that is
+/// exactly the dense accumulator's average. Waits, counts and steps as
+/// accumulator_take_gradient does.
+struct accumulated_rows {
+  output rows;     // (n, dims[1:]...)
+  output indices;  // (n), int64
+};
+accumulated_rows sparse_accumulator_take_gradient(output acc, output num_required,
+                                                  const std::string& name = "");
+
+/// Whether the attributes of an accumulator node (or of an op on it) describe
+/// a sparse accumulator.
+bool is_sparse_accumulator(const attr_map& attrs);
+
 /// The gradient spec stored in the attributes of a conditional_accumulator
 /// node (or of an op on it); `op` names the caller in errors.
 tensor_spec accumulator_spec_of(const attr_map& attrs, const std::string& op);

@@ -2,9 +2,11 @@
 // engine behind transpose, slice, pad, tile, broadcast), attribute checks and
 // value casts. Not a public API.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -84,5 +86,36 @@ decltype(auto) visit_index(dtype t, F&& f) {
 /// position, the axis and `where`.
 std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
                                      int64_t d, const std::string& where);
+
+/// The rows of one row gradient with repeated indices summed (in arrival
+/// order, as the dense gradient sums them), by ascending variable row.
+template <class T>
+struct summed_rows {
+  std::vector<int64_t> index;  // unique variable rows
+  std::vector<T> values;       // index.size() x row_size
+};
+
+template <class T>
+summed_rows<T> sum_repeated_rows(const tensor& rows, const std::vector<int64_t>& index,
+                                 int64_t row_size) {
+  std::vector<size_t> order(index.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return index[a] < index[b]; });
+  summed_rows<T> out;
+  out.values.reserve(index.size() * static_cast<size_t>(row_size));
+  const T* src = rows.data<T>();
+  for (size_t k : order) {
+    const T* row = src + static_cast<int64_t>(k) * row_size;
+    if (out.index.empty() || out.index.back() != index[k]) {
+      out.index.push_back(index[k]);
+      out.values.insert(out.values.end(), row, row + row_size);
+    } else {
+      T* sum = out.values.data() + (out.index.size() - 1) * static_cast<size_t>(row_size);
+      for (int64_t j = 0; j < row_size; ++j) sum[j] += row[j];
+    }
+  }
+  return out;
+}
 
 }  // namespace actorflow::detail

@@ -253,37 +253,6 @@ std::vector<tensor_spec> row_optimizer_spec(const shape_context& c) {
   return {var};
 }
 
-// The rows of one update with repeated indices summed (in arrival order, as
-// the dense gradient sums them), by ascending variable row.
-template <class T>
-struct summed_rows {
-  std::vector<int64_t> index;  // unique variable rows
-  std::vector<T> values;       // index.size() x row_size
-};
-
-template <class T>
-summed_rows<T> sum_repeated_rows(const tensor& rows, const std::vector<int64_t>& index,
-                                 int64_t row_size) {
-  std::vector<size_t> order(index.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return index[a] < index[b]; });
-  summed_rows<T> out;
-  out.values.reserve(index.size() * static_cast<size_t>(row_size));
-  const T* src = rows.data<T>();
-  for (size_t k : order) {
-    const T* row = src + static_cast<int64_t>(k) * row_size;
-    if (out.index.empty() || out.index.back() != index[k]) {
-      out.index.push_back(index[k]);
-      out.values.insert(out.values.end(), row, row + row_size);
-    } else {
-      T* sum = out.values.data() + (out.index.size() - 1) * static_cast<size_t>(row_size);
-      for (int64_t j = 0; j < row_size; ++j) sum[j] += row[j];
-    }
-  }
-  return out;
-}
-
 struct row_update_args {
   double lr;
   const tensor* rows;
@@ -316,7 +285,7 @@ row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
 // Calls update(row, gradient row) for each distinct row, split across the pool
 // for large updates; distinct rows never share memory.
 template <class T, class Update>
-void for_each_row(const summed_rows<T>& s, int64_t row_size, Update update) {
+void for_each_row(const detail::summed_rows<T>& s, int64_t row_size, Update update) {
   auto n = static_cast<int64_t>(s.index.size());
   parallel_for(n, std::max<int64_t>(1, parallel_grain / std::max<int64_t>(1, row_size)),
                [&](int64_t b, int64_t e) {
@@ -329,7 +298,7 @@ void apply_sgd_rows(variable_state& v, kernel_context& ctx) {
   auto a = read_row_args(v, ctx);
   visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
-    auto summed = sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
+    auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
       sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(a.lr), T(0));
@@ -344,7 +313,7 @@ void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
   double initial = ctx.attr_or<double>("initial_accumulator", 0.0);
   visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
-    auto summed = sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
+    auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
     T* acc = slot_data<T>(v, "adagrad/accumulator", initial);
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {

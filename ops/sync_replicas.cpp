@@ -1,6 +1,7 @@
 #include "ops/sync_replicas.hpp"
 
 #include "ops/accumulator.hpp"
+#include "ops/array.hpp"
 #include "ops/queue.hpp"
 
 namespace actorflow {
@@ -42,7 +43,19 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
   auto required = scalar(g, int32_t(replicas_to_aggregate), "sync_replicas/required");
   for (auto& [grad, var] : pairs) {
     auto on_var_task = g.device_scope(var.value().node().device);
-    auto acc = conditional_accumulator(g, grad.type(), var.dims(), "sync_replicas/acc/" + var.name());
+    std::string acc_name = "sync_replicas/acc/" + var.name();
+    auto [rows, indices] = gathered_rows_of(grad, var);
+    if (rows.valid() && opt.options().row_updates) {
+      // An embedding's gradient: only its rows are accumulated. The average
+      // goes back into the form apply_gradients knows as rows.
+      auto acc = sparse_conditional_accumulator(g, grad.type(), var.dims(), acc_name);
+      accumulators.push_back(acc);
+      applies.push_back(sparse_accumulator_apply_gradient(acc, ops.local_step.value(), rows, indices));
+      auto mean = sparse_accumulator_take_gradient(acc, required);
+      averaged.emplace_back(scatter_add_like(mean.rows, mean.indices, var.value()), var);
+      continue;
+    }
+    auto acc = conditional_accumulator(g, grad.type(), var.dims(), acc_name);
     accumulators.push_back(acc);
     applies.push_back(accumulator_apply_gradient(acc, ops.local_step.value(), grad));
     averaged.emplace_back(accumulator_take_gradient(acc, required), var);

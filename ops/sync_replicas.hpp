@@ -12,6 +12,11 @@
 // With n workers and m = n - b to aggregate, the slowest b workers of each step
 // are dropped: their gradients arrive tagged with an old step and the
 // accumulators drop them, never applying a stale gradient.
+//
+// The gradient of an embedding (a gather from the variable) goes to a sparse
+// accumulator, which keeps only the rows the batches named; its average is
+// exactly the dense one, and sgd and adagrad then update only those rows.
+// optimizer_options::row_updates = false accumulates every gradient densely.
 #pragma once
 #include "ops/train.hpp"
 

@@ -30,8 +30,8 @@ output apply_rows_op(const char* op, const variable& v, output rows, output indi
   return make_op(op, {v.value(), rows, indices, lr}, std::move(attrs), v.name() + "/" + op);
 }
 
-// The gradient rows and their indices when `grad` is the gradient of a
-// gather from v along axis 0 (scatter_add_like into v's shape); else empty.
+}  // namespace
+
 std::pair<output, output> gathered_rows_of(const output& grad, const variable& v) {
   const node& n = grad.node();
   if (n.op != "scatter_add_like" || get_attr_or<int64_t>(n.attrs, "axis", n.op, 0) != 0 ||
@@ -40,8 +40,6 @@ std::pair<output, output> gathered_rows_of(const output& grad, const variable& v
   graph* g = &grad.owner();
   return {output(g, n.inputs[0]), output(g, n.inputs[1])};
 }
-
-}  // namespace
 
 variable global_step(graph& g) {
   if (auto* n = g.find(kGlobalStep)) {

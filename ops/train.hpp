@@ -39,10 +39,17 @@ struct optimizer_options {
   /// one shard of a partitioned one) is updated in those rows only, where the
   /// optimizer's row update gives exactly the dense result: sgd and adagrad,
   /// without weight decay or clipping. The others update every row.
+  /// sync_replicas also accumulates such gradients as rows. False makes
+  /// every update and accumulation dense.
   bool row_updates = true;
 };
 
 using grads_and_vars = std::vector<std::pair<output, variable>>;
+
+/// The gradient rows and their indices when `grad` is the gradient of a
+/// gather from `v` along axis 0 (a scatter_add_like into v's shape): an
+/// embedding table's, or one shard's. Both empty otherwise.
+std::pair<output, output> gathered_rows_of(const output& grad, const variable& v);
 
 class optimizer {
  public:

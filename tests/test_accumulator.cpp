@@ -7,6 +7,8 @@
 
 #include "actors/session.hpp"
 #include "ops/accumulator.hpp"
+#include "ops/array.hpp"
+#include "ops/op_util.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
@@ -259,4 +261,155 @@ TEST_CASE("an accumulator graph survives saving and loading") {
   CHECK(s.run_by_name({}, {"count"})[0].item<int32_t>() == 1);
   auto avg = s.run_by_name({{"num_required", tensor::scalar<int32_t>(1)}}, {"take"})[0];
   CHECK(avg.to_vector<float>() == std::vector<float>{2, 4});
+}
+
+namespace {
+
+// A sparse accumulator for a (6, 3) variable beside a dense one of the same
+// shape, fed the same gradients: rows, and rows scattered into (6, 3).
+struct sparse_graph {
+  graph g;
+  output acc, dense, rows, indices, local_step, num_required, count, dense_take;
+  accumulated_rows take;
+  operation apply, dense_apply;
+  explicit sparse_graph(dtype index_type = dtype::int64) {
+    acc = sparse_conditional_accumulator(g, dtype::float32, shape{6, 3}, "acc");
+    dense = conditional_accumulator(g, dtype::float32, shape{6, 3}, "dense");
+    rows = placeholder(g, dtype::float32, {-1, 3}, "rows");
+    indices = placeholder(g, index_type, {-1}, "indices");
+    local_step = placeholder(g, dtype::int64, {}, "local_step");
+    num_required = placeholder(g, dtype::int32, {}, "num_required");
+    apply = sparse_accumulator_apply_gradient(acc, local_step, rows, indices, "apply");
+    auto like = constant(g, tensor::zeros(dtype::float32, shape{6, 3}), "like");
+    dense_apply =
+        accumulator_apply_gradient(dense, local_step, scatter_add_like(rows, indices, like), "dense_apply");
+    take = sparse_accumulator_take_gradient(acc, num_required, "take");
+    dense_take = accumulator_take_gradient(dense, num_required, "dense_take");
+    count = accumulator_num_accumulated(acc, "count");
+  }
+  template <class I>
+  feed_list gradient(int64_t step, std::vector<float> r, std::vector<I> i) const {
+    auto n = static_cast<int64_t>(i.size());
+    return {{local_step, tensor::scalar<int64_t>(step)},
+            {rows, tensor::from_vector(r, shape{static_cast<int64_t>(r.size()) / 3, 3})},
+            {indices, tensor::from_vector(i, shape{n})}};
+  }
+  int32_t count_in(session& s) const { return s.eval(count).item<int32_t>(); }
+};
+
+// Rows whose sums round differently in another order.
+std::vector<float> rows_of(int n, float seed) {
+  std::vector<float> v;
+  for (int k = 0; k < 3 * n; ++k) v.push_back(seed * 0.1f + 0.37f * float(k) + 1e-7f * float(k * k));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a sparse accumulator averages gradient rows exactly as the dense one") {
+  sparse_graph t;
+  session s(t.g);
+  // Repeated rows within a gradient and across them; rows 1 and 4 never named.
+  std::vector<std::vector<int64_t>> ids = {{5, 0, 5, 2}, {3, 3, 3}, {0, 2, 5}};
+  for (size_t k = 0; k < ids.size(); ++k)
+    s.run(t.gradient(0, rows_of(static_cast<int>(ids[k].size()), float(k) + 0.3f), ids[k]), {},
+          {t.apply, t.dense_apply});
+  CHECK(t.count_in(s) == 3);
+  auto out = s.run({{t.num_required, tensor::scalar<int32_t>(3)}},
+                   {t.take.rows, t.take.indices, t.dense_take});
+  CHECK(out[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 3, 5});  // ascending, unique
+  REQUIRE(out[0].dims() == shape{4, 3});
+  // Scattered back, the rows are the dense average bit for bit, zeros elsewhere.
+  std::vector<float> scattered(18, 0.0f);
+  auto idx = out[1].to_vector<int64_t>();
+  auto rows = out[0].to_vector<float>();
+  for (size_t k = 0; k < idx.size(); ++k)
+    for (size_t j = 0; j < 3; ++j) scattered[static_cast<size_t>(idx[k]) * 3 + j] = rows[k * 3 + j];
+  CHECK(scattered == out[2].to_vector<float>());
+  // The take started step 1: a gradient of step 0 is dropped, one of step 1 counts.
+  CHECK(t.count_in(s) == 0);
+  s.run(t.gradient<int64_t>(0, {1, 2, 3}, {4}), {}, {t.apply});
+  CHECK(t.count_in(s) == 0);
+  s.run(t.gradient<int64_t>(1, {1, 2, 3}, {4}), {}, {t.apply});
+  auto next = s.run({{t.num_required, tensor::scalar<int32_t>(1)}}, {t.take.rows, t.take.indices});
+  CHECK(next[0].to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK(next[1].to_vector<int64_t>() == std::vector<int64_t>{4});
+}
+
+TEST_CASE("a sparse take waits for enough gradients; an empty gradient counts") {
+  sparse_graph t(dtype::int32);
+  session s(t.g);
+  auto waiting = s.run_async({{t.num_required, tensor::scalar<int32_t>(2)}},
+                             {t.take.rows, t.take.indices});
+  s.run(t.gradient<int32_t>(0, {}, {}), {}, {t.apply});  // a batch without rows
+  CHECK(waiting.wait_for(50ms) == std::future_status::timeout);
+  s.run(t.gradient<int32_t>(0, {2, 4, 6}, {1}), {}, {t.apply});
+  REQUIRE(waiting.wait_for(10s) == std::future_status::ready);
+  auto out = waiting.get();
+  CHECK(out[0].to_vector<float>() == std::vector<float>{1, 2, 3});  // divided by 2 gradients
+  CHECK(out[1].to_vector<int64_t>() == std::vector<int64_t>{1});
+}
+
+TEST_CASE("sparse accumulators refuse dense gradients, bad rows and bad indices, naming them") {
+  sparse_graph t;
+  // At build time: the other kind's ops, rows of the wrong width, float indices, unknown shapes.
+  auto grad = placeholder(t.g, dtype::float32, {6, 3}, "grad");
+  CHECK(contains(error_of([&] { accumulator_apply_gradient(t.acc, t.local_step, grad); }),
+                 "accumulator 'acc' holds row gradients: use the sparse_accumulator_ ops on it"));
+  CHECK(contains(error_of([&] { accumulator_take_gradient(t.acc, t.num_required); }),
+                 "the accumulator holds row gradients"));
+  CHECK(contains(
+      error_of([&] { sparse_accumulator_apply_gradient(t.dense, t.local_step, t.rows, t.indices); }),
+      "accumulator 'dense' holds dense gradients: use the accumulator_ ops on it"));
+  auto wide = placeholder(t.g, dtype::float32, {-1, 4}, "wide");
+  CHECK(contains(
+      error_of([&] { sparse_accumulator_apply_gradient(t.acc, t.local_step, wide, t.indices); }),
+      "rows: gradient is float32(?,4), the accumulator holds float32(?,3)"));
+  auto float_ids = placeholder(t.g, dtype::float32, {-1}, "float_ids");
+  CHECK(contains(
+      error_of([&] { sparse_accumulator_apply_gradient(t.acc, t.local_step, t.rows, float_ids); }),
+      "indices must be int32 or int64"));
+  CHECK(contains(error_of([&] { sparse_conditional_accumulator(t.g, dtype::float32, shape{-1, 3}); }),
+                 "a sparse accumulator needs the variable's full shape, of rank >= 1; got (?,3)"));
+  CHECK(contains(error_of([&] { sparse_conditional_accumulator(t.g, dtype::float32, shape{}); }),
+                 "of rank >= 1; got ()"));
+  // At run time: the step fails naming the node, and nothing is accumulated.
+  session s(t.g);
+  auto what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 2, 3}), {}, {t.apply}); });
+  CHECK(contains(what, "node 'apply' (sparse_accumulator_apply_gradient): [accumulator 'acc'] "
+                       "gradient rows are float32(2,3) for indices (3), the accumulator holds "
+                       "rows of float32(6,3)"));
+  what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 6}), {}, {t.apply}); });
+  CHECK(contains(what, "index 6 (at position 1) is out of range for 6 rows"));
+  what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(1, 1), {-1}), {}, {t.apply}); });
+  CHECK(contains(what, "index -1 (at position 0) is out of range"));
+  // A dense apply whose node claims a dense accumulator (as a forged file
+  // could) passes the shape check but not the accumulator's actor.
+  auto forged = make_op("accumulator_apply_gradient", {t.acc, t.local_step, grad},
+                        {{"dtype", dtype::float32}, {"shape", std::vector<int64_t>{6, 3}}}, "forged");
+  feed_list forged_feeds{{t.local_step, tensor::scalar<int64_t>(0)},
+                         {grad, tensor::zeros(dtype::float32, {6, 3})}};
+  // (Fetching the op, which has no outputs, is an error too, not a crash.)
+  CHECK(contains(error_of([&] { s.run(forged_feeds, {forged}); }),
+                 "fetch: node 'forged' (accumulator_apply_gradient) has no output 0; run it as a "
+                 "target"));
+  what = error_of([&] { s.run(forged_feeds, {}, {operation(&t.g, forged.ref().node)}); });
+  CHECK(contains(what, "node 'forged' (accumulator_apply_gradient): is not an op of sparse "
+                       "accumulator 'acc'"));
+  CHECK(t.count_in(s) == 0);
+  s.run(t.gradient<int64_t>(0, {1, 1, 1}, {2}), {}, {t.apply});
+  CHECK(t.count_in(s) == 1);
+}
+
+TEST_CASE("a sparse accumulator graph survives saving and loading") {
+  sparse_graph t;
+  auto loaded = deserialize_graph(serialize_graph(t.g), "sparse accumulator graph");
+  session s(*loaded);
+  s.run_by_name({{"local_step", tensor::scalar<int64_t>(0)},
+                 {"rows", tensor::from_vector<float>({2, 4, 6, 1, 1, 1}, shape{2, 3})},
+                 {"indices", tensor::from_vector<int64_t>({3, 3}, shape{2})}},
+                {}, {"apply"});
+  auto out = s.run_by_name({{"num_required", tensor::scalar<int32_t>(1)}}, {"take:0", "take:1"});
+  CHECK(out[0].to_vector<float>() == std::vector<float>{3, 5, 7});
+  CHECK(out[1].to_vector<int64_t>() == std::vector<int64_t>{3});
 }

@@ -11,6 +11,7 @@
 #include "ops/op_util.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
+#include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "test_util.hpp"
 
@@ -192,6 +193,66 @@ TEST_CASE("row updates are used only where they equal the dense update") {
   adagrad clipped(0.1, 0.1, 1e-10, clip);
   row_model c(clipped);
   CHECK(count_ops(c.g, "apply_adagrad") == 3);
+}
+
+namespace {
+
+// The row model trained synchronously by two replicas in one session: both
+// apply the gradients of their batches, then the chief averages and applies.
+struct sync_row_model {
+  graph g;
+  output ids, loss, table;
+  sync_replicas_ops sync;
+  operation init;
+  explicit sync_row_model(optimizer& opt) {
+    ids = placeholder(g, dtype::int64, {-1}, "ids");
+    auto parts = make_partitioned_variable(constant(g, table_values(11, 4)), 3, "table");
+    loss = reduce_sum(square(sub(embedding_lookup(parts, ids), scalar(g, 1.0f))));
+    sync = sync_replicas(opt, loss, 2, 2, "");
+    init = global_variables_initializer(g);
+    table = parts.value();
+  }
+  // One synchronous step; the losses of the two replicas.
+  std::pair<float, float> step(session& s, const tensor& ids_a, const tensor& ids_b) {
+    auto a = s.run_async({{ids, ids_a}}, {loss}, {sync.worker_train});
+    auto b = s.run_async({{ids, ids_b}}, {loss}, {sync.worker_train});
+    s.run({sync.chief_update});
+    return {a.get()[0].item<float>(), b.get()[0].item<float>()};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("synchronous training accumulates embedding gradients as rows, exactly as densely") {
+  std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}, {6, 6, 6}};
+  optimizer_options dense_options;
+  dense_options.row_updates = false;
+  // sgd and adagrad then update the averaged rows; momentum updates every row
+  // from the rows scattered back into the shard's shape.
+  for (std::string name : {"sgd", "adagrad", "momentum"}) {
+    CAPTURE(name);
+    auto by_rows = make_optimizer(name, 0.1);
+    auto dense = make_optimizer(name, 0.1, dense_options);
+    sync_row_model a(*by_rows), b(*dense);
+    CHECK(count_ops(a.g, "sparse_accumulator_apply_gradient") == 3);
+    CHECK(count_ops(a.g, "accumulator_apply_gradient") == 0);
+    CHECK(count_ops(b.g, "accumulator_apply_gradient") == 3);
+    CHECK(count_ops(b.g, "sparse_accumulator_apply_gradient") == 0);
+    if (name != "momentum") CHECK(count_ops(a.g, "apply_" + name + "_rows") == 3);
+    session sa(a.g), sb(b.g);
+    for (auto [s, m] : {std::pair{&sa, &a}, std::pair{&sb, &b}}) {
+      s->run({m->init});
+      s->run({m->sync.local_step_init});
+    }
+    for (size_t step = 0; step < 6; ++step) {
+      auto ids_a = ids_of(batches[step % batches.size()]);
+      auto ids_b = ids_of(batches[(step + 1) % batches.size()]);
+      CHECK(a.step(sa, ids_a, ids_b) == b.step(sb, ids_a, ids_b));  // bit for bit
+    }
+    CHECK(sa.eval(a.table).to_string() == sb.eval(b.table).to_string());
+    CHECK(sa.eval(a.sync.global_step.value()).item<int64_t>() == 6);
+    CHECK(sa.eval(a.table).to_string() != table_values(11, 4).to_string());  // it trained
+  }
 }
 
 TEST_CASE("row updates check their rows and indices, naming the node") {
