@@ -183,6 +183,14 @@ int main(int argc, char** argv) {
     add_row("embedding_step_ms_rows", by_rows, "ms", "AdaGrad on the 1024 rows named");
     add_row("embedding_step_ms_dense", dense, "ms", "the same step updating all 500K rows");
     add_row("embedding_rows_speedup", dense / by_rows, "x", "dense over row updates");
+    // The same table trained synchronously by 2 replicas (sync_replicas).
+    double sync_rows = sync_embedding_step_ms(true, 500000, 64, 1024, 30);
+    double sync_dense = sync_embedding_step_ms(false, 500000, 64, 1024, 10);
+    add_row("sync_embedding_step_ms_rows", sync_rows, "ms",
+            "2 replicas; sparse accumulators, row updates");
+    add_row("sync_embedding_step_ms_dense", sync_dense, "ms",
+            "the same with dense accumulators and updates");
+    add_row("sync_embedding_rows_speedup", sync_dense / sync_rows, "x", "dense over rows");
   }
 
   if (wanted("dist")) {

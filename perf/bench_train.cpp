@@ -1,6 +1,7 @@
 #include "perf/bench_train.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "actors/session.hpp"
@@ -9,6 +10,7 @@
 #include "ops/math.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
+#include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
 
@@ -50,29 +52,65 @@ std::optional<double> torch_train_step_ms(const std::string& model, int batch, i
       "torch_fmnist.py", model + " " + std::to_string(steps) + " " + std::to_string(batch), field);
 }
 
-double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps) {
+// loss = sum(lookup(ids)^2) over a rows x cols table in 4 shards.
+struct embedding_bench_model {
   graph g;
-  auto table = make_partitioned_variable(
-      g, shape{rows, cols}, 4,
-      [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 0.1, 3, k); },
-      "table");
-  auto ids = placeholder(g, dtype::int64, {batch}, "ids");
-  auto loss = reduce_sum(square(embedding_lookup(table, ids)));
-  optimizer_options options;
-  options.row_updates = by_rows;
-  auto train = adagrad(0.1, 0.1, 1e-10, options).minimize(loss);
-  session s(g);
-  s.run({global_variables_initializer(g)});
-  std::mt19937_64 rng(11);
-  tensor id_values(dtype::int64, {batch});
+  output ids, loss;
+  explicit embedding_bench_model(int64_t rows, int64_t cols, int batch) {
+    auto table = make_partitioned_variable(
+        g, shape{rows, cols}, 4,
+        [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 0.1, 3, k); },
+        "table");
+    ids = placeholder(g, dtype::int64, {batch}, "ids");
+    loss = reduce_sum(square(embedding_lookup(table, ids)));
+  }
+};
+
+tensor random_ids(int batch, int64_t rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  tensor ids(dtype::int64, {batch});
   for (int i = 0; i < batch; ++i)
-    id_values.mutable_data<int64_t>()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
-  feed_list feeds{{ids, id_values}};
+    ids.mutable_data<int64_t>()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  return ids;
+}
+
+double ms_per_step(int steps, const std::function<void()>& step) {
   int block = std::max(1, steps / 5);
   double secs = median_seconds(5, 1, [&] {
-    for (int i = 0; i < block; ++i) s.run(feeds, {loss}, {train});
+    for (int i = 0; i < block; ++i) step();
   });
   return 1000.0 * secs / block;
+}
+
+double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps) {
+  embedding_bench_model m(rows, cols, batch);
+  optimizer_options options;
+  options.row_updates = by_rows;
+  auto train = adagrad(0.1, 0.1, 1e-10, options).minimize(m.loss);
+  session s(m.g);
+  s.run({global_variables_initializer(m.g)});
+  feed_list feeds{{m.ids, random_ids(batch, rows, 11)}};
+  return ms_per_step(steps, [&] { s.run(feeds, {m.loss}, {train}); });
+}
+
+double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps) {
+  embedding_bench_model m(rows, cols, batch);
+  optimizer_options options;
+  options.row_updates = by_rows;
+  adagrad opt(0.1, 0.1, 1e-10, options);
+  auto sync = sync_replicas(opt, m.loss, 2, 2, "");
+  session s(m.g);
+  s.run({global_variables_initializer(m.g)});
+  s.run({sync.local_step_init});
+  feed_list feeds_a{{m.ids, random_ids(batch, rows, 11)}};
+  feed_list feeds_b{{m.ids, random_ids(batch, rows, 12)}};
+  return ms_per_step(steps, [&] {
+    auto a = s.run_async(feeds_a, {}, {sync.worker_train});
+    auto b = s.run_async(feeds_b, {}, {sync.worker_train});
+    s.run({sync.chief_update});
+    a.get();
+    b.get();
+  });
 }
 
 }  // namespace actorflow::bench

@@ -28,4 +28,10 @@ std::optional<double> torch_train_step_ms(const std::string& model, int batch, i
 /// every shard gets without them. The median of five blocks of `steps` / 5.
 double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps);
 
+/// The same table trained synchronously (sync_replicas) by two replicas in
+/// one process, `batch` ids each: milliseconds per synchronous step (both
+/// replicas' gradients, the chief's average and update). `by_rows`: sparse
+/// accumulators and row updates; false: dense accumulators and updates.
+double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps);
+
 }  // namespace actorflow::bench

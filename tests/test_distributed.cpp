@@ -20,6 +20,7 @@
 #include "ops/softmax.hpp"
 #include "ops/queue.hpp"
 #include "ops/state.hpp"
+#include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "apps/lib/child_process.hpp"
 #include "test_util.hpp"
@@ -382,9 +383,10 @@ namespace {
 struct embedding_model {
   output ids, loss;
   operation init, train;
+  sync_replicas_ops sync;  // with `synchronous`: two replicas, in place of train
 };
 
-embedding_model build_embedding_model(graph& g, bool placed) {
+embedding_model build_embedding_model(graph& g, bool placed, bool synchronous = false) {
   std::optional<graph::scope_guard> setter;
   if (placed) setter.emplace(g.device_function_scope(replica_device_setter(2, "/job:worker/task:0")));
   embedding_model m;
@@ -395,20 +397,41 @@ embedding_model build_embedding_model(graph& g, bool placed) {
   auto w = make_variable(glorot_uniform(g, {4, 1}, 5), "w");
   auto rows = reduce_sum(embedding_lookup(table, m.ids), {1});  // (batch, 4)
   m.loss = reduce_mean(square(sub(matmul(rows, w), scalar(g, 0.5f))));
-  m.train = sgd(0.3).minimize(m.loss);
+  sgd opt(0.3);
+  if (synchronous)
+    m.sync = sync_replicas(opt, m.loss, 2, 2, placed ? "/job:worker/task:0" : "");
+  else
+    m.train = opt.minimize(m.loss);
   m.init = global_variables_initializer(g);
   return m;
+}
+
+tensor embedding_ids(int step) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back((7 * i + 3 * step) % 30);
+  return tensor::from_vector(ids, shape{4, 2});
+}
+
+// Synchronous steps: both replicas apply their gradients, the chief averages.
+std::vector<float> sync_embedding_losses(session& s, const embedding_model& m) {
+  s.run({m.init});
+  s.run({m.sync.local_step_init});
+  std::vector<float> losses;
+  for (int step = 0; step < 5; ++step) {
+    auto a = s.run_async({{m.ids, embedding_ids(step)}}, {m.loss}, {m.sync.worker_train});
+    auto b = s.run_async({{m.ids, embedding_ids(step + 7)}}, {m.loss}, {m.sync.worker_train});
+    s.run({m.sync.chief_update});
+    losses.push_back(a.get().at(0).item<float>());
+    losses.push_back(b.get().at(0).item<float>());
+  }
+  return losses;
 }
 
 std::vector<float> embedding_losses(session& s, const embedding_model& m) {
   s.run({m.init});
   std::vector<float> losses;
-  for (int step = 0; step < 6; ++step) {
-    std::vector<int64_t> ids;
-    for (int i = 0; i < 8; ++i) ids.push_back((7 * i + 3 * step) % 30);
-    feed_list feeds = {{m.ids, tensor::from_vector(ids, shape{4, 2})}};
-    losses.push_back(s.run(feeds, {m.loss}, {m.train}).at(0).item<float>());
-  }
+  for (int step = 0; step < 6; ++step)
+    losses.push_back(s.run({{m.ids, embedding_ids(step)}}, {m.loss}, {m.train}).at(0).item<float>());
   return losses;
 }
 
@@ -452,6 +475,50 @@ TEST_CASE("an embedding split by rows over two ps tasks trains exactly as in one
   auto ps1 = c.start("ps", 1);
   session s(g, c.connect());
   auto losses = embedding_losses(s, m);
+  CHECK(losses == expected);  // bit for bit
+  CHECK(losses.back() < losses.front());
+}
+
+TEST_CASE("synchronous training of a split embedding accumulates rows on the ps tasks") {
+  graph local_graph;
+  auto local_model = build_embedding_model(local_graph, false, true);
+  session local(local_graph);
+  auto expected = sync_embedding_losses(local, local_model);
+
+  graph g;
+  auto m = build_embedding_model(g, true, true);
+  // Each shard's gradient rows go to a sparse accumulator beside the shard;
+  // the chief updates the averaged rows there. No shard-sized tensor is made
+  // or sent: every rows tensor crossing has an unknown first dim.
+  auto ops_on_ps = [&](run_signature sig) {
+    std::map<std::string, int> count;
+    for (auto& p : partition_graph(g, sig, "/job:worker/task:0").parts)
+      for (auto& n : p.g->nodes()) {
+        if (device_name::parse(p.task).job == "ps") ++count[n.op];
+        if (n.op == "recv" && n.outputs[0].dims.rank() == 2 && n.outputs[0].dims[1] == 4)
+          CHECK_MESSAGE(n.outputs[0].dims[0] == -1, n.name << " " << n.outputs[0].dims.to_string());
+      }
+    return count;
+  };
+  run_signature worker_step;
+  worker_step.feeds = {m.ids.ref()};
+  worker_step.targets = {m.sync.worker_train.id()};
+  auto on_ps = ops_on_ps(worker_step);
+  CHECK(on_ps["sparse_accumulator_apply_gradient"] == 3);
+  CHECK(on_ps["accumulator_apply_gradient"] == 1);  // w's, dense
+  CHECK(on_ps["scatter_add_like"] == 0);
+  run_signature chief_step;
+  chief_step.targets = {m.sync.chief_update.id()};
+  on_ps = ops_on_ps(chief_step);
+  CHECK(on_ps["sparse_accumulator_take_gradient"] == 3);
+  CHECK(on_ps["apply_sgd_rows"] == 3);
+  CHECK(on_ps["scatter_add_like"] == 0);
+
+  test_cluster c;
+  auto ps0 = c.start("ps", 0);
+  auto ps1 = c.start("ps", 1);
+  session s(g, c.connect());
+  auto losses = sync_embedding_losses(s, m);
   CHECK(losses == expected);  // bit for bit
   CHECK(losses.back() < losses.front());
 }
