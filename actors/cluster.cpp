@@ -1,6 +1,8 @@
 #include "actors/cluster.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -50,6 +52,12 @@ host_port host_port::parse(const std::string& text) {
 runtime_options cluster_runtime_options(int threads) {
   return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0,
                          .network_workers = 0};
+}
+
+caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,
+                                            const std::string& bind) {
+  if (rt.options().tls.enabled()) return caf::openssl::publish(server, port, bind.c_str(), true);
+  return rt.system().middleman().publish(server, port, bind.c_str(), true);
 }
 
 std::string task_name(const std::string& job, int index) {
@@ -154,7 +162,9 @@ caf::actor cluster_connection::connect(const std::string& task) {
   auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
   caf::actor server;
   for (;;) {
-    auto found = system.middleman().remote_actor(address.host, address.port);
+    auto found = runtime_->options().tls.enabled()
+                     ? caf::openssl::remote_actor(system, address.host, address.port)
+                     : system.middleman().remote_actor(address.host, address.port);
     if (found) {
       server = *found;
       break;

@@ -1,6 +1,8 @@
 #include "actors/runtime.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -16,6 +18,20 @@ namespace {
 int default_threads(int requested) {
   if (requested > 0) return requested;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// All three files must be given and readable: CAF would otherwise fail each
+// handshake later with an error that does not say which file is wrong.
+void check_tls_files(const tls_files& tls) {
+  for (auto [path, what, flag] : {std::tuple{&tls.certificate, "certificate", "--tls-cert"},
+                                  std::tuple{&tls.key, "private key", "--tls-key"},
+                                  std::tuple{&tls.ca_file, "CA file", "--tls-ca"}}) {
+    if (path->empty())
+      fail("runtime", std::string("TLS needs a certificate, a private key and a CA file; the ") +
+                          what + " (" + flag + ") is missing");
+    if (!std::ifstream(*path))
+      fail("runtime", std::string("cannot read the TLS ") + what + " '" + *path + "'");
+  }
 }
 
 }  // namespace
@@ -43,6 +59,13 @@ runtime::runtime(runtime_options options)
   // Networking, for clusters (actors/cluster.hpp): an idle multiplexer thread
   // until something publishes or connects.
   config_->load<caf::io::middleman>();
+  if (options_.tls.enabled()) {
+    check_tls_files(options_.tls);
+    config_->load<caf::openssl::manager>();
+    config_->openssl_certificate = options_.tls.certificate;
+    config_->openssl_key = options_.tls.key;
+    config_->openssl_cafile = options_.tls.ca_file;
+  }
   if (options_.network_workers >= 0)
     config_->set("middleman.workers", static_cast<size_t>(options_.network_workers));
   config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");

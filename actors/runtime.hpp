@@ -3,12 +3,24 @@
 #pragma once
 #include <caf/all.hpp>
 #include <memory>
+#include <string>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "devices/cpu/cpu_device.hpp"
 
 namespace actorflow {
+
+/// Mutual TLS for the connections between cluster tasks (CAF's OpenSSL
+/// module): this process's certificate and private key, and the CA file that
+/// every peer's certificate must chain to, all PEM files. Each side checks the
+/// other's certificate. All empty: plain TCP.
+struct tls_files {
+  std::string certificate;
+  std::string key;
+  std::string ca_file;
+  bool enabled() const { return !certificate.empty() || !key.empty() || !ca_file.empty(); }
+};
 
 struct runtime_options {
   /// CAF scheduler threads (actor message handling); 0 means one per core.
@@ -29,6 +41,9 @@ struct runtime_options {
   /// CAF's default (one on a small machine), 0 decodes them on the network
   /// thread itself, which saves a thread hand-off on every hop of a step.
   int network_workers = -1;
+  /// TLS for cluster connections; a runtime with TLS publishes and connects
+  /// only through it.
+  tls_files tls;
 };
 
 class runtime {

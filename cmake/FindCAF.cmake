@@ -6,7 +6,8 @@ find_library(CAF_IO_LIBRARY caf_io)
 find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 
 include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+                                  CAF_OPENSSL_LIBRARY)
 
 if(CAF_FOUND AND NOT TARGET CAF::core)
   add_library(CAF::core UNKNOWN IMPORTED)
@@ -15,10 +16,8 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   add_library(CAF::io UNKNOWN IMPORTED)
   set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
                                            INTERFACE_LINK_LIBRARIES CAF::core)
-  if(CAF_OPENSSL_LIBRARY)
-    add_library(CAF::openssl UNKNOWN IMPORTED)
-    set_target_properties(CAF::openssl PROPERTIES IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
-                                                  INTERFACE_LINK_LIBRARIES CAF::io)
-  endif()
+  add_library(CAF::openssl UNKNOWN IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+                                                INTERFACE_LINK_LIBRARIES CAF::io)
 endif()
 mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)

@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcaf-dev libssl-dev libtbb-dev libeigen3-dev libcapnp-dev capnproto doctest-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
+  openssl
   dataset-fashion-mnist
 )
 missing=()

@@ -107,10 +107,11 @@ struct test_cluster {
     REQUIRE(up);
     return p;
   }
-  std::shared_ptr<cluster_connection> connect(cluster_options options = {}) const {
+  std::shared_ptr<cluster_connection> connect(cluster_options options = {},
+                                              runtime_options rt = {}) const {
     if (options.connect_timeout > 10s) options.connect_timeout = 10s;
     return std::make_shared<cluster_connection>(
-        std::make_shared<runtime>(), cluster_spec::from_hosts(ps_hosts(), worker_hosts()),
+        std::make_shared<runtime>(rt), cluster_spec::from_hosts(ps_hosts(), worker_hosts()),
         "/job:worker/task:0", options);
   }
 };
@@ -120,6 +121,44 @@ std::string temp_dir(const std::string& name) {
              ("actorflow-" + name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
+}
+
+// A test CA, certificates it signs for a node and a client, and a
+// self-signed stranger, made with the openssl tool in `dir`.
+bool make_test_certificates(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::string script =
+      "cd '" + dir + "' && "
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+      "-subj /CN=actorflow-test-ca && "
+      "for n in node client; do "
+      "openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n && "
+      "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 2 "
+      "|| exit 1; done && "
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger.key -out stranger.pem -days 2 "
+      "-subj /CN=stranger";
+  return std::system(("(" + script + ") > openssl.log 2>&1").c_str()) == 0;
+}
+
+tls_files tls_of(const std::string& dir, const std::string& who, const std::string& ca = "ca") {
+  return {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"};
+}
+
+// Writes `rounds` runs of junk to 127.0.0.1:port, each closed mid-stream.
+void send_garbage(uint16_t port, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    std::string junk;
+    for (int i = 0; i < 64 * (round + 1); ++i)
+      junk.push_back(static_cast<char>((i * 7919 + round * 31) & 0xff));
+    (void)!write(fd, junk.data(), junk.size());
+    close(fd);
+  }
 }
 
 }  // namespace
@@ -641,22 +680,76 @@ TEST_CASE("with a secret, a peer must prove it; garbage on the port leaves the t
     auto e = error_of([&] { s.eval(y); });
     CHECK_MESSAGE(e.find("wrong cluster secret") != std::string::npos, e);
   }
-  // Random bytes, and a peer that disconnects mid-message.
-  for (int round = 0; round < 20; ++round) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(c.ps_port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    std::string junk;
-    for (int i = 0; i < 64 * (round + 1); ++i) junk.push_back(static_cast<char>((i * 7919 + round * 31) & 0xff));
-    (void)!write(fd, junk.data(), junk.size());
-    close(fd);
-  }
+  send_garbage(c.ps_port, 20);  // random bytes, and peers that disconnect mid-message
   cluster_options right;
   right.secret = "s3cret";
   session s(g, c.connect(right));
   CHECK(*s.eval(y).data<float>() == -2.0f);
   CHECK(ps->wait_exit(10ms) == -1);  // still running
+}
+
+TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed") {
+  auto dir = temp_dir("tls");
+  REQUIRE_MESSAGE(make_test_certificates(dir), "openssl failed; see " << dir << "/openssl.log");
+  test_cluster c;
+  auto node = tls_of(dir, "node");
+  auto ps = c.start("ps", 0, {"--tls-cert", node.certificate, "--tls-key", node.key, "--tls-ca",
+                              node.ca_file, "--secret", "s3cret"});
+  graph g;
+  output y;
+  {
+    auto on_ps = g.device_scope("/job:ps/task:0");
+    y = neg(scalar(g, 3.0f));
+  }
+  cluster_options refused;
+  refused.connect_timeout = 1s;
+  refused.secret = "s3cret";
+  auto client_runtime = cluster_runtime_options();
+  // A plain TCP client, and one whose certificate another CA signed.
+  for (auto tls : {tls_files{}, tls_of(dir, "stranger", "stranger")}) {
+    CAPTURE(tls.certificate);
+    client_runtime.tls = tls;
+    session s(g, c.connect(refused, client_runtime));
+    auto start = std::chrono::steady_clock::now();
+    auto e = error_of([&] { s.eval(y); });
+    CHECK_MESSAGE(e.find("cannot reach task /job:ps/task:0") != std::string::npos, e);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+  }
+  send_garbage(c.ps_port, 10);
+  // A client the CA signed runs steps; the secret is still asked for.
+  client_runtime.tls = tls_of(dir, "client");
+  {
+    session s(g, c.connect({}, client_runtime));
+    auto e = error_of([&] { s.eval(y); });
+    CHECK_MESSAGE(e.find("prove the cluster secret") != std::string::npos, e);
+  }
+  cluster_options right;
+  right.secret = "s3cret";
+  session s(g, c.connect(right, client_runtime));
+  for (int i = 0; i < 3; ++i) CHECK(*s.eval(y).data<float>() == -3.0f);
+  CHECK(ps->wait_exit(10ms) == -1);  // still running
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("TLS files are checked when the runtime starts, naming the one at fault") {
+  auto dir = temp_dir("tls-files");
+  REQUIRE(make_test_certificates(dir));
+  auto tls = tls_of(dir, "client");
+  tls.key.clear();
+  CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
+        "[runtime] TLS needs a certificate, a private key and a CA file; the private key "
+        "(--tls-key) is missing");
+  tls = tls_of(dir, "client");
+  tls.ca_file = dir + "/absent.pem";
+  CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
+        "[runtime] cannot read the TLS CA file '" + dir + "/absent.pem'");
+  // A node given a bad file says so and exits.
+  test_cluster c;
+  child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
+                      c.ps_hosts(), "--tls-cert", dir + "/node.pem", "--tls-key",
+                      dir + "/absent.key", "--tls-ca", dir + "/ca.pem"});
+  CHECK(node.wait_exit(20s) == 1);
+  CHECK_MESSAGE(node.output().find("cannot read the TLS private key") != std::string::npos,
+                node.output());
+  std::filesystem::remove_all(dir);
 }

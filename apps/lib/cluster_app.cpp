@@ -23,6 +23,11 @@ void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   app.add_option("--secret", flags.secret, "shared secret peers must prove")->group(group);
   app.add_option("--secret-file", flags.secret_file, "file holding the shared secret")
       ->group(group);
+  app.add_option("--tls-cert", flags.tls.certificate, "TLS: this task's certificate (PEM)")
+      ->group(group);
+  app.add_option("--tls-key", flags.tls.key, "TLS: this task's private key (PEM)")->group(group);
+  app.add_option("--tls-ca", flags.tls.ca_file, "TLS: the CA peers' certificates must chain to")
+      ->group(group);
 }
 
 cluster_setup resolve_cluster(const cluster_flags& flags) {
@@ -38,12 +43,19 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
     if (setup.job.empty()) setup.job = job;
     if (task >= 0 && flags.job.empty()) setup.task = task;
   }
+  setup.tls = flags.tls;
   if (!flags.secret_file.empty()) setup.secret = read_secret_file(flags.secret_file);
   else setup.secret = flags.secret;
   if (!setup.enabled()) return setup;
   if (setup.job.empty()) fail("cluster", "--job is needed with a cluster (ps or worker)");
   setup.spec.address(setup.task_name());  // throws for an unknown job or task
   return setup;
+}
+
+runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
+  auto options = cluster_runtime_options(threads);
+  options.tls = setup.tls;
+  return options;
 }
 
 int serve_task(const cluster_setup& setup, const std::string& bind,
@@ -54,11 +66,11 @@ int serve_task(const cluster_setup& setup, const std::string& bind,
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto rt = std::make_shared<runtime>(cluster_runtime_options(threads));
+  auto rt = std::make_shared<runtime>(task_runtime_options(setup, threads));
   task_server_options options{setup.task_name(), setup.secret, checkpoint_dir};
   auto server = spawn_task_server(*rt, options);
   auto address = setup.spec.address(setup.task_name());
-  auto port = rt->system().middleman().publish(server, address.port, bind.c_str(), true);
+  auto port = publish_task_server(*rt, server, address.port, bind);
   if (!port) {
     caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
     std::cerr << "error: " << setup.task_name() << " cannot listen on " << bind << ":"

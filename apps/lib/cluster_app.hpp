@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/cluster.hpp"
+#include "actors/runtime.hpp"
 
 namespace actorflow::apps {
 
@@ -18,6 +19,7 @@ struct cluster_flags {
   std::string bind = "127.0.0.1";
   std::string secret;
   std::string secret_file;
+  tls_files tls;
 };
 
 /// Adds the flags to `app` (group "Cluster").
@@ -28,6 +30,7 @@ struct cluster_setup {
   std::string job;
   int task = 0;
   std::string secret;
+  tls_files tls;
   bool enabled() const { return !spec.jobs().empty(); }
   std::string task_name() const { return actorflow::task_name(job, task); }
 };
@@ -36,6 +39,10 @@ struct cluster_setup {
 /// given; disabled when neither names one. Throws "[cluster] ..." for a
 /// malformed description, an unknown job or a task index out of range.
 cluster_setup resolve_cluster(const cluster_flags& flags);
+
+/// The runtime options of a cluster task (cluster_runtime_options) with the
+/// setup's TLS files.
+runtime_options task_runtime_options(const cluster_setup& setup, int threads);
 
 /// Serves this task (actors/task_server.hpp) on its port, bound to `bind`,
 /// until SIGINT or SIGTERM; prints "... serving on HOST:PORT" once it listens.

@@ -193,7 +193,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   const bool chief = setup.task == 0;
   const int aggregated = c.sync ? workers - c.backup_workers : 1;
 
-  auto rt = std::make_shared<runtime>(cluster_runtime_options(c.threads));
+  auto rt = std::make_shared<runtime>(task_runtime_options(setup, c.threads));
   auto data = load_fashion_mnist(c.data_dir);
   // Each worker reads its own shuffle of the training set.
   auto train_data = std::make_shared<dataset>(
