@@ -722,7 +722,6 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
     CHECK_MESSAGE(e.find("cannot reach task /job:") != std::string::npos, e);
     CHECK(std::chrono::steady_clock::now() - start < 10s);
   }
-  send_garbage(c.ps_port, 10);
   // A client the CA signed runs steps; the secret is still asked for.
   client_runtime.tls = tls_of(dir, "client");
   {
@@ -733,7 +732,14 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
   cluster_options right;
   right.secret = "s3cret";
   session s(g, c.connect(right, client_runtime));
-  for (int i = 0; i < 3; ++i) CHECK(*s.eval(y).data<float>() == -3.0f);
+  CHECK(*s.eval(y).data<float>() == -3.0f);
+  // Garbage fails TLS handshakes on the tasks' network threads; the
+  // connections already up must not pay for it (actors/tls_error_queue.cpp).
+  for (int round = 0; round < 5; ++round) {
+    send_garbage(c.ps_port, 3);
+    send_garbage(c.worker1_port, 3);
+    for (int i = 0; i < 3; ++i) CHECK(*s.eval(y).data<float>() == -3.0f);
+  }
   CHECK(ps->wait_exit(10ms) == -1);  // still running
   CHECK(worker1->wait_exit(10ms) == -1);
   std::filesystem::remove_all(dir);
