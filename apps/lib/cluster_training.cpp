@@ -132,10 +132,14 @@ class recovering_runner {
 // The chief's side of synchronous training: one aggregation per global step,
 // until the last; then the token queue closes so that no worker waits on.
 void run_aggregation(session& s, cluster_graph& t, recovering_runner& run, int64_t last_step,
-                     std::atomic<bool>& failed) {
+                     std::atomic<bool>& failed, const std::atomic<bool>& stop) {
   try {
     for (;;) {
-      auto r = run([&] { return s.run({}, {t.sync->chief_step}, {t.sync->chief_update}); });
+      auto r = run([&] {
+        // Checked on every try, so that a stop also ends the retries.
+        if (stop) fail("train", "the chief's training loop stopped");
+        return s.run({}, {t.sync->chief_step}, {t.sync->chief_update});
+      });
       if (r[0].item<int64_t>() >= last_step) break;
     }
     s.run({t.sync->close_tokens});
@@ -231,10 +235,22 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   if (t.sync) run([&] { s.run({t.sync->local_step_init}); return 0; });
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
-  std::atomic<bool> aggregation_failed{false};
+  std::atomic<bool> aggregation_failed{false}, stop_aggregation{false};
   std::thread aggregation;
   if (chief && t.sync)
-    aggregation = std::thread([&] { run_aggregation(s, t, run, last_step, aggregation_failed); });
+    aggregation = std::thread(
+        [&] { run_aggregation(s, t, run, last_step, aggregation_failed, stop_aggregation); });
+  // Joined on every way out, errors included: a std::thread still joinable
+  // when destroyed ends the process. A stopped aggregation finishes within
+  // its current step (at most the step timeout).
+  struct joiner {
+    std::thread& thread;
+    std::atomic<bool>& stop;
+    ~joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } join_aggregation{aggregation, stop_aggregation};
 
   std::unique_ptr<train_report> report;
   if (chief) {
@@ -284,7 +300,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     }
   }
   reader.stop();
-  if (aggregation.joinable()) aggregation.join();
+  if (aggregation.joinable()) aggregation.join();  // it ends after the last step
   if (aggregation_failed) return 1;
   double seconds = now_seconds() - start;
   double examples = seconds > 0 ? double(steps_run * c.batch) / seconds : 0;
