@@ -140,3 +140,22 @@ TEST_CASE("kill -9 of a ps task: restarted, it restores its shard and training c
   // between steps just reconnects on its next step.
   CHECK(chief->output().find("error") == std::string::npos);
 }
+
+TEST_CASE("a ps task that never comes back: the synchronous chief fails cleanly within its recovery time") {
+  train_cluster c(1, 2);
+  auto ps = c.ps(0);
+  std::vector<std::string> flags{"--sync", "--max-steps", "100000", "--recovery-seconds", "3"};
+  auto chief = c.worker(0, flags);
+  auto w1 = c.worker(1, flags);
+  REQUIRE(chief->wait_for("until step", 60s));
+  std::this_thread::sleep_for(2s);
+  ps->kill_now();
+  // An error and exit status 1; before, the aggregation thread's end killed
+  // the process with SIGABRT.
+  int status = chief->wait_exit(120s);
+  INFO("chief:\n" << chief->output());
+  CHECK(status == 1);
+  CHECK(chief->output().find("error:") != std::string::npos);
+  CHECK(chief->output().find("terminate called") == std::string::npos);
+  w1->kill_now();
+}
