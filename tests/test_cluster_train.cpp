@@ -42,14 +42,23 @@ struct train_cluster {
     return {ACTORFLOW_TRAIN_BINARY, "--job", job, "--task", std::to_string(task), "--ps-hosts",
             hosts(ps_ports), "--worker-hosts", hosts(worker_ports), "--threads", "1"};
   }
-  std::unique_ptr<child_process> ps(int task, std::vector<std::string> extra = {}) const {
-    auto argv = args("ps", task);
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<child_process>(argv);
-    bool up = p->wait_for("serving on", 20s);
-    INFO(p->output());
-    REQUIRE(up);
-    return p;
+  // Starts ps task `task`; if another process took its port meanwhile, it
+  // gets a fresh one (workers are started after the ps tasks).
+  std::unique_ptr<child_process> ps(int task, std::vector<std::string> extra = {}) {
+    for (int attempt = 0;; ++attempt) {
+      auto argv = args("ps", task);
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto p = std::make_unique<child_process>(argv);
+      bool up = p->wait_for("serving on", 20s);
+      if (!up && attempt < 3 && p->output().find("cannot listen") != std::string::npos) {
+        p->stop();
+        ps_ports[static_cast<size_t>(task)] = free_port();
+        continue;
+      }
+      INFO(p->output());
+      REQUIRE(up);
+      return p;
+    }
   }
   std::unique_ptr<child_process> worker(int task, std::vector<std::string> extra) const {
     auto argv = args("worker", task);

@@ -95,17 +95,30 @@ struct test_cluster {
   std::string worker_hosts() const {
     return "127.0.0.1:" + std::to_string(client_port) + ",127.0.0.1:" + std::to_string(worker1_port);
   }
+  uint16_t& port_of(const std::string& job, int task) {
+    if (job == "ps") return task == 0 ? ps_port : ps1_port;
+    return task == 0 ? client_port : worker1_port;
+  }
+  // Starts a task; if another process took its port meanwhile, the task gets
+  // a fresh one (the client reads the ports when it connects).
   std::unique_ptr<child_process> start(const std::string& job, int task,
-                                       std::vector<std::string> extra = {}) const {
-    std::vector<std::string> argv{ACTORFLOW_NODE_BINARY, "--job", job, "--task", std::to_string(task),
-                                  "--ps-hosts", ps_hosts(), "--worker-hosts", worker_hosts(),
-                                  "--threads", "2"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<child_process>(argv);
-    bool up = p->wait_for("serving on", 20s);
-    INFO("output of " << job << "/" << task << ":\n" << p->output());
-    REQUIRE(up);
-    return p;
+                                       std::vector<std::string> extra = {}) {
+    for (int attempt = 0;; ++attempt) {
+      std::vector<std::string> argv{ACTORFLOW_NODE_BINARY, "--job", job, "--task", std::to_string(task),
+                                    "--ps-hosts", ps_hosts(), "--worker-hosts", worker_hosts(),
+                                    "--threads", "2"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto p = std::make_unique<child_process>(argv);
+      bool up = p->wait_for("serving on", 20s);
+      if (!up && attempt < 3 && p->output().find("cannot listen") != std::string::npos) {
+        p->stop();
+        port_of(job, task) = free_port();
+        continue;
+      }
+      INFO("output of " << job << "/" << task << ":\n" << p->output());
+      REQUIRE(up);
+      return p;
+    }
   }
   std::shared_ptr<cluster_connection> connect(cluster_options options = {},
                                               runtime_options rt = {}) const {

@@ -14,7 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -134,22 +137,41 @@ class child_process {
   std::string output_;
 };
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-inline uint16_t free_port() {
+// Whether a TCP listener could bind 127.0.0.1:port just now.
+inline bool port_is_free(uint16_t port) {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) throw std::runtime_error("socket failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(s);
-    throw std::runtime_error("no free port on 127.0.0.1");
-  }
+  addr.sin_port = htons(port);
+  bool free = bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   close(s);
-  return ntohs(addr.sin_port);
+  return free;
+}
+
+// The first port the kernel hands to outgoing connections (Linux's
+// ip_local_port_range; 32768 when it cannot be read).
+inline int first_ephemeral_port() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return range >> low && low > 0 ? low : 32768;
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a server started
+/// next. It lies below the kernel's range for outgoing connections, so that
+/// no client's connection (the caller's own among them) can take it before
+/// the server binds it, as a port the kernel picked could be; the random
+/// pick keeps processes that look for ports at once apart.
+inline uint16_t free_port() {
+  static std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  int high = first_ephemeral_port();
+  int low = std::max(1024, high - 12000);
+  for (int attempt = 0; attempt < 500 && high > low; ++attempt) {
+    auto port = static_cast<uint16_t>(low + static_cast<int>(pick() % static_cast<unsigned>(high - low)));
+    if (port_is_free(port)) return port;
+  }
+  throw std::runtime_error("no free port on 127.0.0.1 below " + std::to_string(high));
 }
 
 }  // namespace actorflow::apps
