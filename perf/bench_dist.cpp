@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "apps/lib/fmnist_models.hpp"
 #include "perf/bench_train.hpp"
 #include "apps/lib/child_process.hpp"
+#include "apps/lib/test_certificates.hpp"
 #include "perf/bench_util.hpp"
 
 namespace actorflow::bench {
@@ -89,7 +91,8 @@ struct ps_cluster {
   }
 };
 
-std::unique_ptr<ps_cluster> start_ps_cluster() {
+// `extra` flags go to every task (TLS files, say).
+std::unique_ptr<ps_cluster> start_ps_cluster(const std::vector<std::string>& extra = {}) {
   const std::string binary = ACTORFLOW_NODE_BINARY;
   if (access(binary.c_str(), X_OK) != 0)
     throw std::runtime_error("actorflow-node not found at " + binary + " (build it)");
@@ -103,9 +106,11 @@ std::unique_ptr<ps_cluster> start_ps_cluster() {
     c->spec = cluster_spec::from_hosts(hosts(c->ps_ports), hosts(c->worker_ports));
     bool up = true, port_taken = false;
     for (int t = 0; t < num_ps && up; ++t) {
-      c->tasks.push_back(std::make_unique<child_process>(std::vector<std::string>{
-          binary, "--job", "ps", "--task", std::to_string(t), "--ps-hosts", hosts(c->ps_ports),
-          "--worker-hosts", hosts(c->worker_ports), "--threads", "1"}));
+      std::vector<std::string> argv{binary, "--job", "ps", "--task", std::to_string(t),
+                                    "--ps-hosts", hosts(c->ps_ports), "--worker-hosts",
+                                    hosts(c->worker_ports), "--threads", "1"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      c->tasks.push_back(std::make_unique<child_process>(argv));
       auto& p = *c->tasks.back();
       if (!p.wait_for("serving on", 20s)) {
         up = false;
@@ -157,8 +162,8 @@ null_model build_null_model(graph& g) {
   return m;
 }
 
-double null_step_ms_one_worker(const ps_cluster& c) {
-  auto cluster = connect_as_worker(c, 0);
+double null_step_ms_one_worker(const ps_cluster& c, runtime_options options = cluster_runtime_options()) {
+  auto cluster = connect_as_worker(c, 0, options);
   graph g;
   auto m = build_null_model(g);
   session s(g, cluster);
@@ -370,8 +375,8 @@ double dist_mlp_examples_per_s(const ps_cluster& c) {
 
 // ---- 64 MiB from the worker to a PS task -----------------------------------
 
-double transfer_gbps(const ps_cluster& c) {
-  auto cluster = connect_as_worker(c, 0);
+double transfer_gbps(const ps_cluster& c, runtime_options options = cluster_runtime_options()) {
+  auto cluster = connect_as_worker(c, 0, options);
   graph g;
   const int64_t n = static_cast<int64_t>(transfer_bytes / sizeof(float));
   auto x = placeholder(g, dtype::float32, {n}, "big");
@@ -510,6 +515,37 @@ void measure(std::optional<double>& into, std::vector<std::string>& errors, cons
   }
 }
 
+// The null step and the transfer again, with every connection over mutual
+// TLS (test certificates made here; skipped, with a reason, without openssl).
+void measure_tls(dist_figures& out) {
+  auto dir = (std::filesystem::temp_directory_path() /
+              ("actorflow-bench-tls-" + std::to_string(getpid())))
+                 .string();
+  if (!apps::make_test_certificates(dir)) {
+    out.errors.push_back("TLS: cannot make test certificates with openssl (see " + dir +
+                         "/openssl.log)");
+    return;
+  }
+  auto node = apps::test_tls_files(dir, "node");
+  auto client = cluster_runtime_options();
+  client.tls = apps::test_tls_files(dir, "client");
+  std::unique_ptr<ps_cluster> cluster;
+  try {
+    cluster = start_ps_cluster(
+        {"--tls-cert", node.certificate, "--tls-key", node.key, "--tls-ca", node.ca_file});
+  } catch (const std::exception& e) {
+    out.errors.push_back(std::string("TLS: ") + e.what());
+  }
+  if (cluster) {
+    measure(out.null_step_ms_1w_2ps_tls, out.errors, "null step over TLS",
+            [&] { return null_step_ms_one_worker(*cluster, client); });
+    measure(out.transfer_gbps_tls, out.errors, "64 MiB transfer over TLS",
+            [&] { return transfer_gbps(*cluster, client); });
+    cluster.reset();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 dist_figures dist_benchmarks() {
@@ -536,6 +572,7 @@ dist_figures dist_benchmarks() {
         out.errors.push_back("a PS task exited during the benchmark: " + tail(t->output()));
     cluster.reset();  // stops and reaps the tasks
   }
+  measure_tls(out);
   measure(out.tcp_gbps, out.errors, "tcp loopback", [] { return tcp_loopback_gbps(); });
   measure(out.mlp_examples_per_s, out.errors, "single-process MLP",
           [] { return 128 * 1000.0 / train_step_ms("mlp", 128, 100); });

@@ -8,6 +8,7 @@
 //   connections); beside the round trip of a bare CAF message to a PS task.
 // - A 64 MiB float32 tensor fed on the worker and consumed on a PS task,
 //   beside a plain TCP loopback copy of the same bytes.
+// - The 1-worker null step and the transfer again over mutual TLS.
 // - Synchronous data-parallel training of the Fashion-MNIST MLP (Adam, batch
 //   128 per worker): 2 workers (each its own CAF node) with every variable on
 //   one PS task, beside the single-process MLP in the same run.
@@ -26,6 +27,9 @@ struct dist_figures {
   /// -> done).
   std::optional<double> caf_round_trip_ms;
   std::optional<double> transfer_gbps;  // 1e9 bytes per second
+  /// The same two, with every connection over mutual TLS.
+  std::optional<double> null_step_ms_1w_2ps_tls;
+  std::optional<double> transfer_gbps_tls;
   std::optional<double> tcp_gbps;
   /// Examples per second over both workers, and of one process alone.
   std::optional<double> dist_mlp_examples_per_s;

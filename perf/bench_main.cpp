@@ -216,6 +216,11 @@ int main(int argc, char** argv) {
     if (d.transfer_gbps && d.tcp_gbps)
       add_row("transfer_ratio_of_tcp", *d.transfer_gbps / *d.tcp_gbps, "x",
               "target >= 0.5");
+    if (d.null_step_ms_1w_2ps_tls)
+      add_row("null_step_ms_1w_2ps_tls", *d.null_step_ms_1w_2ps_tls, "ms",
+              "the 1-worker null step over mutual TLS");
+    if (d.transfer_gbps_tls)
+      add_row("transfer_gbps_tls", *d.transfer_gbps_tls, "GB/s", "the 64 MiB transfer over mutual TLS");
     if (d.dist_mlp_examples_per_s)
       add_row("dist_mlp_examples_per_s", *d.dist_mlp_examples_per_s, "ex/s",
               "sync MLP, 2 workers + 1 PS (Adam, batch 128 each), shared cores");

@@ -23,12 +23,15 @@
 #include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "apps/lib/child_process.hpp"
+#include "apps/lib/test_certificates.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
 using actorflow::apps::child_process;
 using actorflow::testing::error_of;
 using actorflow::apps::free_port;
+using actorflow::apps::make_test_certificates;
+using actorflow::apps::test_tls_files;
 using namespace std::chrono_literals;
 
 namespace {
@@ -134,27 +137,6 @@ std::string temp_dir(const std::string& name) {
              ("actorflow-" + name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
-}
-
-// A test CA, certificates it signs for a node and a client, and a
-// self-signed stranger, made with the openssl tool in `dir`.
-bool make_test_certificates(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  std::string script =
-      "cd '" + dir + "' && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-      "-subj /CN=actorflow-test-ca && "
-      "for n in node client; do "
-      "openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n && "
-      "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 2 "
-      "|| exit 1; done && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger.key -out stranger.pem -days 2 "
-      "-subj /CN=stranger";
-  return std::system(("(" + script + ") > openssl.log 2>&1").c_str()) == 0;
-}
-
-tls_files tls_of(const std::string& dir, const std::string& who, const std::string& ca = "ca") {
-  return {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"};
 }
 
 // Writes `rounds` runs of junk to 127.0.0.1:port, each closed mid-stream.
@@ -705,7 +687,7 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
   auto dir = temp_dir("tls");
   REQUIRE_MESSAGE(make_test_certificates(dir), "openssl failed; see " << dir << "/openssl.log");
   test_cluster c;
-  auto node = tls_of(dir, "node");
+  auto node = test_tls_files(dir, "node");
   std::vector<std::string> flags{"--tls-cert", node.certificate, "--tls-key", node.key,
                                  "--tls-ca",   node.ca_file,     "--secret",  "s3cret"};
   auto ps = c.start("ps", 0, flags);
@@ -726,7 +708,7 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
   refused.secret = "s3cret";
   auto client_runtime = cluster_runtime_options();
   // A plain TCP client, and one whose certificate another CA signed.
-  for (auto tls : {tls_files{}, tls_of(dir, "stranger", "stranger")}) {
+  for (auto tls : {tls_files{}, test_tls_files(dir, "stranger", "stranger")}) {
     CAPTURE(tls.certificate);
     client_runtime.tls = tls;
     session s(g, c.connect(refused, client_runtime));
@@ -736,7 +718,7 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
     CHECK(std::chrono::steady_clock::now() - start < 10s);
   }
   // A client the CA signed runs steps; the secret is still asked for.
-  client_runtime.tls = tls_of(dir, "client");
+  client_runtime.tls = test_tls_files(dir, "client");
   {
     session s(g, c.connect({}, client_runtime));
     auto e = error_of([&] { s.eval(y); });
@@ -761,12 +743,12 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
 TEST_CASE("TLS files are checked when the runtime starts, naming the one at fault") {
   auto dir = temp_dir("tls-files");
   REQUIRE(make_test_certificates(dir));
-  auto tls = tls_of(dir, "client");
+  auto tls = test_tls_files(dir, "client");
   tls.key.clear();
   CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
         "[runtime] TLS needs a certificate, a private key and a CA file; the private key "
         "(--tls-key) is missing");
-  tls = tls_of(dir, "client");
+  tls = test_tls_files(dir, "client");
   tls.ca_file = dir + "/absent.pem";
   CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
         "[runtime] cannot read the TLS CA file '" + dir + "/absent.pem'");
