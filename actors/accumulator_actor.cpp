@@ -144,25 +144,13 @@ class accumulator_actor : public caf::event_based_actor {
   // The variable row of each gradient row, after checking both tensors.
   std::vector<int64_t> checked_rows(const tensor& rows, const tensor& indices) const {
     if (!rows.valid() || !indices.valid()) fail(where(), "the gradient rows or indices are empty");
-    if (indices.type() != dtype::int32 && indices.type() != dtype::int64)
-      fail(where(), "indices must be int32 or int64, got " + spec_text(indices));
-    std::vector<int64_t> want(indices.dims().dims().begin(), indices.dims().dims().end());
-    want.insert(want.end(), spec_.dims.dims().begin() + 1, spec_.dims.dims().end());
-    if (rows.type() != spec_.type || rows.dims() != shape(want))
+    detail::check_index_type(indices.type(), where());
+    if (rows.type() != spec_.type ||
+        rows.dims() != detail::gathered_rows_shape(indices.dims(), spec_.dims))
       fail(where(), "gradient rows are " + spec_text(rows) + " for indices " +
                         indices.dims().to_string() + ", the accumulator holds rows of " +
                         spec_.to_string());
-    std::vector<int64_t> index(static_cast<size_t>(indices.num_elements()));
-    detail::visit_index(indices.type(), [&](auto tag) {
-      const auto* p = indices.data<decltype(tag)>();
-      for (size_t j = 0; j < index.size(); ++j) {
-        if (p[j] < 0 || p[j] >= spec_.dims[0])
-          fail(where(), "index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
-                            ") is out of range for " + std::to_string(spec_.dims[0]) + " rows");
-        index[j] = p[j];
-      }
-    });
-    return index;
+    return detail::checked_indices(indices, 0, spec_.dims[0], "the accumulator's rows", where());
   }
 
   reply take(const tensor& num_required, const std::string& who, const step_key& key) {

@@ -8,7 +8,7 @@ namespace actorflow {
 namespace {
 
 attr_map attrs_of(const tensor_spec& spec, bool sparse = false) {
-  attr_map attrs{{"dtype", spec.type}, {"shape", std::vector<int64_t>(spec.dims.dims().begin(), spec.dims.dims().end())}};
+  attr_map attrs{{"dtype", spec.type}, {"shape", spec.dims.dims()}};
   if (sparse) attrs["sparse"] = true;  // absent on dense ones, as in older graphs
   return attrs;
 }
@@ -69,13 +69,6 @@ std::vector<tensor_spec> take_spec(const shape_context& c) {
   return {accumulator_spec_of(c.attrs, c.op)};
 }
 
-// The shape of gradient rows for `indices` into a variable of `var` dims.
-shape rows_shape(const shape& indices, const shape& var) {
-  std::vector<int64_t> dims(indices.dims().begin(), indices.dims().end());
-  dims.insert(dims.end(), var.dims().begin() + 1, var.dims().end());
-  return shape(dims);
-}
-
 std::vector<tensor_spec> sparse_apply_spec(const shape_context& c) {
   check_kind(c.attrs, true, c.op);
   check_scalar(c.inputs[1], dtype::int64, "local_step", c.op);
@@ -83,7 +76,7 @@ std::vector<tensor_spec> sparse_apply_spec(const shape_context& c) {
   auto& rows = c.inputs[2];
   auto& indices = c.inputs[3];
   detail::check_index_type(indices.type, c.op);
-  check_gradient({spec.type, rows_shape(indices.dims, spec.dims)}, rows, c.op, "rows: ");
+  check_gradient({spec.type, detail::gathered_rows_shape(indices.dims, spec.dims)}, rows, c.op, "rows: ");
   return {};
 }
 
@@ -91,7 +84,7 @@ std::vector<tensor_spec> sparse_take_spec(const shape_context& c) {
   check_kind(c.attrs, true, c.op);
   check_scalar(c.inputs[1], dtype::int32, "num_required", c.op);
   auto spec = accumulator_spec_of(c.attrs, c.op);
-  return {{spec.type, rows_shape(shape{-1}, spec.dims)}, {dtype::int64, shape{-1}}};
+  return {{spec.type, detail::gathered_rows_shape(shape{-1}, spec.dims)}, {dtype::int64, shape{-1}}};
 }
 
 std::vector<tensor_spec> set_step_spec(const shape_context& c) {

@@ -257,8 +257,19 @@ void check_index_type(dtype t, const std::string& op) {
     fail(op, std::string("indices must be int32 or int64, got ") + dtype_name(t));
 }
 
+shape gathered_rows_shape(const shape& indices, const shape& var) {
+  std::vector<int64_t> dims(indices.dims().begin(), indices.dims().end());
+  dims.insert(dims.end(), var.dims().begin() + 1, var.dims().end());
+  return shape(dims);
+}
+
 std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
                                      int64_t d, const std::string& where) {
+  return checked_indices(indices, axis, d, where, ctx.op);
+}
+
+std::vector<int64_t> checked_indices(const tensor& indices, int axis, int64_t d,
+                                     const std::string& where, const std::string& fail_as) {
   int64_t n = indices.num_elements();
   std::vector<int64_t> idx(static_cast<size_t>(n));
   visit_index(indices.type(), [&](auto tag) {
@@ -266,9 +277,9 @@ std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& in
     const I* p = indices.data<I>();
     for (int64_t j = 0; j < n; ++j) {
       if (p[j] < 0 || p[j] >= d)
-        ctx.fail("index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
-                 ") is out of range for axis " + std::to_string(axis) + " of size " +
-                 std::to_string(d) + " in " + where);
+        fail(fail_as, "index " + std::to_string(p[j]) + " (at position " + std::to_string(j) +
+                          ") is out of range for axis " + std::to_string(axis) + " of size " +
+                          std::to_string(d) + " in " + where);
       idx[static_cast<size_t>(j)] = p[j];
     }
   });

@@ -86,6 +86,14 @@ decltype(auto) visit_index(dtype t, F&& f) {
 /// position, the axis and `where`.
 std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
                                      int64_t d, const std::string& where);
+/// The same outside a kernel: the error is "[fail_as] index ...".
+std::vector<int64_t> checked_indices(const tensor& indices, int axis, int64_t d,
+                                     const std::string& where, const std::string& fail_as);
+
+/// The shape of the rows a gather along axis 0 takes from a variable of
+/// shape `var` at `indices`: indices' dims, then var's dims after the first
+/// (the shape of a row gradient, too).
+shape gathered_rows_shape(const shape& indices, const shape& var);
 
 /// The rows of one row gradient with repeated indices summed (in arrival
 /// order, as the dense gradient sums them), by ascending variable row.

@@ -243,9 +243,8 @@ std::vector<tensor_spec> row_optimizer_spec(const shape_context& c) {
     c.fail("variable must be float32 or float64, got " + var.to_string());
   if (var.dims.rank() < 1) c.fail("variable must have rows (rank >= 1), got " + var.to_string());
   detail::check_index_type(indices.type, c.op);
-  std::vector<int64_t> want = indices.dims.dims();
-  want.insert(want.end(), var.dims.dims().begin() + 1, var.dims.dims().end());
-  if (rows.type != var.type || !rows.dims.compatible_with(shape(want)))
+  if (rows.type != var.type ||
+      !rows.dims.compatible_with(detail::gathered_rows_shape(indices.dims, var.dims)))
     c.fail("gradient rows " + rows.to_string() + " do not match indices " + indices.to_string() +
            " into variable " + var.to_string());
   if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
@@ -267,10 +266,9 @@ row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
   detail::check_index_type(indices.type(), ctx.op);
   const auto& vd = v.value.dims().dims();
   if (vd.empty()) ctx.fail("variable must have rows (rank >= 1), got a scalar");
-  std::vector<int64_t> want = indices.dims().dims();
-  want.insert(want.end(), vd.begin() + 1, vd.end());
   tensor_spec var_spec{v.value.type(), v.value.dims()};
-  if (rows.type() != v.value.type() || rows.dims() != shape(want))
+  if (rows.type() != v.value.type() ||
+      rows.dims() != detail::gathered_rows_shape(indices.dims(), v.value.dims()))
     ctx.fail("gradient rows " + tensor_spec{rows.type(), rows.dims()}.to_string() +
              " do not match indices " + indices.dims().to_string() + " into variable " +
              var_spec.to_string());

@@ -380,7 +380,8 @@ TEST_CASE("sparse accumulators refuse dense gradients, bad rows and bad indices,
                        "gradient rows are float32(2,3) for indices (3), the accumulator holds "
                        "rows of float32(6,3)"));
   what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 6}), {}, {t.apply}); });
-  CHECK(contains(what, "index 6 (at position 1) is out of range for 6 rows"));
+  CHECK(contains(what, "[accumulator 'acc'] index 6 (at position 1) is out of range for axis 0 of "
+                       "size 6 in the accumulator's rows"));
   what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(1, 1), {-1}), {}, {t.apply}); });
   CHECK(contains(what, "index -1 (at position 0) is out of range"));
   // A dense apply whose node claims a dense accumulator (as a forged file
