@@ -171,6 +171,58 @@ struct edge {
   bool control;
 };
 
+// A long chain is cut into at most one segment per worker, each at least
+// this long: a hand-over to another worker costs a wake-up (about 50 us
+// here), which a segment must win back.
+constexpr size_t min_links_per_segment = 128;
+
+// Steps a node of a segmented chain handles per turn. Handling all that wait
+// would move the steps in flight down the chain as one wave, which keeps one
+// segment, and so one worker, busy at a time; waves of a few steps follow one
+// another down the segments. 3 to 6 measured alike on the pipelined chain.
+constexpr size_t segmented_batch_limit = 4;
+
+// How each edge (sorted by producer) places its consumer (see placement in
+// node_plan.hpp). An edge that is its producer's only one and its consumer's
+// only input is a chain link, run next on the producer's worker. A chain of
+// many links is cut into segments, one per worker, so that its steps in
+// flight keep all the workers busy; its nodes get a batch limit.
+std::vector<placement> place_chains(const std::vector<edge>& edges,
+                                    const std::vector<std::shared_ptr<node_plan>>& plans,
+                                    size_t coordinator_slots, size_t workers) {
+  std::vector<placement> place(edges.size(), placement::scheduler);
+  std::unordered_map<int, size_t> link_from;  // producer -> its chain link's edge
+  std::unordered_set<int> linked_to;
+  for (size_t e = 0, end = 0; e < edges.size(); e = end) {
+    end = e;
+    while (end < edges.size() && edges[end].from.node == edges[e].from.node) ++end;
+    int to = edges[e].to_node;
+    size_t slots = to < 0 ? coordinator_slots : plans[static_cast<size_t>(to)]->num_slots();
+    if (end - e != 1 || slots != 1) continue;
+    place[e] = placement::same_worker;
+    if (to < 0) continue;  // the coordinator ends a chain
+    link_from[edges[e].from.node] = e;
+    linked_to.insert(to);
+  }
+  for (auto [head, unused] : link_from) {
+    if (linked_to.count(head)) continue;  // not the first node of its chain
+    std::vector<size_t> chain;
+    for (auto it = link_from.find(head); it != link_from.end();
+         it = link_from.find(edges[it->second].to_node))
+      chain.push_back(it->second);
+    size_t segments = std::min(workers, chain.size() / min_links_per_segment);
+    if (segments < 2) continue;
+    plans[static_cast<size_t>(head)]->batch_limit = segmented_batch_limit;
+    for (size_t e : chain) {
+      place[e] = placement::pinned;
+      plans[static_cast<size_t>(edges[e].to_node)]->batch_limit = segmented_batch_limit;
+    }
+    for (size_t j = 1; j < segments; ++j)
+      place[chain[chain.size() * j / segments]] = placement::next_segment;
+  }
+  return place;
+}
+
 }  // namespace
 
 device_name checked_device(const node& n) {
@@ -303,6 +355,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   std::vector<caf::actor> actor_of(g.size());
   std::sort(edges.begin(), edges.end(),
             [](const edge& a, const edge& b) { return a.from.node > b.from.node; });
+  auto place = place_chains(edges, plans, coord->num_fetches + coord->num_targets,
+                            static_cast<size_t>(rt.options().scheduler_threads));
   size_t e = 0;
   for (size_t uid = g.size(); uid-- > 0;) {
     if (!plans[uid]) continue;
@@ -310,13 +364,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     while (e < edges.size() && edges[e].from.node > id) ++e;  // from nodes with no actor
     size_t end = e;
     while (end < edges.size() && edges[end].from.node == id) ++end;
-    const bool single_consumer = end - e == 1;
     for (; e < end; ++e) {
       auto& ed = edges[e];
-      consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot};
-      size_t target_slots = ed.to_node < 0 ? coord->num_fetches + coord->num_targets
-                                           : plans[static_cast<size_t>(ed.to_node)]->num_slots();
-      c.same_worker = single_consumer && target_slots == 1;
+      consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot,
+                 place[e]};
       if (ed.control) plans[uid]->control_consumers.push_back(c);
       else plans[uid]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
     }

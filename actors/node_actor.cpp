@@ -5,6 +5,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_plan.hpp"
+#include "actors/scheduler.hpp"
 #include "devices/cpu/parallel.hpp"
 
 namespace actorflow {
@@ -15,28 +16,41 @@ namespace {
 // handing them to the pool would cost more than the work.
 constexpr int64_t inline_element_limit = parallel_grain;
 
-// Delivers one value to a consumer. `worker` is the CAF worker running the
-// node's actor, or null on a pool thread. No sender goes along (nothing
-// answers these messages): a sender reference would cost two atomic updates
-// of the sending actor's count per message.
+// Delivers one value to a consumer. `self` is the node's actor, or null on a
+// pool thread. No sender goes along (nothing answers these messages): a
+// sender reference would cost two atomic updates of the sending actor's count
+// per message.
 //
-// Given the worker, CAF puts a consumer this wakes at the front of that
-// worker's queue, to run next: for a chain link (consumer::same_worker) that
-// saves a hop to another core and often a wake-up. It never wakes another
-// worker, though, so a fan-out handed to it all stays on one core (the 1000
-// branches of a wide graph ran one after another), and a consumer that
-// gathers many inputs would be run once per input, each time as soon as one
-// arrives. Every other edge goes through the scheduler, whose round robin
-// spreads consumers over the workers and wakes sleeping ones.
-void deliver(caf::execution_unit* worker, const consumer& to, step_input&& in) {
+// A chain link (placement::same_worker) puts the consumer this wakes at the
+// front of the worker's own queue, to run next: that saves a hop to another
+// core and often a wake-up. It never wakes another worker, though, so a
+// fan-out handed to it all stays on one core (the 1000 branches of a wide
+// graph ran one after another), and a consumer that gathers many inputs
+// would be run once per input, each time as soon as one arrives. Those edges
+// go through the scheduler, whose round robin spreads consumers over the
+// workers and wakes sleeping ones. A long chain runs in segments pinned to
+// different workers, but only while steps queue up in it: a lone step would
+// pay a wake-up at each hand-over and gain nothing.
+void deliver(caf::scheduled_actor* self, const consumer& to, step_input&& in) {
   auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
                                            std::move(in));
-  caf::actor_cast<caf::abstract_actor*>(to.target)
-      ->enqueue(std::move(message), to.same_worker ? worker : nullptr);
+  auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
+  switch (to.place) {
+    case placement::scheduler:
+      return target->enqueue(std::move(message), nullptr);
+    case placement::same_worker:
+      return target->enqueue(std::move(message), self != nullptr ? self->context() : nullptr);
+    case placement::pinned:
+      return enqueue_pinned(target, std::move(message));
+    case placement::next_segment:
+      if (self != nullptr && !self->mailbox().empty())
+        return enqueue_pinned_to_next_worker(target, std::move(message));
+      return enqueue_pinned(target, std::move(message));
+  }
 }
 
 // Sends a step's outputs (or its error) to every consumer.
-void emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
+void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
           std::vector<tensor>& outputs, const std::string& error) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
@@ -48,11 +62,11 @@ void emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
         in.value.value = std::move(outputs[i]);  // last one takes it
       else
         in.value.value = outputs[i];
-      deliver(worker, consumers[c], std::move(in));
+      deliver(self, consumers[c], std::move(in));
     }
   }
   for (auto& c : plan.control_consumers)
-    deliver(worker, c, step_input{step, c.slot, step_value{tensor(), error}});
+    deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}});
 }
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {
@@ -76,10 +90,10 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
   }
 }
 
-// Runs the kernel and emits its outputs or the error it threw (`worker` as in
+// Runs the kernel and emits its outputs or the error it threw (`self` as in
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
-void run_and_emit(caf::execution_unit* worker, const node_plan& plan, uint64_t step,
+void run_and_emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
                   std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
@@ -94,7 +108,7 @@ void run_and_emit(caf::execution_unit* worker, const node_plan& plan, uint64_t s
   inputs = std::move(ctx.inputs);
   release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
   outputs = std::move(ctx.outputs);
-  emit(worker, plan, step, outputs, error);
+  emit(self, plan, step, outputs, error);
   outputs.clear();
 }
 
@@ -102,6 +116,12 @@ class node_actor : public caf::event_based_actor {
  public:
   node_actor(caf::actor_config& cfg, node_plan_ptr plan)
       : caf::event_based_actor(cfg), plan_(std::move(plan)) {}
+
+  resume_result resume(caf::execution_unit* worker, size_t max_throughput) override {
+    size_t limit = plan_->batch_limit;
+    return caf::event_based_actor::resume(
+        worker, limit > 0 ? std::min(limit, max_throughput) : max_throughput);
+  }
 
   caf::behavior make_behavior() override {
     return {
@@ -147,13 +167,13 @@ class node_actor : public caf::event_based_actor {
     for (size_t s = 0; s < num_slots && error.empty(); ++s)
       if (!slots[s].ok()) error = std::move(slots[s].error);
     if (!error.empty()) {
-      emit(context(), plan, step, outputs_, error);
+      emit(this, plan, step, outputs_, error);
       return;
     }
     switch (plan.kind) {
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
-        emit(context(), plan, step, outputs_, "");
+        emit(this, plan, step, outputs_, "");
         outputs_.clear();
         return;
       case node_kind::variable_read:
@@ -206,7 +226,7 @@ class node_actor : public caf::event_based_actor {
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     if (!plan_->def->expensive && elements < inline_element_limit) {
-      run_and_emit(context(), *plan_, step, inputs_, outputs_, invocation);
+      run_and_emit(this, *plan_, step, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
@@ -222,7 +242,7 @@ class node_actor : public caf::event_based_actor {
         .then(
             [this, step](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
-              emit(context(), *plan_, step, outs, v.error);
+              emit(this, *plan_, step, outs, v.error);
             },
             [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
@@ -235,14 +255,14 @@ class node_actor : public caf::event_based_actor {
             [this, step](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
                 r.error = describe_failure(*plan_, "update produced too few outputs");
-              emit(context(), *plan_, step, r.values, r.error);
+              emit(this, *plan_, step, r.values, r.error);
             },
             [this, step](caf::error& e) { emit_actor_failure(step, e); });
   }
 
   void emit_actor_failure(uint64_t step, const caf::error& e) {
     std::vector<tensor> none;
-    emit(context(), *plan_, step, none,
+    emit(this, *plan_, step, none,
          describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
   }
 

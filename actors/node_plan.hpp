@@ -9,14 +9,21 @@
 
 namespace actorflow {
 
+/// Which worker runs a consumer that a message makes runnable (see deliver
+/// in node_actor.cpp and place_chains in executable.cpp).
+enum class placement : uint8_t {
+  scheduler,    // CAF's scheduler picks one, waking it if asleep
+  same_worker,  // a chain link: the producer's worker runs it next
+  pinned,       // a link in a segment of a long chain: the same, and never stolen
+  next_segment, // a link between segments: pinned to the next worker when
+                // steps queue behind this one, else as `pinned`
+};
+
 /// Where an output goes: an actor and the input slot it fills there.
 struct consumer {
   caf::actor target;
   int32_t slot = 0;
-  /// A chain link: this is the producer's only consumer and this edge its
-  /// only input, so the producer's worker runs it next (see deliver in
-  /// node_actor.cpp); other edges go through the scheduler.
-  bool same_worker = false;
+  placement place = placement::scheduler;
 };
 
 enum class node_kind : uint8_t {
@@ -65,6 +72,9 @@ struct node_plan {
   caf::actor variable;  // the resource actor, for variable_read / variable_update
   caf::actor device;    // where expensive kernels run
   std::shared_ptr<send_route> route;  // for sends
+  /// The most messages one turn of the actor handles (0: no limit), so that
+  /// a batch of steps splits in smaller waves down a segmented chain.
+  size_t batch_limit = 0;
 
   size_t num_slots() const { return slot_input.size(); }
 };

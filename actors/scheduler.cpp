@@ -1,25 +1,128 @@
+// The runtime's CAF scheduler: CAF's work stealing with two changes.
+//
 // CAF 0.17's worker loop runs `CAF_PUSH_AID_FROM_PTR(dynamic_cast<...>(job))`
 // before every actor resume. The logging macro stays in even at log level
 // QUIET, and the cast costs about 1300 instructions, a quarter of what a node
 // firing costs in a pipelined chain. The loop is a header template over the
-// scheduling policy, so the runtime names its own policy (CAF's work
-// stealing, unchanged) and gives that policy's worker the same loop without
-// the cast. CAF loads a scheduler module given in the config in place of its
-// default one.
+// scheduling policy, so the runtime names its own policy and gives that
+// policy's worker the same loop without the cast. CAF loads a scheduler
+// module given in the config in place of its default one.
+//
+// Each worker also has a queue of pinned jobs, which busy workers never
+// steal: the segments of a long chain of nodes (see place_chains in
+// executable.cpp). Under plain work stealing an idle worker steals the next
+// node of a chain from the busy one, and the two take turns on one chain; a
+// segment pinned to each worker lets them run different steps at once.
 #include "actors/scheduler.hpp"
 
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
+#include <atomic>
+#include <mutex>
+#include <thread>
 
 namespace actorflow {
 
-struct actor_work_stealing : caf::policy::work_stealing {};
+struct actor_work_stealing : caf::policy::work_stealing {
+  using base = caf::policy::work_stealing;
+
+  struct coordinator_data : base::coordinator_data {
+    explicit coordinator_data(caf::scheduler::abstract_coordinator* self)
+        : base::coordinator_data(self) {}
+    std::atomic<uint64_t> hand_overs{0};
+  };
+
+  struct worker_data : base::worker_data {
+    explicit worker_data(caf::scheduler::abstract_coordinator* parent)
+        : base::worker_data(parent) {}
+    worker_data(const worker_data& other) : base::worker_data(other) {}
+    queue_type pinned;
+  };
+
+  // From the worker itself: to run next, as CAF's own exec_later does.
+  template <class Worker>
+  static void pin_here(Worker* self, caf::resumable* job) {
+    self->data().pinned.prepend(job);
+  }
+
+  // From another worker: after what it has pinned, waking it if asleep.
+  template <class Worker>
+  static void hand_over(Worker* self, caf::resumable* job) {
+    auto& data = self->data();
+    data.pinned.append(job);
+    self->parent()->data().hand_overs.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> guard(data.waitdata.lock);
+    if (data.waitdata.sleeping) data.waitdata.cv.notify_one();
+  }
+
+  // Pinned jobs first: a chain segment runs through before the worker turns
+  // to the next batch of steps waiting at its head.
+  template <class Worker>
+  static caf::resumable* take_own(Worker* self) {
+    auto& data = self->data();
+    auto* job = data.pinned.take_head();
+    return job != nullptr ? job : data.queue.take_head();
+  }
+
+  // Only for a worker that slept through a whole relaxed poll: some worker
+  // may be stuck on a long job with pinned ones waiting behind it.
+  template <class Worker>
+  static caf::resumable* steal_pinned(Worker* self) {
+    auto* parent = self->parent();
+    for (size_t i = 0; i < parent->num_workers(); ++i)
+      if (auto* job = parent->worker_by_id(i)->data().pinned.take_tail()) return job;
+    return nullptr;
+  }
+
+  // CAF's dequeue (policy/work_stealing.hpp), reading both queues.
+  template <class Worker>
+  caf::resumable* dequeue(Worker* self) {
+    auto& data = self->data();
+    for (size_t k = 0; k < 2; ++k) {  // aggressive, then moderate polling
+      auto& strategy = data.strategies[k];
+      for (size_t i = 0; i < strategy.attempts; i += strategy.step_size) {
+        if (auto* job = take_own(self)) return job;
+        if (i % strategy.steal_interval == 0)
+          if (auto* job = try_steal(self)) return job;
+        if (strategy.sleep_duration.count() > 0) std::this_thread::sleep_for(strategy.sleep_duration);
+      }
+    }
+    auto& relaxed = data.strategies[2];
+    auto& wait = data.waitdata;
+    for (size_t i = 1;; ++i) {
+      bool woken;
+      {
+        std::unique_lock<std::mutex> guard(wait.lock);
+        wait.sleeping = true;
+        woken = wait.cv.wait_for(guard, relaxed.sleep_duration,
+                                 [&] { return !data.queue.empty() || !data.pinned.empty(); });
+        wait.sleeping = false;
+      }
+      caf::resumable* job = nullptr;
+      if (woken) job = take_own(self);
+      else if (i % relaxed.steal_interval == 0) job = try_steal(self);
+      if (job == nullptr && !woken) job = steal_pinned(self);
+      if (job != nullptr) return job;
+    }
+  }
+
+  template <class Worker, class UnaryFunction>
+  void foreach_resumable(Worker* self, UnaryFunction f) {
+    for (auto* job = take_own(self); job != nullptr; job = take_own(self)) f(job);
+  }
+};
+
+using worker = caf::scheduler::worker<actor_work_stealing>;
+
+// The worker this thread is, if it is one of the runtime's.
+thread_local worker* this_worker = nullptr;
 
 }  // namespace actorflow
 
 // Must come before coordinator<actor_work_stealing> is instantiated below.
 template <>
 void caf::scheduler::worker<actorflow::actor_work_stealing>::run() {
+  actorflow::this_worker = this;
   for (;;) {
     auto job = policy_.dequeue(this);
     policy_.before_resume(this, job);
@@ -46,13 +149,51 @@ void caf::scheduler::worker<actorflow::actor_work_stealing>::run() {
 
 namespace actorflow {
 
+namespace {
+
+// Passed to an actor's enqueue: CAF calls exec_later on it if the message
+// makes the actor runnable. It lives on the caller's stack for that call.
+template <bool here>
+class pinning_unit final : public caf::execution_unit {
+ public:
+  explicit pinning_unit(worker* to) : caf::execution_unit(&to->system()), to_(to) {}
+  void exec_later(caf::resumable* job) override {
+    if (here) actor_work_stealing::pin_here(to_, job);
+    else actor_work_stealing::hand_over(to_, job);
+  }
+
+ private:
+  worker* to_;
+};
+
+}  // namespace
+
+void enqueue_pinned(caf::abstract_actor* target, caf::mailbox_element_ptr message) {
+  if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
+  pinning_unit<true> here(this_worker);
+  target->enqueue(std::move(message), &here);
+}
+
+void enqueue_pinned_to_next_worker(caf::abstract_actor* target, caf::mailbox_element_ptr message) {
+  if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
+  auto* parent = this_worker->parent();
+  pinning_unit<false> next(parent->worker_by_id((this_worker->id() + 1) % parent->num_workers()));
+  target->enqueue(std::move(message), &next);
+}
+
 void load_actorflow_scheduler(caf::actor_system_config& config) {
   config.load<caf::scheduler::coordinator<actor_work_stealing>>();
 }
 
+using coordinator = caf::scheduler::coordinator<actor_work_stealing>;
+
 bool runs_actorflow_scheduler(caf::actor_system& system) {
-  using coordinator = caf::scheduler::coordinator<actor_work_stealing>;
   return dynamic_cast<coordinator*>(&system.scheduler()) != nullptr;
+}
+
+uint64_t hand_overs_between_workers(caf::actor_system& system) {
+  auto* ours = dynamic_cast<coordinator*>(&system.scheduler());
+  return ours != nullptr ? ours->data().hand_overs.load() : 0;
 }
 
 }  // namespace actorflow

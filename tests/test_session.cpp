@@ -6,6 +6,7 @@
 #include "actors/cancelled_steps.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/session.hpp"
+#include "ops/array.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "test_util.hpp"
@@ -238,6 +239,40 @@ TEST_CASE("the runtime schedules its actors with actorflow's scheduler") {
   caf::actor_system_config plain;
   caf::actor_system caf_default(plain);
   CHECK_FALSE(runs_actorflow_scheduler(caf_default));
+}
+
+TEST_CASE("a long chain runs in segments on every worker while steps queue in it") {
+  // 600 links: one segment per worker, each at least 128 links long.
+  for (int workers : {1, 2, 3}) {
+    CAPTURE(workers);
+    auto rt = std::make_shared<runtime>(runtime_options{workers, 1});
+    graph g;
+    auto x = placeholder(g, dtype::float32, {-1}, "x");
+    output y = reshape(x, {1});  // fails on any other size
+    for (int i = 0; i < 600; ++i) y = y + 1.0;
+    session s(g, rt);
+    // One step at a time: no hand-over (each would cost a wake-up).
+    for (int i = 0; i < 5; ++i)
+      CHECK(s.eval(y, {{x, floats({float(i)}, {1})}}).to_vector<float>()[0] == float(i + 600));
+    CHECK(hand_overs_between_workers(rt->system()) == 0);
+    // 200 steps in flight, every fourth one failing at its first node
+    // (a [2] feed for a reshape to [1]): errors and values pass the same way.
+    std::vector<std::future<std::vector<tensor>>> steps;
+    for (int i = 0; i < 200; ++i)
+      steps.push_back(s.run_async({{x, i % 4 == 3 ? floats({0, 0}, {2}) : floats({float(i)}, {1})}},
+                                  {y}));
+    for (int i = 0; i < 200; ++i) {
+      if (i % 4 == 3) {
+        CHECK_THROWS_AS(steps[size_t(i)].get(), error);
+        continue;
+      }
+      CHECK(steps[size_t(i)].get()[0].to_vector<float>()[0] == float(i + 600));
+    }
+    if (workers == 1) CHECK(hand_overs_between_workers(rt->system()) == 0);
+    else CHECK(hand_overs_between_workers(rt->system()) > 0);
+    // Steps still in flight when the session goes: it must not hang.
+    for (int i = 0; i < 64; ++i) (void)s.run_async({{x, floats({1}, {1})}}, {y});
+  }
 }
 
 TEST_CASE("the records of cancelled and aborted steps stay bounded") {
