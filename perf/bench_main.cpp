@@ -158,8 +158,15 @@ int main(int argc, char** argv) {
   if (wanted("gemm"))
     for (auto [m, k, n, tag] :
          {std::tuple{128, 784, 512, "128x784x512"}, std::tuple{1024, 1024, 1024, "1024"}}) {
-      double eigen = eigen_gemm_gflops(m, k, n, threads);
-      double sess = session_gemm_gflops(m, k, n);
+      // Alternating rounds, each side's median: the machine's load drifts,
+      // and a drift between two long blocks would skew the ratio.
+      std::vector<double> eigen_rounds, session_rounds;
+      for (int round = 0; round < 5; ++round) {
+        eigen_rounds.push_back(eigen_gemm_gflops(m, k, n, threads));
+        session_rounds.push_back(session_gemm_gflops(m, k, n));
+      }
+      double eigen = median(eigen_rounds);
+      double sess = median(session_rounds);
       add_row(fmt::format("eigen_gflops_{}", tag), eigen, "GFLOP/s",
               "Eigen alone, its own threads");
       add_row(fmt::format("gemm_gflops_{}", tag), sess, "GFLOP/s",

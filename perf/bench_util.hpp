@@ -19,6 +19,11 @@ inline double now_seconds() {
 }
 
 /// Median over `repeats` of the seconds one call of fn takes, after warm-up calls.
+inline double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
 inline double median_seconds(int repeats, int warmup, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> times;
@@ -27,8 +32,7 @@ inline double median_seconds(int repeats, int warmup, const std::function<void()
     fn();
     times.push_back(now_seconds() - t0);
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 /// Runs `python3 <script> <args>` from the PyTorch reference directory and
