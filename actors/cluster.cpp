@@ -51,7 +51,7 @@ host_port host_port::parse(const std::string& text) {
 
 runtime_options cluster_runtime_options(int threads) {
   return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0,
-                         .network_workers = 0};
+                         .network_workers = 0, .idle_spin_us = default_cluster_idle_spin_us};
 }
 
 caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/messages.hpp"
+#include "actors/network_backend.hpp"
 #include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
@@ -47,7 +48,9 @@ runtime::runtime(runtime_options options)
   options_.scheduler_threads = default_threads(options.scheduler_threads);
   options_.compute_threads = default_threads(options.compute_threads);
   if (options_.idle_naps < 0) fail("runtime", "idle_naps must be >= 0");
-  config_ = std::make_unique<caf::actor_system_config>();
+  if (options_.idle_spin_us < 0) fail("runtime", "idle_spin_us must be >= 0");
+  config_ = std::make_unique<runtime_config>();
+  config_->idle_spin = std::chrono::microseconds(options_.idle_spin_us);
   load_actorflow_scheduler(*config_);
   config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
   config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));
@@ -58,7 +61,7 @@ runtime::runtime(runtime_options options)
   config_->add_message_type<step_result>("actorflow::step_result");
   // Networking, for clusters (actors/cluster.hpp): an idle multiplexer thread
   // until something publishes or connects.
-  config_->load<caf::io::middleman>();
+  config_->load<caf::io::middleman, spinning_multiplexer>();
   if (options_.tls.enabled()) {
     check_tls_files(options_.tls);
     config_->load<caf::openssl::manager>();

@@ -11,6 +11,8 @@
 
 namespace actorflow {
 
+struct runtime_config;  // actors/network_backend.hpp
+
 /// Mutual TLS for the connections between cluster tasks (CAF's OpenSSL
 /// module): this process's certificate and private key, and the CA file that
 /// every peer's certificate must chain to, all PEM files. Each side checks the
@@ -41,6 +43,14 @@ struct runtime_options {
   /// CAF's default (one on a small machine), 0 decodes them on the network
   /// thread itself, which saves a thread hand-off on every hop of a step.
   int network_workers = -1;
+  /// Microseconds an idle thread keeps polling before it blocks: the network
+  /// thread after each event (actors/network_backend.hpp), a scheduler thread
+  /// once out of work. Each hop of a distributed step otherwise waits for
+  /// threads to wake: the network thread of the sending process, that of
+  /// the receiving one, and the scheduler thread that runs the receiver.
+  /// The polling yields the core to any thread that wants it. 0 blocks at
+  /// once, as CAF does.
+  int idle_spin_us = 0;
   /// TLS for cluster connections; a runtime with TLS publishes and connects
   /// only through it.
   tls_files tls;
@@ -68,7 +78,7 @@ class runtime {
   // allows one more worker for as long as it lives.
   std::unique_ptr<tbb::global_control> worker_limit_;
   tbb::task_arena arena_;
-  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   cpu_device cpu_device_;
 };

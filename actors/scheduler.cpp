@@ -15,10 +15,14 @@
 // segment pinned to each worker lets them run different steps at once.
 #include "actors/scheduler.hpp"
 
+#include "actors/network_backend.hpp"
+
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
 #include <atomic>
 #include <mutex>
+#include <sched.h>
+#include <chrono>
 #include <thread>
 
 namespace actorflow {
@@ -34,10 +38,17 @@ struct actor_work_stealing : caf::policy::work_stealing {
 
   struct worker_data : base::worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator* parent)
-        : base::worker_data(parent) {}
-    worker_data(const worker_data& other) : base::worker_data(other) {}
+        : base::worker_data(parent), idle_spin(idle_spin_of(parent->system())) {}
+    worker_data(const worker_data& other)
+        : base::worker_data(other), idle_spin(other.idle_spin) {}
     queue_type pinned;
+    std::chrono::microseconds idle_spin;
   };
+
+  static std::chrono::microseconds idle_spin_of(caf::actor_system& system) {
+    auto* config = dynamic_cast<const runtime_config*>(&system.config());
+    return config != nullptr ? config->idle_spin : std::chrono::microseconds(0);
+  }
 
   // From the worker itself: to run next, as CAF's own exec_later does.
   template <class Worker>
@@ -88,6 +99,16 @@ struct actor_work_stealing : caf::policy::work_stealing {
           if (auto* job = try_steal(self)) return job;
         if (strategy.sleep_duration.count() > 0) std::this_thread::sleep_for(strategy.sleep_duration);
       }
+    }
+    // Then poll for idle_spin more, yielding the core to anyone who wants it:
+    // a job that comes within it does not wait for this thread to wake.
+    if (data.idle_spin.count() > 0) {
+      auto until = std::chrono::steady_clock::now() + data.idle_spin;
+      do {
+        if (auto* job = take_own(self)) return job;
+        if (auto* job = try_steal(self)) return job;
+        sched_yield();
+      } while (std::chrono::steady_clock::now() < until);
     }
     auto& relaxed = data.strategies[2];
     auto& wait = data.waitdata;

@@ -9,6 +9,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/distributed_executable.hpp"
+#include "actors/network_backend.hpp"
 #include "actors/partition.hpp"
 #include "actors/session.hpp"
 #include "core/device_name.hpp"
@@ -574,6 +575,38 @@ TEST_CASE("a kernel failing on a remote task names the node and the task; the se
   CHECK_MESSAGE(e.find("remote_matmul") != std::string::npos, e);
   auto ok = s.run({{x, tensor::zeros(dtype::float32, {2, 2})}}, {y});
   CHECK(ok.at(0).dims() == shape{2, 2});
+}
+
+TEST_CASE("cluster processes poll a while before they sleep; --idle-spin-us sets how long") {
+  CHECK(cluster_runtime_options().idle_spin_us == default_cluster_idle_spin_us);
+  CHECK(runtime_options{}.idle_spin_us == 0);  // a single process sleeps at once
+  CHECK(error_of([] { runtime(runtime_options{.idle_spin_us = -1}); }) ==
+        "[runtime] idle_spin_us must be >= 0");
+  {
+    runtime rt(cluster_runtime_options());
+    CHECK(dynamic_cast<spinning_multiplexer*>(&rt.system().middleman().backend()) != nullptr);
+  }
+  // A ps task that sleeps at once, a client that polls: steps cross both ways.
+  test_cluster c;
+  auto ps = c.start("ps", 0, {"--idle-spin-us", "0"});
+  graph g;
+  auto x = placeholder(g, dtype::float32, {}, "x");
+  std::optional<variable> total;
+  output add_x;
+  {
+    auto on_ps = g.device_scope("/job:ps/task:0");
+    total = make_variable(scalar(g, 0.0f), "total");
+    add_x = assign_add(*total, x);
+  }
+  session s(g, c.connect({}, cluster_runtime_options()));
+  s.run({total->initializer()});
+  for (int i = 1; i <= 200; ++i) s.run({{x, tensor::scalar(float(i))}}, {add_x});
+  CHECK(s.eval(total->value()).item<float>() == 20100.0f);
+  // A negative value is refused, naming the flag.
+  child_process bad({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "1", "--ps-hosts", c.ps_hosts(),
+                     "--idle-spin-us", "-5"});
+  CHECK(bad.wait_exit(20s) != 0);
+  CHECK_MESSAGE(bad.output().find("--idle-spin-us") != std::string::npos, bad.output());
 }
 
 TEST_CASE("a step that waits too long on a remote task fails after the step timeout, naming it") {

@@ -28,6 +28,11 @@ void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   app.add_option("--tls-key", flags.tls.key, "TLS: this task's private key (PEM)")->group(group);
   app.add_option("--tls-ca", flags.tls.ca_file, "TLS: the CA peers' certificates must chain to")
       ->group(group);
+  app.add_option("--idle-spin-us", flags.idle_spin_us,
+                 "microseconds idle threads poll before they sleep; 0 on a shared machine")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str()
+      ->group(group);
 }
 
 cluster_setup resolve_cluster(const cluster_flags& flags) {
@@ -44,6 +49,7 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
     if (task >= 0 && flags.job.empty()) setup.task = task;
   }
   setup.tls = flags.tls;
+  setup.idle_spin_us = flags.idle_spin_us;
   if (!flags.secret_file.empty()) setup.secret = read_secret_file(flags.secret_file);
   else setup.secret = flags.secret;
   if (!setup.enabled()) return setup;
@@ -55,6 +61,7 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
 runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
   auto options = cluster_runtime_options(threads);
   options.tls = setup.tls;
+  options.idle_spin_us = setup.idle_spin_us;
   return options;
 }
 

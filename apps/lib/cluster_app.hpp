@@ -20,6 +20,7 @@ struct cluster_flags {
   std::string secret;
   std::string secret_file;
   tls_files tls;
+  int idle_spin_us = default_cluster_idle_spin_us;
 };
 
 /// Adds the flags to `app` (group "Cluster").
@@ -31,6 +32,7 @@ struct cluster_setup {
   int task = 0;
   std::string secret;
   tls_files tls;
+  int idle_spin_us = default_cluster_idle_spin_us;
   bool enabled() const { return !spec.jobs().empty(); }
   std::string task_name() const { return actorflow::task_name(job, task); }
 };
