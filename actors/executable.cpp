@@ -182,17 +182,14 @@ constexpr size_t min_links_per_segment = 128;
 // another down the segments. 3 to 6 measured alike on the pipelined chain.
 constexpr size_t segmented_batch_limit = 4;
 
-// How each edge (sorted by producer) places its consumer (see placement in
-// node_plan.hpp). An edge that is its producer's only one and its consumer's
-// only input is a chain link, run next on the producer's worker. A chain of
-// many links is cut into segments, one per worker, so that its steps in
-// flight keep all the workers busy; its nodes get a batch limit.
-std::vector<placement> place_chains(const std::vector<edge>& edges,
-                                    const std::vector<std::shared_ptr<node_plan>>& plans,
-                                    size_t coordinator_slots, size_t workers) {
-  std::vector<placement> place(edges.size(), placement::scheduler);
-  std::unordered_map<int, size_t> link_from;  // producer -> its chain link's edge
-  std::unordered_set<int> linked_to;
+// Marks the chain links among the edges (sorted by producer): an edge that
+// is its producer's only one and its consumer's only input runs its consumer
+// next on the producer's worker. Returns producer -> its link to another node.
+std::unordered_map<int, size_t> mark_chain_links(const std::vector<edge>& edges,
+                                                 const std::vector<std::shared_ptr<node_plan>>& plans,
+                                                 size_t coordinator_slots,
+                                                 std::vector<placement>& place) {
+  std::unordered_map<int, size_t> link_from;
   for (size_t e = 0, end = 0; e < edges.size(); e = end) {
     end = e;
     while (end < edges.size() && edges[end].from.node == edges[e].from.node) ++end;
@@ -200,10 +197,22 @@ std::vector<placement> place_chains(const std::vector<edge>& edges,
     size_t slots = to < 0 ? coordinator_slots : plans[static_cast<size_t>(to)]->num_slots();
     if (end - e != 1 || slots != 1) continue;
     place[e] = placement::same_worker;
-    if (to < 0) continue;  // the coordinator ends a chain
-    link_from[edges[e].from.node] = e;
-    linked_to.insert(to);
+    if (to >= 0) link_from[edges[e].from.node] = e;  // the coordinator ends a chain
   }
+  return link_from;
+}
+
+// How each edge (sorted by producer) places its consumer (see placement in
+// node_plan.hpp). A chain of many links is cut into segments, one per
+// worker, so that its steps in flight keep all the workers busy; its nodes
+// get a batch limit.
+std::vector<placement> place_chains(const std::vector<edge>& edges,
+                                    const std::vector<std::shared_ptr<node_plan>>& plans,
+                                    size_t coordinator_slots, size_t workers) {
+  std::vector<placement> place(edges.size(), placement::scheduler);
+  auto link_from = mark_chain_links(edges, plans, coordinator_slots, place);
+  std::unordered_set<int> linked_to;
+  for (auto [from, e] : link_from) linked_to.insert(edges[e].to_node);
   for (auto [head, unused] : link_from) {
     if (linked_to.count(head)) continue;  // not the first node of its chain
     std::vector<size_t> chain;
