@@ -2,6 +2,9 @@
 
 #include <sched.h>
 
+#include <chrono>
+
+#include "actors/runtime_config.hpp"
 
 namespace actorflow {
 

@@ -2,9 +2,7 @@
 // multiplexer, which after each event keeps polling for a while before it
 // blocks again.
 #pragma once
-#include <caf/actor_system_config.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
-#include <chrono>
 
 namespace actorflow {
 
@@ -12,20 +10,13 @@ namespace actorflow {
 /// message of a step that arrives, and each one sent from a scheduler thread
 /// (which writes to the multiplexer's wake-up pipe), waits for the network
 /// thread to be woken: tens of microseconds each on a busy machine, several
-/// times per step. This one keeps polling without blocking for the config's
-/// `idle_spin` after its last event, yielding its core to any other
-/// thread that wants it, and only then blocks.
+/// times per step. This one keeps polling without blocking for the
+/// runtime_config's `idle_spin` after its last event, yielding its core to
+/// any other thread that wants it, and only then blocks.
 class spinning_multiplexer : public caf::io::network::default_multiplexer {
  public:
   explicit spinning_multiplexer(caf::actor_system* system);
   void run() override;
-};
-
-/// A runtime's CAF config: CAF's own, plus how long its idle threads keep
-/// polling before they block: the network thread after its last event, and
-/// scheduler threads once out of work (0: they block at once, as CAF's do).
-struct runtime_config : caf::actor_system_config {
-  std::chrono::microseconds idle_spin{0};
 };
 
 }  // namespace actorflow

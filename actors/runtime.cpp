@@ -8,6 +8,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/network_backend.hpp"
+#include "actors/runtime_config.hpp"
 #include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"

@@ -11,7 +11,7 @@
 
 namespace actorflow {
 
-struct runtime_config;  // actors/network_backend.hpp
+struct runtime_config;  // actors/runtime_config.hpp
 
 /// Mutual TLS for the connections between cluster tasks (CAF's OpenSSL
 /// module): this process's certificate and private key, and the CA file that

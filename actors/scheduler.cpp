@@ -15,15 +15,16 @@
 // segment pinned to each worker lets them run different steps at once.
 #include "actors/scheduler.hpp"
 
-#include "actors/network_backend.hpp"
-
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
-#include <atomic>
-#include <mutex>
 #include <sched.h>
+
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+
+#include "actors/runtime_config.hpp"
 
 namespace actorflow {
 

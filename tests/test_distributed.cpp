@@ -133,6 +133,16 @@ struct test_cluster {
   }
 };
 
+// What `run` returns given a session over two real ps task processes.
+template <class Run>
+auto on_two_ps_tasks(graph& g, Run run) {
+  test_cluster c;
+  auto ps0 = c.start("ps", 0);
+  auto ps1 = c.start("ps", 1);
+  session s(g, c.connect());
+  return run(s);
+}
+
 std::string temp_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() /
              ("actorflow-" + name + "-" + std::to_string(getpid()));
@@ -505,11 +515,7 @@ TEST_CASE("an embedding split by rows over two ps tasks trains exactly as in one
   CHECK(row_updates == 3);
   CHECK(dense_gradients == 0);
 
-  test_cluster c;
-  auto ps0 = c.start("ps", 0);
-  auto ps1 = c.start("ps", 1);
-  session s(g, c.connect());
-  auto losses = embedding_losses(s, m);
+  auto losses = on_two_ps_tasks(g, [&](session& s) { return embedding_losses(s, m); });
   CHECK(losses == expected);  // bit for bit
   CHECK(losses.back() < losses.front());
 }
@@ -549,11 +555,7 @@ TEST_CASE("synchronous training of a split embedding accumulates rows on the ps 
   CHECK(on_ps["apply_sgd_rows"] == 3);
   CHECK(on_ps["scatter_add_like"] == 0);
 
-  test_cluster c;
-  auto ps0 = c.start("ps", 0);
-  auto ps1 = c.start("ps", 1);
-  session s(g, c.connect());
-  auto losses = sync_embedding_losses(s, m);
+  auto losses = on_two_ps_tasks(g, [&](session& s) { return sync_embedding_losses(s, m); });
   CHECK(losses == expected);  // bit for bit
   CHECK(losses.back() < losses.front());
 }

@@ -1,0 +1,16 @@
+// The CAF config a runtime builds its actor system from.
+#pragma once
+#include <caf/actor_system_config.hpp>
+#include <chrono>
+
+namespace actorflow {
+
+/// CAF's config, plus how long the runtime's idle threads keep polling
+/// before they block: the network thread after its last event
+/// (actors/network_backend.hpp), scheduler threads once out of work
+/// (actors/scheduler.cpp). 0: they block at once, as CAF's do.
+struct runtime_config : caf::actor_system_config {
+  std::chrono::microseconds idle_spin{0};
+};
+
+}  // namespace actorflow
