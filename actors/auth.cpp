@@ -12,33 +12,25 @@
 
 namespace actorflow {
 
-namespace {
-
-std::string hex(const unsigned char* data, size_t n) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = digits[data[i] >> 4];
-    out[2 * i + 1] = digits[data[i] & 15];
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string random_nonce() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) fail("auth", "the random generator failed");
-  return hex(bytes, sizeof bytes);
+  std::string bytes(auth_nonce_bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(bytes.size())) !=
+      1)
+    fail("auth", "the random generator failed");
+  return bytes;
 }
 
-std::string hmac_sha256_hex(const std::string& secret, const std::string& message) {
+std::string connection_proof(const std::string& secret, const std::string& role,
+                             const std::string& accepting_nonce,
+                             const std::string& connecting_nonce) {
+  std::string message = "actorflow " + role + "|" + accepting_nonce + "|" + connecting_nonce;
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-            reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &len))
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &len) ||
+      len != auth_proof_bytes)
     fail("auth", "HMAC-SHA256 failed");
-  return hex(out, len);
+  return std::string(reinterpret_cast<const char*>(out), len);
 }
 
 bool same_proof(const std::string& a, const std::string& b) {

@@ -4,10 +4,11 @@
 #include <caf/openssl/publish.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #include <charconv>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "actors/auth.hpp"
+#include "actors/guarded_connection.hpp"
 #include "actors/messages.hpp"
 #include "actors/task_server.hpp"
 #include "core/error.hpp"
@@ -36,8 +37,7 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 host_port host_port::parse(const std::string& text) {
   auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    fail("cluster", "'" + text + "' is not host:port");
+  if (colon == std::string::npos || colon == 0) fail("cluster", "'" + text + "' is not host:port");
   host_port hp;
   hp.host = text.substr(0, colon);
   std::string digits = text.substr(colon + 1);
@@ -50,8 +50,11 @@ host_port host_port::parse(const std::string& text) {
 }
 
 runtime_options cluster_runtime_options(int threads) {
-  return runtime_options{.scheduler_threads = threads, .compute_threads = threads, .idle_naps = 0,
-                         .network_workers = 0, .idle_spin_us = default_cluster_idle_spin_us};
+  return runtime_options{.scheduler_threads = threads,
+                         .compute_threads = threads,
+                         .idle_naps = 0,
+                         .network_workers = 0,
+                         .idle_spin_us = default_cluster_idle_spin_us};
 }
 
 caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,
@@ -70,7 +73,8 @@ void cluster_spec::add_job(const std::string& job, std::vector<host_port> tasks)
   jobs_[job] = std::move(tasks);
 }
 
-cluster_spec cluster_spec::from_hosts(const std::string& ps_hosts, const std::string& worker_hosts) {
+cluster_spec cluster_spec::from_hosts(const std::string& ps_hosts,
+                                      const std::string& worker_hosts) {
   cluster_spec spec;
   if (!ps_hosts.empty()) spec.add_job("ps", parse_host_list(ps_hosts));
   if (!worker_hosts.empty()) spec.add_job("worker", parse_host_list(worker_hosts));
@@ -90,7 +94,11 @@ cluster_spec cluster_spec::from_json(const std::string& json, std::string* job, 
     }
     if (doc.contains("task")) {
       if (job) *job = doc["task"].at("type").get<std::string>();
-      if (index) *index = doc["task"].at("index").get<int>();
+      auto task_index = doc["task"].at("index").get<int>();
+      if (task_index < 0)
+        fail("cluster", "the task index in the cluster description must be 0 or more, not " +
+                            std::to_string(task_index));
+      if (index) *index = task_index;
     }
   } catch (const nlohmann::json::exception& e) {
     fail("cluster", std::string("malformed cluster description: ") + e.what());
@@ -110,7 +118,8 @@ host_port cluster_spec::address(const std::string& task) const {
   if (it == jobs_.end()) {
     std::string known;
     for (auto& [name, tasks] : jobs_) known += (known.empty() ? "" : ", ") + name;
-    fail("cluster", "task " + task + ": the cluster has no job '" + job + "' (jobs: " + known + ")");
+    fail("cluster",
+         "task " + task + ": the cluster has no job '" + job + "' (jobs: " + known + ")");
   }
   if (index < 0 || index >= static_cast<int>(it->second.size()))
     fail("cluster", "task " + task + ": job '" + job + "' has " +
@@ -143,8 +152,10 @@ std::string cluster_connection::save_shard(const std::string& task, int64_t step
   auto actor = server(task);
   caf::scoped_actor self{runtime_->system()};
   std::string path, failure;
-  self->request(actor, std::min<std::chrono::milliseconds>(options_.step_timeout, std::chrono::seconds(30)),
-                save_atom::value, step)
+  self->request(
+          actor,
+          std::min<std::chrono::milliseconds>(options_.step_timeout, std::chrono::seconds(30)),
+          save_atom::value, step)
       .receive([&](std::string& p) { path = std::move(p); },
                [&](caf::error& e) { failure = error_text(e); });
   if (!failure.empty()) fail("cluster", "task " + task + " did not save its shard: " + failure);
@@ -156,44 +167,65 @@ void cluster_connection::forget(const std::string& task) {
   servers_.erase(task);
 }
 
+namespace {
+
+// Why a connection to `address` tried since `since` failed: CAF's error, and
+// what the handshake found when it got that far (remote_actor only says
+// the connection went away).
+std::string connect_failure(const caf::error& error, const host_port& address,
+                            std::chrono::steady_clock::time_point since) {
+  auto text = error_text(error);
+  if (auto reason = handshake_failure_since(address.port, since)) return text + ": " + *reason;
+  return text;
+}
+
+}  // namespace
+
+caf::expected<caf::actor> cluster_connection::reach(const host_port& address) {
+  auto& system = runtime_->system();
+  return runtime_->options().tls.enabled()
+             ? caf::openssl::remote_actor(system, address.host, address.port)
+             : system.middleman().remote_actor(address.host, address.port);
+}
+
 caf::actor cluster_connection::connect(const std::string& task) {
   auto address = spec_.address(task);
-  auto& system = runtime_->system();
   auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
   caf::actor server;
-  for (;;) {
-    auto found = runtime_->options().tls.enabled()
-                     ? caf::openssl::remote_actor(system, address.host, address.port)
-                     : system.middleman().remote_actor(address.host, address.port);
+  for (bool said = false;; said = true) {
+    auto attempt = std::chrono::steady_clock::now();
+    auto found = reach(address);
     if (found) {
       server = *found;
       break;
     }
+    auto why = connect_failure(found.error(), address, attempt);
     if (std::chrono::steady_clock::now() >= deadline)
       fail("cluster", "cannot reach task " + task + " at " + address.to_string() + " within " +
-                          seconds_text(options_.connect_timeout) + ": " + error_text(found.error()));
+                          seconds_text(options_.connect_timeout) + ": " + why);
+    if (!said)
+      say("[cluster] waiting up to " + seconds_text(options_.connect_timeout) + " for task " +
+          task + " at " + address.to_string() + " (" + why + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  caf::scoped_actor self{system};
-  std::string name, nonce, failure;
+  caf::scoped_actor self{runtime_->system()};
+  std::string name, failure;
   self->request(server, options_.connect_timeout, hello_atom::value)
-      .receive(
-          [&](std::string& n, std::string& c) {
-            name = std::move(n);
-            nonce = std::move(c);
-          },
-          [&](caf::error& e) { failure = error_text(e); });
+      .receive([&](std::string& n) { name = std::move(n); },
+               [&](caf::error& e) { failure = error_text(e); });
   if (!failure.empty())
     fail("cluster", "task " + task + " at " + address.to_string() + " did not answer: " + failure);
   if (name != task)
     fail("cluster", "the address " + address.to_string() + " given for task " + task +
                         " is served by task " + name);
-  if (options_.secret.empty()) return server;
-  auto proof = hmac_sha256_hex(options_.secret, nonce + "|" + caf::to_string(system.node()));
-  self->request(server, options_.connect_timeout, auth_atom::value, proof)
-      .receive([](bool) {}, [&](caf::error& e) { failure = error_text(e); });
-  if (!failure.empty()) fail("cluster", "task " + task + ": " + failure);
   return server;
+}
+
+void cluster_connection::say(const std::string& line) const {
+  if (options_.log)
+    options_.log(line);
+  else
+    std::cerr << line << std::endl;
 }
 
 }  // namespace actorflow

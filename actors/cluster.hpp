@@ -8,6 +8,7 @@
 #pragma once
 #include <caf/all.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,8 +75,10 @@ struct cluster_options {
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(30);
   /// How long one step may take on a remote task before it fails, naming it.
   std::chrono::milliseconds step_timeout = std::chrono::seconds(60);
-  /// Shared secret the tasks were started with (empty: none).
-  std::string secret;
+  /// Where the connection says what it waits for (a task not up yet);
+  /// empty: standard error. (The cluster secret is the runtime's:
+  /// runtime_options::secret.)
+  std::function<void(const std::string&)> log;
 };
 
 /// A client's view of a cluster: who it is, and its connections to the other
@@ -92,8 +95,10 @@ class cluster_connection {
   const cluster_options& options() const { return options_; }
   const std::shared_ptr<runtime>& rt() const { return runtime_; }
 
-  /// The server actor of `task`, connecting (and proving the secret) on first
-  /// use; retries until connect_timeout, then throws naming the task and address.
+  /// The server actor of `task`, connecting on first use; retries until
+  /// connect_timeout, saying once what it waits for, then throws naming the
+  /// task, its address and why (a refused connection, a handshake that failed
+  /// and how: wrong secret, certificate, a peer of another kind).
   caf::actor server(const std::string& task);
   /// Asks `task` to save its variables as its checkpoint shard for `step`
   /// (in the directory it was started with); returns the file's path on that
@@ -104,6 +109,8 @@ class cluster_connection {
 
  private:
   caf::actor connect(const std::string& task);
+  caf::expected<caf::actor> reach(const host_port& address);
+  void say(const std::string& line) const;
 
   std::shared_ptr<runtime> runtime_;
   cluster_spec spec_;

@@ -93,8 +93,7 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // (uint64_t, uint
 using start_atom = caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
 using abort_atom = caf::atom_constant<caf::atom("abort")>;  // (step): drop a step that failed elsewhere
 // A task server (actors/task_server.hpp), the entry point of a cluster task:
-using hello_atom = caf::atom_constant<caf::atom("hello")>;        // -> (task name, nonce)
-using auth_atom = caf::atom_constant<caf::atom("auth")>;          // (proof) -> bool
+using hello_atom = caf::atom_constant<caf::atom("hello")>;        // -> task name
 using register_atom = caf::atom_constant<caf::atom("register")>;  // see task_server.hpp
 using connect_atom = caf::atom_constant<caf::atom("connect")>;    // (id, sends, recvs) -> bool
 using release_atom = caf::atom_constant<caf::atom("release")>;    // (id)

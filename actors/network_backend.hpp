@@ -1,8 +1,12 @@
 // The network backend the runtime gives CAF's middleman: CAF's own epoll
-// multiplexer, which after each event keeps polling for a while before it
-// blocks again.
+// multiplexer, whose plain TCP connections pass through actorflow's guard
+// (actors/guarded_connection.hpp), and which after each event keeps polling
+// for a while before it blocks again.
 #pragma once
 #include <caf/io/network/default_multiplexer.hpp>
+#include <memory>
+
+#include "actors/guarded_connection.hpp"
 
 namespace actorflow {
 
@@ -17,6 +21,15 @@ class spinning_multiplexer : public caf::io::network::default_multiplexer {
  public:
   explicit spinning_multiplexer(caf::actor_system* system);
   void run() override;
+  /// Connections accepted by a published port, and made by remote_actor:
+  /// both run through the guard with the runtime_config's limits.
+  caf::io::scribe_ptr new_scribe(caf::io::network::native_socket fd) override;
+  caf::expected<caf::io::scribe_ptr> new_tcp_scribe(const std::string& host,
+                                                    uint16_t port) override;
+
+ private:
+  std::shared_ptr<const connection_limits> limits();
+  std::shared_ptr<const connection_limits> limits_;
 };
 
 }  // namespace actorflow

@@ -36,6 +36,25 @@ void check_tls_files(const tls_files& tls) {
   }
 }
 
+connection_limits connection_limits_of(const runtime_options& options) {
+  if (!options.secret.empty() && options.tls.enabled())
+    fail("runtime",
+         "give a cluster secret or TLS files, not both: TLS authenticates every "
+         "connection by its certificate (and encrypts it)");
+  if (options.handshake_timeout_ms < 100 || options.handshake_timeout_ms > 600000)
+    fail("runtime", "the handshake timeout must be 100 to 600000 ms, not " +
+                        std::to_string(options.handshake_timeout_ms));
+  constexpr uint64_t basp_limit = 0xffffffffu;
+  if (options.max_message_bytes < (uint64_t{1} << 20) || options.max_message_bytes > basp_limit)
+    fail("runtime", "the message bound must be 1 MiB to 4 GiB - 1, not " +
+                        std::to_string(options.max_message_bytes) + " bytes");
+  connection_limits limits;
+  limits.secret = options.secret;
+  limits.handshake_timeout = std::chrono::milliseconds(options.handshake_timeout_ms);
+  limits.max_message_bytes = options.max_message_bytes;
+  return limits;
+}
+
 }  // namespace
 
 runtime::runtime(runtime_options options)
@@ -52,6 +71,7 @@ runtime::runtime(runtime_options options)
   if (options_.idle_spin_us < 0) fail("runtime", "idle_spin_us must be >= 0");
   config_ = std::make_unique<runtime_config>();
   config_->idle_spin = std::chrono::microseconds(options_.idle_spin_us);
+  config_->connections = connection_limits_of(options_);
   load_actorflow_scheduler(*config_);
   config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
   config_->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(options_.idle_naps));

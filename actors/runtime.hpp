@@ -1,11 +1,12 @@
 // The runtime: one CAF actor system and one CPU device shared by the sessions
 // of a process.
 #pragma once
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
 #include <caf/all.hpp>
 #include <memory>
 #include <string>
-#include <oneapi/tbb/global_control.h>
-#include <oneapi/tbb/task_arena.h>
 
 #include "devices/cpu/cpu_device.hpp"
 
@@ -54,6 +55,17 @@ struct runtime_options {
   /// TLS for cluster connections; a runtime with TLS publishes and connects
   /// only through it.
   tls_files tls;
+  /// The cluster secret: every plain connection this runtime accepts or
+  /// makes opens with a mutual proof of it, before CAF sees a byte
+  /// (actors/guarded_connection.hpp). Empty: none. Not with TLS, whose
+  /// certificates authenticate the connections.
+  std::string secret;
+  /// Time a new connection has to complete its handshakes before it is closed.
+  int handshake_timeout_ms = 10000;
+  /// The largest message a connected peer may send (a tensor's bytes plus a
+  /// few hundred); a larger one closes the connection. BASP's own limit is
+  /// 4 GiB - 1.
+  uint64_t max_message_bytes = uint64_t{1} << 30;
 };
 
 class runtime {

@@ -3,14 +3,18 @@
 #include <caf/actor_system_config.hpp>
 #include <chrono>
 
+#include "actors/guarded_connection.hpp"
+
 namespace actorflow {
 
 /// CAF's config, plus how long the runtime's idle threads keep polling
 /// before they block: the network thread after its last event
 /// (actors/network_backend.hpp), scheduler threads once out of work
-/// (actors/scheduler.cpp). 0: they block at once, as CAF's do.
+/// (actors/scheduler.cpp). 0: they block at once, as CAF's do. And what the
+/// guard of every plain connection enforces (actors/guarded_connection.hpp).
 struct runtime_config : caf::actor_system_config {
   std::chrono::microseconds idle_spin{0};
+  connection_limits connections;
 };
 
 }  // namespace actorflow

@@ -4,7 +4,6 @@
 #include <map>
 #include <set>
 
-#include "actors/auth.hpp"
 #include "actors/checkpoint.hpp"
 #include "actors/executable.hpp"
 #include "actors/messages.hpp"
@@ -27,34 +26,12 @@ struct task_server_state {
   std::shared_ptr<resource_table> resources;
   std::map<uint64_t, registered_partition> partitions;
   uint64_t next_id = 1;
-  std::map<caf::node_id, std::string> nonces;  // handed out, awaiting proof
-  std::set<caf::node_id> trusted;
 };
 
 using server_actor = caf::stateful_actor<task_server_state, caf::event_based_actor>;
 
 caf::error refusal(const std::string& text) {
   return caf::make_error(caf::sec::runtime_error, text);
-}
-
-// A peer in this process is trusted; one elsewhere once it proved the secret.
-bool trusted(server_actor* self) {
-  auto& st = self->state;
-  if (st.options.secret.empty()) return true;
-  auto sender = self->current_sender();
-  if (!sender) return false;
-  return sender->node() == self->node() || st.trusted.count(sender->node()) > 0;
-}
-
-caf::error untrusted(server_actor* self) {
-  return refusal("task " + self->state.options.task +
-                 " refuses the request: prove the cluster secret first (--secret)");
-}
-
-// The message a peer signs: the nonce bound to its own node, so a proof
-// cannot be replayed by another process.
-std::string signed_text(const std::string& nonce, const caf::node_id& node) {
-  return nonce + "|" + caf::to_string(node);
 }
 
 using register_reply =
@@ -74,9 +51,9 @@ register_reply register_partition(server_actor* self, const caf::actor& owner,
     for (auto& f : fetches) sig.fetches.push_back(p.g->output_by_name(f).ref());
     for (auto& t : targets) sig.targets.push_back(p.g->operation_by_name(t).id());
     auto* resources = st.resources.get();
-    p.exe = std::make_shared<executable>(*p.g, sig, *st.rt,
-                                         [resources](const node& n) { return resources->actor_for(n); },
-                                         st.options.task);
+    p.exe = std::make_shared<executable>(
+        *p.g, sig, *st.rt, [resources](const node& n) { return resources->actor_for(n); },
+        st.options.task);
   } catch (const std::exception& e) {
     return refusal("task " + st.options.task + ": " + e.what());
   }
@@ -135,13 +112,25 @@ void restore_latest_shard(resource_table& resources, const task_server_options& 
   for (auto& e : errors) std::cerr << "[task_server] " << options.task << ": " << e << "\n";
   if (!data) {
     if (!errors.empty())
-      fail("task_server", options.task + ": no readable checkpoint shard in '" +
-                              options.checkpoint_dir + "'");
+      fail("task_server",
+           options.task + ": no readable checkpoint shard in '" + options.checkpoint_dir + "'");
     return;
   }
   resources.restore(data->variables, std::chrono::seconds(60));
   std::cerr << "[task_server] " << options.task << " restored " << data->variables.size()
             << " variables from " << path << " (step " << data->global_step << ")\n";
+}
+
+// CAF's defaults end an actor on an error message and print every unknown
+// message: a peer could stop the server with one message (even by making it
+// answer itself) or flood the log. (An exception in a handler ends an actor
+// in CAF 0.17 whatever its handler says: the handlers below catch them.)
+void survive_any_message(server_actor* self) {
+  self->set_default_handler(caf::drop);
+  self->set_error_handler([self](caf::error& e) {
+    std::cerr << "[task_server] " << self->state.options.task
+              << " ignored an error sent to it: " << error_text(e) << "\n";
+  });
 }
 
 caf::behavior task_server(server_actor* self, runtime* rt, task_server_options options,
@@ -150,6 +139,7 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
   st.rt = rt;
   st.options = std::move(options);
   st.resources = std::move(resources);
+  survive_any_message(self);
   // A client that goes away takes its partitions with it.
   self->set_down_handler([self](caf::down_msg& down) {
     auto& parts = self->state.partitions;
@@ -157,40 +147,18 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
       it = it->second.owner == down.source ? parts.erase(it) : std::next(it);
   });
   return {
-      [self](hello_atom) {
-        auto nonce = random_nonce();
-        if (auto sender = self->current_sender()) self->state.nonces[sender->node()] = nonce;
-        return caf::make_message(self->state.options.task, nonce);
-      },
-      [self](auth_atom, const std::string& proof) -> caf::result<bool> {
-        auto& st = self->state;
-        auto sender = self->current_sender();
-        if (st.options.secret.empty()) return true;
-        if (!sender || !st.nonces.count(sender->node())) return refusal("auth: say hello first");
-        auto node = sender->node();
-        auto expected = hmac_sha256_hex(st.options.secret, signed_text(st.nonces[node], node));
-        st.nonces.erase(node);  // one try per nonce
-        if (!same_proof(proof, expected))
-          return refusal("task " + st.options.task + " refuses the peer: wrong cluster secret");
-        st.trusted.insert(node);
-        return true;
-      },
+      [self](hello_atom) { return self->state.options.task; },
       [self](register_atom, const caf::actor& owner, const std::string& bytes,
              const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
              const std::vector<std::string>& targets) -> register_reply {
-        if (!trusted(self)) return untrusted(self);
         return register_partition(self, owner, bytes, feeds, fetches, targets);
       },
       [self](connect_atom, uint64_t id, const std::vector<std::string>& sends,
              const std::vector<caf::actor>& recvs) -> caf::result<bool> {
-        if (!trusted(self)) return untrusted(self);
         return connect_sends(self, id, sends, recvs);
       },
-      [self](release_atom, uint64_t id) {
-        if (trusted(self)) self->state.partitions.erase(id);
-      },
+      [self](release_atom, uint64_t id) { self->state.partitions.erase(id); },
       [self](save_atom, int64_t step) -> caf::result<std::string> {
-        if (!trusted(self)) return untrusted(self);
         return save_shard(self, step);
       },
       [self](ping_atom) { return self->state.options.task; },

@@ -4,17 +4,20 @@
 // resource table, so every worker's partition updates the same variables.
 //
 // Protocol (message atoms in actors/messages.hpp; every request answered):
-//   hello                                   -> (task name, nonce)
-//   auth, proof                             -> true, or an error
+//   hello                                   -> task name
 //   register, owner, graph bytes, feeds, fetches, targets
 //                                           -> (id, coordinator, recv names, recv actors)
 //   connect, id, send names, recv actors    -> true
 //   release, id                             -> (nothing)
 //   save, step                              -> path of this task's checkpoint shard
 //   ping                                    -> task name
-// With a secret, everything but hello, auth and ping is refused until the
-// peer's process has proved it (actors/auth.hpp). A partition lives until its
-// owner (the registering client's actor) releases it or goes down.
+// Authentication is the connection's, not the server's: with a cluster
+// secret, a peer reaches this actor only through a connection on which it
+// proved the secret (actors/guarded_connection.hpp), with TLS only with a
+// certificate the cluster CA signed. A partition lives until its owner (the
+// registering client's actor) releases it or goes down. No message stops
+// the server: unknown ones are dropped, errors sent to it and exceptions in
+// a handler are logged.
 #pragma once
 #include <caf/all.hpp>
 #include <string>
@@ -24,8 +27,7 @@
 namespace actorflow {
 
 struct task_server_options {
-  std::string task;    // "/job:ps/task:0"
-  std::string secret;  // empty: any peer may register
+  std::string task;  // "/job:ps/task:0"
   /// Where this task's checkpoint shards go (<dir>/ckpt-<step>.afck); when
   /// set, the server restores the newest readable shard as it starts.
   std::string checkpoint_dir;

@@ -12,27 +12,31 @@
 #include "actors/network_backend.hpp"
 #include "actors/partition.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/child_process.hpp"
+#include "apps/lib/test_certificates.hpp"
+#include "cluster_fixture.hpp"
 #include "core/device_name.hpp"
 #include "ops/array.hpp"
 #include "ops/embedding.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
-#include "ops/queue.hpp"
 #include "ops/state.hpp"
 #include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
-#include "apps/lib/child_process.hpp"
-#include "apps/lib/test_certificates.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
 using actorflow::apps::child_process;
-using actorflow::testing::error_of;
 using actorflow::apps::free_port;
 using actorflow::apps::make_test_certificates;
 using actorflow::apps::test_tls_files;
+using actorflow::testing::error_of;
+using actorflow::testing::send_garbage;
+using actorflow::testing::temp_dir;
+using actorflow::testing::test_cluster;
 using namespace std::chrono_literals;
 
 namespace {
@@ -75,7 +79,8 @@ feed_list batch_for(const small_model& m, int step) {
     for (int j = 0; j < 4; ++j) xs.push_back(std::sin(0.3f * static_cast<float>(i * 4 + j + step)));
     for (int c = 0; c < 3; ++c) ys.push_back((i + step) % 3 == c ? 1.0f : 0.0f);
   }
-  return {{m.x, tensor::from_vector(xs, shape{6, 4})}, {m.labels, tensor::from_vector(ys, shape{6, 3})}};
+  return {{m.x, tensor::from_vector(xs, shape{6, 4})},
+          {m.labels, tensor::from_vector(ys, shape{6, 3})}};
 }
 
 // Losses of `steps` training steps (each fetched with its update).
@@ -87,52 +92,6 @@ std::vector<float> train_losses(session& s, const small_model& m, int steps) {
   return losses;
 }
 
-// ---- a cluster of actorflow-node processes ------------------------------------
-
-struct test_cluster {
-  uint16_t client_port = free_port(), worker1_port = free_port(), ps_port = free_port(),
-           ps1_port = free_port();
-  // Tests that use one ps task start only the first.
-  std::string ps_hosts() const {
-    return "127.0.0.1:" + std::to_string(ps_port) + ",127.0.0.1:" + std::to_string(ps1_port);
-  }
-  std::string worker_hosts() const {
-    return "127.0.0.1:" + std::to_string(client_port) + ",127.0.0.1:" + std::to_string(worker1_port);
-  }
-  uint16_t& port_of(const std::string& job, int task) {
-    if (job == "ps") return task == 0 ? ps_port : ps1_port;
-    return task == 0 ? client_port : worker1_port;
-  }
-  // Starts a task; if another process took its port meanwhile, the task gets
-  // a fresh one (the client reads the ports when it connects).
-  std::unique_ptr<child_process> start(const std::string& job, int task,
-                                       std::vector<std::string> extra = {}) {
-    for (int attempt = 0;; ++attempt) {
-      std::vector<std::string> argv{ACTORFLOW_NODE_BINARY, "--job", job, "--task", std::to_string(task),
-                                    "--ps-hosts", ps_hosts(), "--worker-hosts", worker_hosts(),
-                                    "--threads", "2"};
-      argv.insert(argv.end(), extra.begin(), extra.end());
-      auto p = std::make_unique<child_process>(argv);
-      bool up = p->wait_for("serving on", 20s);
-      if (!up && attempt < 3 && p->output().find("cannot listen") != std::string::npos) {
-        p->stop();
-        port_of(job, task) = free_port();
-        continue;
-      }
-      INFO("output of " << job << "/" << task << ":\n" << p->output());
-      REQUIRE(up);
-      return p;
-    }
-  }
-  std::shared_ptr<cluster_connection> connect(cluster_options options = {},
-                                              runtime_options rt = {}) const {
-    if (options.connect_timeout > 10s) options.connect_timeout = 10s;
-    return std::make_shared<cluster_connection>(
-        std::make_shared<runtime>(rt), cluster_spec::from_hosts(ps_hosts(), worker_hosts()),
-        "/job:worker/task:0", options);
-  }
-};
-
 // What `run` returns given a session over two real ps task processes.
 template <class Run>
 auto on_two_ps_tasks(graph& g, Run run) {
@@ -141,30 +100,6 @@ auto on_two_ps_tasks(graph& g, Run run) {
   auto ps1 = c.start("ps", 1);
   session s(g, c.connect());
   return run(s);
-}
-
-std::string temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("actorflow-" + name + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
-
-// Writes `rounds` runs of junk to 127.0.0.1:port, each closed mid-stream.
-void send_garbage(uint16_t port, int rounds) {
-  for (int round = 0; round < rounds; ++round) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    std::string junk;
-    for (int i = 0; i < 64 * (round + 1); ++i)
-      junk.push_back(static_cast<char>((i * 7919 + round * 31) & 0xff));
-    (void)!write(fd, junk.data(), junk.size());
-    close(fd);
-  }
 }
 
 }  // namespace
@@ -183,8 +118,9 @@ TEST_CASE("device names parse, print and merge in TensorFlow's form") {
   auto merged = device_name::parse("/cpu:0").merged_onto(device_name::parse("/job:worker/task:1"));
   CHECK(merged.to_string() == "/job:worker/task:1/cpu:0");
   // Another job drops the outer task index.
-  CHECK(device_name::parse("/job:ps").merged_onto(device_name::parse("/job:worker/task:1")).to_string() ==
-        "/job:ps");
+  CHECK(device_name::parse("/job:ps")
+            .merged_onto(device_name::parse("/job:worker/task:1"))
+            .to_string() == "/job:ps");
   for (auto bad : {"job:ps", "/job:", "/task:x", "/job:ps/task:-1", "/tpu:0", "/job:ps//cpu:0",
                    "/device:CPU"}) {
     auto e = error_of([&] { device_name::parse(bad); });
@@ -316,8 +252,9 @@ TEST_CASE("a graph placed on other tasks needs a cluster; a GPU device is refuse
   auto m = build_model(g, true);
   session s(g);
   auto e = error_of([&] { s.run({m.init}); });
-  CHECK_MESSAGE(e.find("is placed on /job:ps/task:0, but this session has no cluster") !=
-                    std::string::npos, e);
+  CHECK_MESSAGE(
+      e.find("is placed on /job:ps/task:0, but this session has no cluster") != std::string::npos,
+      e);
   graph g2;
   output y;
   {
@@ -345,8 +282,13 @@ TEST_CASE("cluster descriptions from flags and from TF_CONFIG-style JSON") {
   CHECK(job == "worker");
   CHECK(index == 1);
   CHECK(json.address("/job:ps/task:0").to_string() == "a:1");
-  CHECK(error_of([] { cluster_spec::from_json("{\"cluster\": ", nullptr, nullptr); })
-            .find("malformed cluster description") != std::string::npos);
+  CHECK(error_of([] {
+          cluster_spec::from_json("{\"cluster\": ", nullptr, nullptr);
+        }).find("malformed cluster description") != std::string::npos);
+  CHECK(error_of([] {
+          cluster_spec::from_json(
+              R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": -3}})");
+        }) == "[cluster] the task index in the cluster description must be 0 or more, not -3");
   CHECK(error_of([] { cluster_spec::from_hosts("127.0.0.1:99999", ""); }).find("port") !=
         std::string::npos);
   CHECK(error_of([] { cluster_spec::from_hosts("nohost", ""); }).find("not host:port") !=
@@ -384,7 +326,8 @@ TEST_CASE("a tensor crosses the wire as a header and its bytes; a forged header 
   auto forged = bytes;
   auto claim = [&](uint64_t count) {
     for (int i = 0; i < 8; ++i)
-      forged[forged.size() - 24 - 8 + static_cast<size_t>(i)] = static_cast<char>(count >> (56 - 8 * i));
+      forged[forged.size() - 24 - 8 + static_cast<size_t>(i)] =
+          static_cast<char>(count >> (56 - 8 * i));
   };
   claim(uint64_t{1} << 40);
   CHECK(load(forged, back).find("claims 1099511627776 bytes, more than the message holds") !=
@@ -433,7 +376,8 @@ struct embedding_model {
 
 embedding_model build_embedding_model(graph& g, bool placed, bool synchronous = false) {
   std::optional<graph::scope_guard> setter;
-  if (placed) setter.emplace(g.device_function_scope(replica_device_setter(2, "/job:worker/task:0")));
+  if (placed)
+    setter.emplace(g.device_function_scope(replica_device_setter(2, "/job:worker/task:0")));
   embedding_model m;
   m.ids = placeholder(g, dtype::int64, {-1, 2}, "ids");
   auto table = make_partitioned_variable(
@@ -476,7 +420,8 @@ std::vector<float> embedding_losses(session& s, const embedding_model& m) {
   s.run({m.init});
   std::vector<float> losses;
   for (int step = 0; step < 6; ++step)
-    losses.push_back(s.run({{m.ids, embedding_ids(step)}}, {m.loss}, {m.train}).at(0).item<float>());
+    losses.push_back(
+        s.run({{m.ids, embedding_ids(step)}}, {m.loss}, {m.train}).at(0).item<float>());
   return losses;
 }
 
@@ -605,8 +550,8 @@ TEST_CASE("cluster processes poll a while before they sleep; --idle-spin-us sets
   for (int i = 1; i <= 200; ++i) s.run({{x, tensor::scalar(float(i))}}, {add_x});
   CHECK(s.eval(total->value()).item<float>() == 20100.0f);
   // A negative value is refused, naming the flag.
-  child_process bad({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "1", "--ps-hosts", c.ps_hosts(),
-                     "--idle-spin-us", "-5"});
+  child_process bad({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "1", "--ps-hosts",
+                     c.ps_hosts(), "--idle-spin-us", "-5"});
   CHECK(bad.wait_exit(20s) != 0);
   CHECK_MESSAGE(bad.output().find("--idle-spin-us") != std::string::npos, bad.output());
 }
@@ -656,8 +601,9 @@ TEST_CASE("an unreachable task is an error naming it, within the connect timeout
   session s(g, c.connect(options));
   auto start = std::chrono::steady_clock::now();
   auto e = error_of([&] { s.eval(y); });
-  CHECK_MESSAGE(e.find("cannot reach task /job:ps/task:0 at 127.0.0.1:" + std::to_string(c.ps_port)) !=
-                    std::string::npos, e);
+  CHECK_MESSAGE(e.find("cannot reach task /job:ps/task:0 at 127.0.0.1:" +
+                       std::to_string(c.ps_port)) != std::string::npos,
+                e);
   CHECK(std::chrono::steady_clock::now() - start < 10s);
 }
 
@@ -686,114 +632,5 @@ TEST_CASE("a killed ps task fails the step at once; restarted, it restores its s
   // The session reconnects and registers again; the variables are as saved.
   auto after = *s.run(batch_for(m, 3), {m.loss}).at(0).data<float>();
   CHECK(after == loss_at_save);
-  std::filesystem::remove_all(dir);
-}
-
-TEST_CASE("with a secret, a peer must prove it; garbage on the port leaves the task serving") {
-  test_cluster c;
-  auto ps = c.start("ps", 0, {"--secret", "s3cret"});
-  graph g;
-  output y;
-  {
-    auto on_ps = g.device_scope("/job:ps/task:0");
-    y = neg(scalar(g, 2.0f));
-  }
-  {
-    session s(g, c.connect());  // no secret
-    auto e = error_of([&] { s.eval(y); });
-    CHECK_MESSAGE(e.find("prove the cluster secret") != std::string::npos, e);
-  }
-  {
-    cluster_options wrong;
-    wrong.secret = "guess";
-    session s(g, c.connect(wrong));
-    auto e = error_of([&] { s.eval(y); });
-    CHECK_MESSAGE(e.find("wrong cluster secret") != std::string::npos, e);
-  }
-  send_garbage(c.ps_port, 20);  // random bytes, and peers that disconnect mid-message
-  cluster_options right;
-  right.secret = "s3cret";
-  session s(g, c.connect(right));
-  CHECK(*s.eval(y).data<float>() == -2.0f);
-  CHECK(ps->wait_exit(10ms) == -1);  // still running
-}
-
-TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed") {
-  auto dir = temp_dir("tls");
-  REQUIRE_MESSAGE(make_test_certificates(dir), "openssl failed; see " << dir << "/openssl.log");
-  test_cluster c;
-  auto node = test_tls_files(dir, "node");
-  std::vector<std::string> flags{"--tls-cert", node.certificate, "--tls-key", node.key,
-                                 "--tls-ca",   node.ca_file,     "--secret",  "s3cret"};
-  auto ps = c.start("ps", 0, flags);
-  auto worker1 = c.start("worker", 1, flags);
-  // A value computed on the ps task goes to worker 1, then to the client.
-  graph g;
-  output y;
-  {
-    auto on_ps = g.device_scope("/job:ps/task:0");
-    y = neg(scalar(g, 1.5f));
-  }
-  {
-    auto on_worker1 = g.device_scope("/job:worker/task:1");
-    y = mul(y, scalar(g, 2.0f));
-  }
-  cluster_options refused;
-  refused.connect_timeout = 1s;
-  refused.secret = "s3cret";
-  auto client_runtime = cluster_runtime_options();
-  // A plain TCP client, and one whose certificate another CA signed.
-  for (auto tls : {tls_files{}, test_tls_files(dir, "stranger", "stranger")}) {
-    CAPTURE(tls.certificate);
-    client_runtime.tls = tls;
-    session s(g, c.connect(refused, client_runtime));
-    auto start = std::chrono::steady_clock::now();
-    auto e = error_of([&] { s.eval(y); });
-    CHECK_MESSAGE(e.find("cannot reach task /job:") != std::string::npos, e);
-    CHECK(std::chrono::steady_clock::now() - start < 10s);
-  }
-  // A client the CA signed runs steps; the secret is still asked for.
-  client_runtime.tls = test_tls_files(dir, "client");
-  {
-    session s(g, c.connect({}, client_runtime));
-    auto e = error_of([&] { s.eval(y); });
-    CHECK_MESSAGE(e.find("prove the cluster secret") != std::string::npos, e);
-  }
-  cluster_options right;
-  right.secret = "s3cret";
-  session s(g, c.connect(right, client_runtime));
-  CHECK(*s.eval(y).data<float>() == -3.0f);
-  // Garbage fails TLS handshakes on the tasks' network threads; the
-  // connections already up must not pay for it (actors/tls_error_queue.cpp).
-  for (int round = 0; round < 5; ++round) {
-    send_garbage(c.ps_port, 3);
-    send_garbage(c.worker1_port, 3);
-    for (int i = 0; i < 3; ++i) CHECK(*s.eval(y).data<float>() == -3.0f);
-  }
-  CHECK(ps->wait_exit(10ms) == -1);  // still running
-  CHECK(worker1->wait_exit(10ms) == -1);
-  std::filesystem::remove_all(dir);
-}
-
-TEST_CASE("TLS files are checked when the runtime starts, naming the one at fault") {
-  auto dir = temp_dir("tls-files");
-  REQUIRE(make_test_certificates(dir));
-  auto tls = test_tls_files(dir, "client");
-  tls.key.clear();
-  CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
-        "[runtime] TLS needs a certificate, a private key and a CA file; the private key "
-        "(--tls-key) is missing");
-  tls = test_tls_files(dir, "client");
-  tls.ca_file = dir + "/absent.pem";
-  CHECK(error_of([&] { runtime(runtime_options{.tls = tls}); }) ==
-        "[runtime] cannot read the TLS CA file '" + dir + "/absent.pem'");
-  // A node given a bad file says so and exits.
-  test_cluster c;
-  child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
-                      c.ps_hosts(), "--tls-cert", dir + "/node.pem", "--tls-key",
-                      dir + "/absent.key", "--tls-ca", dir + "/ca.pem"});
-  CHECK(node.wait_exit(20s) == 1);
-  CHECK_MESSAGE(node.output().find("cannot read the TLS private key") != std::string::npos,
-                node.output());
   std::filesystem::remove_all(dir);
 }

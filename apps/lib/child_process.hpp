@@ -98,6 +98,12 @@ class child_process {
     }
     return -1;
   }
+  /// The child's process id while it runs (-1 once reaped).
+  pid_t pid() const { return pid_; }
+  /// Sends `sig` to the child alone.
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
   /// kill -9 of its process group, and reaped.
   void kill_now() { stop(std::chrono::milliseconds(0)); }
   /// SIGTERM to its process group, up to `grace` for a clean exit, then
@@ -168,7 +174,8 @@ inline uint16_t free_port() {
   int high = first_ephemeral_port();
   int low = std::max(1024, high - 12000);
   for (int attempt = 0; attempt < 500 && high > low; ++attempt) {
-    auto port = static_cast<uint16_t>(low + static_cast<int>(pick() % static_cast<unsigned>(high - low)));
+    auto port =
+        static_cast<uint16_t>(low + static_cast<int>(pick() % static_cast<unsigned>(high - low)));
     if (port_is_free(port)) return port;
   }
   throw std::runtime_error("no free port on 127.0.0.1 below " + std::to_string(high));

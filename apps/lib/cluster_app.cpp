@@ -7,6 +7,7 @@
 
 #include "actors/auth.hpp"
 #include "actors/task_server.hpp"
+#include "apps/lib/stop_signals.hpp"
 #include "core/error.hpp"
 
 namespace actorflow::apps {
@@ -20,8 +21,20 @@ void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   app.add_option("--worker-hosts", flags.worker_hosts, "workers, host:port,host:port")
       ->group(group);
   app.add_option("--bind", flags.bind, "address to listen on (default 127.0.0.1)")->group(group);
-  app.add_option("--secret", flags.secret, "shared secret peers must prove")->group(group);
+  app.add_option("--secret", flags.secret,
+                 "shared secret every connection must prove before anything else")
+      ->group(group);
   app.add_option("--secret-file", flags.secret_file, "file holding the shared secret")
+      ->group(group);
+  app.add_option("--handshake-timeout-ms", flags.handshake_timeout_ms,
+                 "a connection that has not completed its handshakes by then is closed")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--max-message-bytes", flags.max_message_bytes,
+                 "largest message a peer may send; a larger one closes its connection")
+      ->check(CLI::Range(uint64_t{1} << 20, uint64_t{0xffffffff}))
+      ->capture_default_str()
       ->group(group);
   app.add_option("--tls-cert", flags.tls.certificate, "TLS: this task's certificate (PEM)")
       ->group(group);
@@ -50,8 +63,12 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
   }
   setup.tls = flags.tls;
   setup.idle_spin_us = flags.idle_spin_us;
-  if (!flags.secret_file.empty()) setup.secret = read_secret_file(flags.secret_file);
-  else setup.secret = flags.secret;
+  setup.handshake_timeout_ms = flags.handshake_timeout_ms;
+  setup.max_message_bytes = flags.max_message_bytes;
+  if (!flags.secret_file.empty())
+    setup.secret = read_secret_file(flags.secret_file);
+  else
+    setup.secret = flags.secret;
   if (!setup.enabled()) return setup;
   if (setup.job.empty()) fail("cluster", "--job is needed with a cluster (ps or worker)");
   setup.spec.address(setup.task_name());  // throws for an unknown job or task
@@ -62,19 +79,17 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
   auto options = cluster_runtime_options(threads);
   options.tls = setup.tls;
   options.idle_spin_us = setup.idle_spin_us;
+  options.secret = setup.secret;
+  options.handshake_timeout_ms = setup.handshake_timeout_ms;
+  options.max_message_bytes = setup.max_message_bytes;
   return options;
 }
 
 int serve_task(const cluster_setup& setup, const std::string& bind,
                const std::string& checkpoint_dir, int threads) {
-  // Block the stop signals before any thread starts, so that sigwait gets them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  stop_signals signals(setup.task_name());  // before any thread starts
   auto rt = std::make_shared<runtime>(task_runtime_options(setup, threads));
-  task_server_options options{setup.task_name(), setup.secret, checkpoint_dir};
+  task_server_options options{setup.task_name(), checkpoint_dir};
   auto server = spawn_task_server(*rt, options);
   auto address = setup.spec.address(setup.task_name());
   auto port = publish_task_server(*rt, server, address.port, bind);
@@ -84,9 +99,9 @@ int serve_task(const cluster_setup& setup, const std::string& bind,
               << address.port << ": " << error_text(port.error()) << "\n";
     return 1;
   }
+  signals.running();
   std::cout << setup.task_name() << " serving on " << bind << ":" << *port << std::endl;
-  int received = 0;
-  sigwait(&stop_signals, &received);
+  int received = signals.wait_for_stop(std::chrono::seconds(10));
   std::cout << setup.task_name() << " stopping (signal " << received << ")" << std::endl;
   rt->system().middleman().close(*port);
   caf::anon_send_exit(server, caf::exit_reason::user_shutdown);

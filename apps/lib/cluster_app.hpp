@@ -21,6 +21,8 @@ struct cluster_flags {
   std::string secret_file;
   tls_files tls;
   int idle_spin_us = default_cluster_idle_spin_us;
+  int handshake_timeout_ms = runtime_options{}.handshake_timeout_ms;
+  uint64_t max_message_bytes = runtime_options{}.max_message_bytes;
 };
 
 /// Adds the flags to `app` (group "Cluster").
@@ -33,6 +35,8 @@ struct cluster_setup {
   std::string secret;
   tls_files tls;
   int idle_spin_us = default_cluster_idle_spin_us;
+  int handshake_timeout_ms = runtime_options{}.handshake_timeout_ms;
+  uint64_t max_message_bytes = runtime_options{}.max_message_bytes;
   bool enabled() const { return !spec.jobs().empty(); }
   std::string task_name() const { return actorflow::task_name(job, task); }
 };
@@ -43,7 +47,7 @@ struct cluster_setup {
 cluster_setup resolve_cluster(const cluster_flags& flags);
 
 /// The runtime options of a cluster task (cluster_runtime_options) with the
-/// setup's TLS files.
+/// setup's secret, TLS files and connection limits.
 runtime_options task_runtime_options(const cluster_setup& setup, int threads);
 
 /// Serves this task (actors/task_server.hpp) on its port, bound to `bind`,
