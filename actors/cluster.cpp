@@ -5,6 +5,7 @@
 #include <caf/openssl/remote_actor.hpp>
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -94,11 +95,12 @@ cluster_spec cluster_spec::from_json(const std::string& json, std::string* job, 
     }
     if (doc.contains("task")) {
       if (job) *job = doc["task"].at("type").get<std::string>();
-      auto task_index = doc["task"].at("index").get<int>();
-      if (task_index < 0)
-        fail("cluster", "the task index in the cluster description must be 0 or more, not " +
-                            std::to_string(task_index));
-      if (index) *index = task_index;
+      auto& task_index = doc["task"].at("index");
+      if (!task_index.is_number_integer() || task_index.get<int64_t>() < 0 ||
+          task_index.get<int64_t>() > std::numeric_limits<int>::max())
+        fail("cluster", "the task index in the cluster description must be a whole number, 0 "
+                        "or more, not " + task_index.dump());
+      if (index) *index = task_index.get<int>();
     }
   } catch (const nlohmann::json::exception& e) {
     fail("cluster", std::string("malformed cluster description: ") + e.what());

@@ -288,7 +288,8 @@ TEST_CASE("cluster descriptions from flags and from TF_CONFIG-style JSON") {
   CHECK(error_of([] {
           cluster_spec::from_json(
               R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": -3}})");
-        }) == "[cluster] the task index in the cluster description must be 0 or more, not -3");
+        }) == "[cluster] the task index in the cluster description must be a whole number, 0 or "
+              "more, not -3");
   CHECK(error_of([] { cluster_spec::from_hosts("127.0.0.1:99999", ""); }).find("port") !=
         std::string::npos);
   CHECK(error_of([] { cluster_spec::from_hosts("nohost", ""); }).find("not host:port") !=
