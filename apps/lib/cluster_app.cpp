@@ -14,7 +14,9 @@ namespace actorflow::apps {
 void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   const std::string group = "Cluster";
   app.add_option("--job", flags.job, "this task's job: ps or worker")->group(group);
-  app.add_option("--task", flags.task, "this task's index in its job")->group(group);
+  app.add_option("--task", flags.task, "this task's index in its job")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
+      ->group(group);
   app.add_option("--ps-hosts", flags.ps_hosts, "parameter servers, host:port,host:port")
       ->group(group);
   app.add_option("--worker-hosts", flags.worker_hosts, "workers, host:port,host:port")
@@ -43,8 +45,12 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
     setup.spec = cluster_spec::from_hosts(flags.ps_hosts, flags.worker_hosts);
   } else if (const char* json = std::getenv("ACTORFLOW_CONFIG"); json && *json) {
     std::string job;
-    int task = -1;
+    constexpr int no_index = std::numeric_limits<int>::min();  // no "task" object
+    int task = no_index;
     setup.spec = cluster_spec::from_json(json, &job, &task);
+    if (task != no_index && task < 0)
+      fail("cluster", "$ACTORFLOW_CONFIG: \"task\": {\"index\": " + std::to_string(task) +
+                          "} is negative; task indices count from 0");
     if (setup.job.empty()) setup.job = job;
     if (task >= 0 && flags.job.empty()) setup.task = task;
   }
