@@ -28,6 +28,23 @@ int64_t step_of(const std::string& file_name) {
   return std::stoll(digits);
 }
 
+// Deletes the "ckpt-<step>.afck.tmp" files a killed save left behind. Only
+// names of our own are touched: the directory may hold the user's files.
+void remove_leftover_temporaries(const std::string& dir) {
+  constexpr std::string_view tmp_suffix = ".tmp";
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.size() <= tmp_suffix.size() ||
+        name.compare(name.size() - tmp_suffix.size(), tmp_suffix.size(), tmp_suffix) != 0 ||
+        step_of(name.substr(0, name.size() - tmp_suffix.size())) < 0)
+      continue;
+    std::error_code type_ec, remove_ec;
+    if (it->is_regular_file(type_ec)) fs::remove(it->path(), remove_ec);
+  }
+}
+
 // Restores already loaded contents; errors name the file.
 int64_t restore_loaded(session& s, const checkpoint_data& data, const std::string& path) {
   try {
@@ -59,6 +76,7 @@ checkpoint_manager::checkpoint_manager(std::string dir, size_t keep_last, size_t
     : dir_(std::move(dir)), keep_last_(keep_last), chunk_bytes_(chunk_bytes) {
   if (dir_.empty()) fail("checkpoint_manager", "empty directory name");
   if (keep_last_ == 0) fail("checkpoint_manager", "keep_last must be at least 1");
+  remove_leftover_temporaries(dir_);
 }
 
 std::string checkpoint_manager::save(session& s, int64_t step) {
@@ -105,8 +123,14 @@ std::vector<checkpoint_manager::entry> checkpoint_manager::list() const {
   }
   for (; it != end; it.increment(ec)) {
     int64_t step = step_of(it->path().filename().string());
+    if (step < 0) continue;
+    // Skipping it would leave the save of that step to fail, much later.
     std::error_code type_ec;
-    if (step >= 0 && it->is_regular_file(type_ec)) out.push_back({step, it->path().string()});
+    if (!it->is_regular_file(type_ec))
+      fail("checkpoint_manager", "'" + it->path().string() +
+                                     "' is not a regular file; move it out of the checkpoint "
+                                     "directory");
+    out.push_back({step, it->path().string()});
   }
   if (ec) fail("checkpoint_manager", "cannot list '" + dir_ + "': " + ec.message());
   std::sort(out.begin(), out.end(), [](const entry& a, const entry& b) { return a.step > b.step; });

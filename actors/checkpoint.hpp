@@ -36,8 +36,12 @@ void save_checkpoint(session& s, const std::string& path, int64_t global_step,
 int64_t restore_checkpoint(session& s, const std::string& path);
 
 /// Keeps the last checkpoints of a run in one directory, as
-/// <dir>/ckpt-<step>.afck. Files of other names (a "<name>.tmp" left by a
-/// crash mid-write among them) are ignored.
+/// <dir>/ckpt-<step>.afck. A "ckpt-<step>.afck.tmp" left by a write that was
+/// killed midway is deleted when a manager is made for the directory (only
+/// a crashed write leaves one; run one manager per directory); files of
+/// other names are ignored. Something named like a checkpoint that is not a
+/// regular file (a directory "ckpt-20.afck") is an error naming it, from
+/// list() and whatever calls it, since it would fail the save of that step.
 class checkpoint_manager {
  public:
   struct entry {
@@ -55,6 +59,8 @@ class checkpoint_manager {
   };
 
   /// keep_last >= 1. The directory is made on the first save if missing.
+  /// Deletes the directory's leftover "ckpt-<step>.afck.tmp" files (best
+  /// effort: one that cannot be deleted is overwritten by the next save).
   explicit checkpoint_manager(std::string dir, size_t keep_last = 5,
                               size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
@@ -71,7 +77,9 @@ class checkpoint_manager {
   std::optional<checkpoint_data> load_latest(std::vector<std::string>& errors,
                                              std::string* path = nullptr) const;
 
-  /// The checkpoints in the directory, newest (highest step) first.
+  /// The checkpoints in the directory, newest (highest step) first. Throws
+  /// "[checkpoint_manager] '<dir>/ckpt-<step>.afck' is not a regular file ..."
+  /// for a directory (or other non-file) of a checkpoint's name.
   std::vector<entry> list() const;
 
   /// Restores the newest checkpoint that reads cleanly: a truncated or

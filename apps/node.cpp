@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--checkpoint-dir", checkpoint_dir,
                  "where this task saves its checkpoint shards; it restores the newest at start");
-  app.add_option("--threads", threads, "CAF and kernel threads (0: one per core)");
+  app.add_option("--threads", threads, "CAF and kernel threads (0: one per core)")
+      ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
     auto setup = apps::resolve_cluster(flags);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,7 +20,9 @@
 #include "actors/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/cluster_training.hpp"
+#include "apps/lib/flag_checks.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/run_dirs.hpp"
 #include "apps/lib/train_report.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
@@ -64,7 +68,84 @@ int64_t start_step(session& s, training_graph& t, const train_config& c, checkpo
   return 0;
 }
 
+// Checks the output directories before anything slow starts (the runtime,
+// the data load): a bad path or another run's checkpoints cost seconds, not
+// an epoch. Returns the checkpoint manager, or null without --checkpoint-dir.
+std::unique_ptr<checkpoint_manager> prepare_outputs(const train_config& c) {
+  apps::require_writable_dir(c.out, "--out");
+  if (c.checkpoint_dir.empty()) return nullptr;
+  apps::require_writable_dir(c.checkpoint_dir, "--checkpoint-dir");
+  // Made here, so that a killed save's temporaries go before anything else.
+  auto ckpt = std::make_unique<checkpoint_manager>(c.checkpoint_dir, size_t(c.keep_checkpoints));
+  apps::claim_checkpoint_dir(*ckpt, c.resume ? apps::existing_checkpoints::resume
+                                    : c.overwrite_checkpoints
+                                        ? apps::existing_checkpoints::overwrite
+                                        : apps::existing_checkpoints::refuse);
+  return ckpt;
+}
+
+// What a diverged run leaves behind, for its error message.
+std::string kept_checkpoint(const checkpoint_manager* ckpt) {
+  auto saved = ckpt ? ckpt->list() : std::vector<checkpoint_manager::entry>{};
+  return saved.empty() ? "no checkpoint was saved"
+                       : "the last checkpoint, " + saved.front().path + ", is kept";
+}
+
+// TensorFlow's NanTensorHook: a diverged run stops at the first non-finite
+// loss. The loss is fetched every step anyway, so the check costs nothing.
+void require_finite_loss(float loss, int64_t step, const checkpoint_manager* ckpt) {
+  if (std::isfinite(loss)) return;
+  fail("train", fmt::format("the loss is {} at step {}: training diverged (try a lower --lr); "
+                            "stopping; {}",
+                            loss, step, kept_checkpoint(ckpt)));
+}
+
+bool has_non_finite(const tensor& t) {
+  if (!t.valid() || t.type() != dtype::float32) return false;
+  const float* p = t.data<float>();
+  return !std::all_of(p, p + t.num_elements(), [](float v) { return std::isfinite(v); });
+}
+
+// Saves unless a variable (or an optimizer slot) is NaN or infinite: the loss
+// is computed before the step's update, so an update that overflows shows
+// only in the next loss, and the checkpoint in between must not keep it.
+// Scanning the variables costs far less than writing them.
+void save_finite(session& s, checkpoint_manager& ckpt, int64_t step) {
+  for (auto& [name, state] : s.snapshot_variables()) {
+    bool bad = has_non_finite(state.value);
+    for (auto& [slot, value] : state.slots) bad = bad || has_non_finite(value);
+    if (bad)
+      fail("train", fmt::format("variable '{}' is not finite after step {}: training diverged "
+                                "(try a lower --lr); stopping without saving it; {}",
+                                name, step, kept_checkpoint(&ckpt)));
+  }
+  ckpt.save(s, step);
+}
+
+struct epoch_result {
+  double loss_sum = 0;
+  int64_t steps = 0;
+};
+
+// Runs the steps of one epoch from `step` up to `end`, saving every
+// --checkpoint-every steps.
+epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int64_t& step,
+                       int64_t end, checkpoint_manager* ckpt, progress_bar& bar, int64_t epoch) {
+  epoch_result r;
+  for (; step < end; ++r.steps) {
+    float loss = s.run({}, {t.loss}, {t.train})[0].item<float>();
+    ++step;
+    require_finite_loss(loss, step, ckpt);
+    r.loss_sum += double(loss);
+    bar.update(epoch + 1, c.epochs, step * c.batch);
+    if (ckpt && c.checkpoint_every > 0 && step % c.checkpoint_every == 0)
+      save_finite(s, *ckpt, step);
+  }
+  return r;
+}
+
 int train(const train_config& c) {
+  auto ckpt = prepare_outputs(c);
   auto rt = std::make_shared<runtime>(
       runtime_options{.scheduler_threads = c.threads, .compute_threads = c.threads});
   double t0 = now_seconds();
@@ -81,15 +162,11 @@ int train(const train_config& c) {
   training_graph t;
   build_graph(t, c, *train_data);
   session s(t.g, rt);
-  std::unique_ptr<checkpoint_manager> ckpt;
-  if (!c.checkpoint_dir.empty())
-    ckpt = std::make_unique<checkpoint_manager>(c.checkpoint_dir, size_t(c.keep_checkpoints));
   int64_t step = start_step(s, t, c, ckpt.get());
 
   const int64_t per_epoch = train_data->batches_per_epoch();
   const int64_t last_step =
       c.max_steps > 0 ? std::min(c.max_steps, per_epoch * c.epochs) : per_epoch * c.epochs;
-  fs::create_directories(c.out);
   train_report report(c.out,
                       fmt::format("{} on Fashion-MNIST: {} lr={} batch={} seed={}", c.model,
                                   c.optimizer, c.lr, c.batch, c.seed),
@@ -104,22 +181,19 @@ int train(const train_config& c) {
   int64_t steps_run = 0;
   while (step < last_step) {
     int64_t epoch = step / per_epoch;
-    double epoch_start = now_seconds(), loss_sum = 0;
-    int64_t epoch_steps = 0;
-    for (; step < std::min((epoch + 1) * per_epoch, last_step); ++step, ++epoch_steps) {
-      loss_sum += double(s.run({}, {t.loss}, {t.train})[0].item<float>());
-      bar.update(epoch + 1, c.epochs, (step + 1) * c.batch);
-      if (ckpt && c.checkpoint_every > 0 && (step + 1) % c.checkpoint_every == 0)
-        ckpt->save(s, step + 1);
-    }
+    double epoch_start = now_seconds();
+    auto r = run_epoch(s, t, c, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar,
+                       epoch);
     double seconds = now_seconds() - epoch_start;
     train_seconds += seconds;
-    steps_run += epoch_steps;
+    steps_run += r.steps;
     double acc = models::test_accuracy(s, t.predictions, t.eval_images, test_data);
     bar.clear();
-    report.add_epoch({epoch + 1, step, loss_sum / double(epoch_steps), acc, seconds,
-                      double(epoch_steps * c.batch) / seconds});
-    if (ckpt) ckpt->save(s, step);
+    // The checkpoint first: a report that cannot be written (a full --out)
+    // must not cost the epoch's checkpoint.
+    if (ckpt) save_finite(s, *ckpt, step);
+    report.add_epoch({epoch + 1, step, r.loss_sum / double(r.steps), acc, seconds,
+                      double(r.steps * c.batch) / seconds});
   }
   if (auto r = reader.report(); !r.error.empty() && r.error.find("closed") == std::string::npos)
     fmt::print(stderr, "warning: the reader stopped with: {}\n", r.error);
@@ -139,29 +213,36 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")
-      ->check(CLI::PositiveNumber)
+      ->check(apps::whole_at_least<int>(1))
       ->capture_default_str();
   app.add_option("--batch", c.batch, "examples per step")
-      ->check(CLI::Range(1, 60000))
+      ->check(apps::whole_between(1, 60000))
       ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
       ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
       ->capture_default_str();
-  app.add_option("--lr", c.lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate")
+      ->check(apps::positive_number())
+      ->capture_default_str();
   app.add_option("--seed", c.seed, "initial weights and shuffling")->capture_default_str();
   app.add_option("--threads", c.threads, "threads for actors and for kernels (0: one per core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(apps::whole_between(0, apps::max_threads))
       ->capture_default_str();
   app.add_option("--out", c.out, "directory for metrics.csv and metrics.svg")
       ->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "save a checkpoint here after every epoch (and every --checkpoint-every steps)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "also save every N steps (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(apps::whole_at_least<int64_t>(0));
   app.add_option("--keep-checkpoints", c.keep_checkpoints, "checkpoints to keep")
-      ->check(CLI::PositiveNumber)
+      ->check(apps::whole_at_least<int>(1))
       ->capture_default_str();
-  app.add_flag("--resume", c.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  auto* resume =
+      app.add_flag("--resume", c.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  app.add_flag("--overwrite-checkpoints", c.overwrite_checkpoints,
+               "delete the checkpoints already in --checkpoint-dir and start afresh (without "
+               "it or --resume, a directory that holds checkpoints is refused)")
+      ->excludes(resume);
   app.add_option("--data-dir", c.data_dir, "where the Fashion-MNIST .gz files are")
       ->capture_default_str();
   apps::cluster_flags cluster;
@@ -170,18 +251,19 @@ int main(int argc, char** argv) {
       ->group("Cluster");
   app.add_option("--backup-workers", c.backup_workers,
                  "with --sync: each step aggregates all but the slowest N workers")
-      ->check(CLI::NonNegativeNumber)
+      ->check(apps::whole_between(0, 1024))
       ->group("Cluster");
   app.add_option("--max-steps", c.max_steps, "stop at this global step (0: after --epochs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(apps::whole_at_least<int64_t>(0));
   app.add_option("--recovery-seconds", c.recovery_seconds,
                  "in a cluster: how long to wait for a lost task to come back")
-      ->check(CLI::PositiveNumber)
+      ->check(apps::number_between(1, 86400))
       ->group("Cluster")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (c.resume && c.checkpoint_dir.empty()) {
-    std::cerr << "error: --resume needs --checkpoint-dir\n";
+  if ((c.resume || c.overwrite_checkpoints) && c.checkpoint_dir.empty()) {
+    std::cerr << "error: " << (c.resume ? "--resume" : "--overwrite-checkpoints")
+              << " needs --checkpoint-dir\n";
     return 2;
   }
   try {

@@ -548,3 +548,42 @@ TEST_CASE("checkpoint_manager keeps the last K and falls back past corrupt files
   CHECK(contains(error_of([&] { checkpoint_manager none(ckpt_dir, 0); }), "keep_last"));
   CHECK(contains(error_of([&] { manager.save(s, -1); }), "step must be >= 0"));
 }
+
+TEST_CASE("a new checkpoint_manager deletes the temporaries of killed saves, and only those") {
+  temp_dir dir;
+  auto ckpt_dir = dir / "run";
+  graph g;
+  auto m = build(g);
+  session s(g);
+  s.run({m.init});
+  checkpoint_manager(ckpt_dir, 3).save(s, 10);
+  // What a save killed between its write and its rename leaves, and files
+  // that are not a save's temporaries.
+  write_bytes(ckpt_dir + "/ckpt-20.afck.tmp", "half a checkpoint");
+  write_bytes(ckpt_dir + "/notes.tmp", "the user's");
+  write_bytes(ckpt_dir + "/ckpt-x.afck.tmp", "not ours either");
+  checkpoint_manager manager(ckpt_dir, 3);
+  CHECK_FALSE(fs::exists(ckpt_dir + "/ckpt-20.afck.tmp"));
+  CHECK(fs::exists(ckpt_dir + "/notes.tmp"));
+  CHECK(fs::exists(ckpt_dir + "/ckpt-x.afck.tmp"));
+  REQUIRE(manager.list().size() == 1);
+  CHECK(manager.list()[0].step == 10);
+  // A missing directory is not an error: it is made on the first save.
+  CHECK_NOTHROW(checkpoint_manager(dir / "not-yet", 3));
+}
+
+TEST_CASE("a directory named like a checkpoint is an error naming it, not skipped") {
+  temp_dir dir;
+  auto ckpt_dir = dir / "run";
+  graph g;
+  auto m = build(g);
+  session s(g);
+  s.run({m.init});
+  checkpoint_manager manager(ckpt_dir, 3);
+  manager.save(s, 10);
+  fs::create_directories(ckpt_dir + "/ckpt-20.afck");
+  auto e = error_of([&] { manager.list(); });
+  CHECK(contains(e, "[checkpoint_manager]"));
+  CHECK(contains(e, ckpt_dir + "/ckpt-20.afck' is not a regular file"));
+  CHECK(contains(error_of([&] { manager.restore_latest(s); }), "ckpt-20.afck"));
+}

@@ -1,7 +1,8 @@
 // actorflow-train in a cluster, across real processes on 127.0.0.1: the
 // synchronous accuracy against the single-process run, a worker killed with
-// kill -9 under backup workers, and a ps task killed and restarted from its
-// shard. Every process started here is killed and reaped by the test.
+// kill -9 under backup workers, a ps task killed and restarted from its
+// shard, and a diverged run stopped at its first non-finite loss. Every
+// process started here is killed and reaped by the test.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -167,4 +168,17 @@ TEST_CASE("a ps task that never comes back: the synchronous chief fails cleanly 
   CHECK(chief->output().find("error:") != std::string::npos);
   CHECK(chief->output().find("terminate called") == std::string::npos);
   w1->kill_now();
+}
+
+TEST_CASE("a diverged cluster run stops at the first non-finite loss with a non-zero status") {
+  train_cluster c(1, 1);
+  auto ps = c.ps(0);
+  auto chief = c.worker(0, {"--optimizer", "sgd", "--lr", "1e30", "--max-steps", "500"});
+  int status = chief->wait_exit(120s);
+  INFO("chief:\n" << chief->output());
+  CHECK(status == 1);  // an error, not a crash, nor still running (-1)
+  CHECK(std::regex_search(chief->output(),
+                          std::regex("\\[train\\] /job:worker/task:0: the loss is -?(nan|inf) at "
+                                     "global step [0-9]+: training diverged")));
+  CHECK(chief->output().find("test_acc=") == std::string::npos);
 }

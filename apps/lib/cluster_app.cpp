@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "actors/auth.hpp"
 #include "actors/task_server.hpp"
@@ -15,7 +16,9 @@ namespace actorflow::apps {
 void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   const std::string group = "Cluster";
   app.add_option("--job", flags.job, "this task's job: ps or worker")->group(group);
-  app.add_option("--task", flags.task, "this task's index in its job")->group(group);
+  app.add_option("--task", flags.task, "this task's index in its job")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
+      ->group(group);
   app.add_option("--ps-hosts", flags.ps_hosts, "parameter servers, host:port,host:port")
       ->group(group);
   app.add_option("--worker-hosts", flags.worker_hosts, "workers, host:port,host:port")
@@ -56,7 +59,7 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
     setup.spec = cluster_spec::from_hosts(flags.ps_hosts, flags.worker_hosts);
   } else if (const char* json = std::getenv("ACTORFLOW_CONFIG"); json && *json) {
     std::string job;
-    int task = -1;
+    int task = -1;  // none given; from_json refuses a negative one
     setup.spec = cluster_spec::from_json(json, &job, &task);
     if (setup.job.empty()) setup.job = job;
     if (task >= 0 && flags.job.empty()) setup.task = task;

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <filesystem>
+#include <cmath>
 #include <future>
 #include <thread>
 
@@ -11,6 +11,7 @@
 #include "actors/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/run_dirs.hpp"
 #include "apps/lib/train_report.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
@@ -57,6 +58,15 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
 }
 
 bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+// TensorFlow's NanTensorHook, on the loss every step already fetches: the
+// variables are shared, so a diverged run is diverged for every worker.
+void require_finite_loss(float loss, int64_t step, const std::string& task) {
+  if (std::isfinite(loss)) return;
+  fail("train", fmt::format("{}: the loss is {} at global step {}: training diverged (try a "
+                            "lower --lr); stopping; the ps tasks keep their last saved shards",
+                            task, loss, step));
+}
 
 // Runs steps, riding out lost tasks: a step that fails because a task went
 // down (or is not back yet) is retried until the recovery deadline; the
@@ -197,6 +207,8 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   const bool chief = setup.task == 0;
   const int aggregated = c.sync ? workers - c.backup_workers : 1;
 
+  // Before the data load: only the chief writes the report.
+  if (chief) require_writable_dir(c.out, "--out");
   auto rt = std::make_shared<runtime>(task_runtime_options(setup, c.threads));
   auto data = load_fashion_mnist(c.data_dir);
   // Each worker reads its own shuffle of the training set.
@@ -253,7 +265,6 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
 
   std::unique_ptr<train_report> report;
   if (chief) {
-    std::filesystem::create_directories(c.out);
     report = std::make_unique<train_report>(
         c.out, fmt::format("{} on Fashion-MNIST, {} workers x {} ps, {}: {} lr={} batch={}", c.model,
                            workers, num_ps, c.sync ? "sync" : "async", c.optimizer, c.lr, c.batch),
@@ -265,20 +276,23 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
   while (step < last_step) {
+    float loss = 0;
     try {
       if (t.sync) {
         auto r = run([&] { return s.run({}, {t.loss, t.new_local_step}, {}); });
-        loss_sum += double(r[0].item<float>());
+        loss = r[0].item<float>();
         step = r[1].item<int64_t>();
       } else {
         auto r = run([&] { return s.run({}, {t.loss, t.step.value()}, {t.train}); });
-        loss_sum += double(r[0].item<float>());
+        loss = r[0].item<float>();
         step = r[1].item<int64_t>() + 1;
       }
     } catch (const error& e) {
       if (t.sync && contains(e.what(), "closed")) break;  // the chief finished
       throw;
     }
+    require_finite_loss(loss, step, setup.task_name());
+    loss_sum += double(loss);
     ++steps_run;
     ++epoch_steps;
     // Other workers advance the step too: save on crossing a multiple.

@@ -89,8 +89,23 @@ void train_report::add_epoch(const epoch_metrics& m) {
   fmt::print("epoch {:>3}  train_loss={:.4f}  test_acc={:.4f}  time={:.1f}s  ({:.0f} examples/s)\n",
              m.epoch, m.train_loss, m.test_acc, m.seconds, m.examples_per_s);
   std::fflush(stdout);
-  write_csv();
-  write_svg();
+  write_files();
+}
+
+void train_report::write_files() {
+  try {
+    write_csv();
+    write_svg();
+  } catch (const std::exception& e) {
+    // A full disk would say so after every epoch; once is enough.
+    if (!write_failed_)
+      fmt::print(stderr,
+                 "warning: {} (training goes on; the report is tried again after each epoch, "
+                 "without a word)\n",
+                 e.what());
+    std::fflush(stderr);
+    write_failed_ = true;
+  }
 }
 
 void train_report::write_csv() const {
@@ -98,7 +113,7 @@ void train_report::write_csv() const {
   for (auto& m : epochs_)
     text += fmt::format("{},{},{:.6f},{:.6f},{:.3f},{:.1f}\n", m.epoch, m.step, m.train_loss,
                         m.test_acc, m.seconds, m.examples_per_s);
-  write_file_atomically(csv_path(), {text}, "train_report");
+  write_file_atomically(csv_path(), {text}, "[train_report] ");
 }
 
 void train_report::write_svg() const {
@@ -114,7 +129,7 @@ void train_report::write_svg() const {
       out, {470, 60, 320, 220, "test accuracy"}, epochs_,
       [](const epoch_metrics& m) { return m.test_acc; }, "#2471a3");
   out << "</svg>\n";
-  write_file_atomically(svg_path(), {out.str()}, "train_report");
+  write_file_atomically(svg_path(), {out.str()}, "[train_report] ");
 }
 
 progress_bar::progress_bar(bool terminal, int64_t total_examples)

@@ -21,12 +21,17 @@ struct epoch_metrics {
 
 /// Keeps the per-epoch metrics of a run in `dir`/metrics.csv and plots them
 /// in `dir`/metrics.svg after every epoch, so a stopped run leaves both behind.
+/// A file that cannot be written (a full disk) is a warning on stderr, printed
+/// once per run, never an error: the report must not stop the training.
 class train_report {
  public:
   /// When `resumed`, the rows of an earlier run in the same directory are kept.
   train_report(std::string dir, std::string title, bool resumed);
-  /// Prints the epoch's line and rewrites the CSV and the plot.
+  /// Prints the epoch's line and rewrites the CSV and the plot (see above
+  /// for a failed write). Call it after the epoch's checkpoint is saved.
   void add_epoch(const epoch_metrics& m);
+  /// Whether a write has failed in this run.
+  bool write_failed() const { return write_failed_; }
   const std::vector<epoch_metrics>& epochs() const { return epochs_; }
   std::string csv_path() const { return dir_ + "/metrics.csv"; }
   std::string svg_path() const { return dir_ + "/metrics.svg"; }
@@ -35,8 +40,10 @@ class train_report {
   void load_csv();
   void write_csv() const;
   void write_svg() const;
+  void write_files();
   std::string dir_, title_;
   std::vector<epoch_metrics> epochs_;
+  bool write_failed_ = false;
 };
 
 /// "epoch 3/10 [#####     ] 45%  9876 ex/s  ETA 0:12" redrawn in place on a

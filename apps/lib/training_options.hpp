@@ -20,6 +20,7 @@ struct training_options {
   int keep_checkpoints = 5;
   int64_t checkpoint_every = 0;
   bool resume = false;
+  bool overwrite_checkpoints = false;  // delete the directory's checkpoints first
   std::string data_dir = fashion_mnist_dir;
   // In a cluster:
   bool sync = false;       // synchronous steps (default: asynchronous)
