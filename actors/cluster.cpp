@@ -98,8 +98,10 @@ cluster_spec cluster_spec::from_json(const std::string& json, std::string* job, 
       auto& task_index = doc["task"].at("index");
       if (!task_index.is_number_integer() || task_index.get<int64_t>() < 0 ||
           task_index.get<int64_t>() > std::numeric_limits<int>::max())
-        fail("cluster", "the task index in the cluster description must be a whole number, 0 "
-                        "or more, not " + task_index.dump());
+        fail("cluster",
+             "the task index in the cluster description must be a whole number, 0 "
+             "or more, not " +
+                 task_index.dump());
       if (index) *index = task_index.get<int>();
     }
   } catch (const nlohmann::json::exception& e) {

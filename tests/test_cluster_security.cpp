@@ -4,6 +4,7 @@
 // Real actorflow-node processes on 127.0.0.1, each started and stopped here.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -338,12 +339,52 @@ TEST_CASE("a node holding many partitions stops within seconds of SIGTERM, every
     }
     cluster_options quick;
     quick.step_timeout = 5s;
+    quick.connect_timeout = 1s;
+    quick.log = [](const std::string&) {};
     session s(g, c.connect(quick));
     for (auto& y : values) s.eval(y);  // one partition each
+    // In odd rounds, steps are in flight when the signal comes.
+    std::atomic<bool> stop{false};
+    std::thread client;
+    if (round % 2 == 1)
+      client = std::thread([&] {
+        for (size_t i = 0; !stop; ++i)
+          if (!error_of([&] { s.eval(values[i % values.size()]); }).empty()) break;
+      });
+    std::this_thread::sleep_for(20ms);
     auto start = std::chrono::steady_clock::now();
     ps->signal(SIGTERM);
     int status = ps->wait_exit(5s);
     CHECK_MESSAGE(status == 0, ps->output());
     CHECK(std::chrono::steady_clock::now() - start < 5s);
+    stop = true;
+    if (client.joinable()) client.join();
   }
+}
+
+TEST_CASE("a node signalled while it starts stops at once") {
+  test_cluster c;
+  apps::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
+                            c.ps_hosts(), "--threads", "1024"});
+  std::this_thread::sleep_for(50ms);
+  node.signal(SIGTERM);
+  int status = node.wait_exit(5s);
+  CHECK_MESSAGE(status != -1, node.output());
+}
+
+TEST_CASE("a client waiting for a task says what it waits for, once") {
+  test_cluster c;  // nothing started: the ps task's port is closed
+  std::vector<std::string> lines;
+  cluster_options options;
+  options.connect_timeout = 500ms;
+  options.log = [&](const std::string& line) { lines.push_back(line); };
+  ps_value v(1.0f);
+  session s(v.g, c.connect(options));
+  auto e = error_of([&] { s.eval(v.y); });
+  CHECK_MESSAGE(e.find("cannot reach task /job:ps/task:0") != std::string::npos, e);
+  REQUIRE(lines.size() == 1);
+  CHECK_MESSAGE(lines[0].find("[cluster] waiting up to 0.500 s for task /job:ps/task:0 at "
+                              "127.0.0.1:" +
+                              std::to_string(c.ps_port)) == 0,
+                lines[0]);
 }
