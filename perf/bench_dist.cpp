@@ -20,14 +20,14 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/child_process.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/test_certificates.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/sync_replicas.hpp"
-#include "apps/lib/fmnist_models.hpp"
 #include "perf/bench_train.hpp"
-#include "apps/lib/child_process.hpp"
-#include "apps/lib/test_certificates.hpp"
 #include "perf/bench_util.hpp"
 
 namespace actorflow::bench {
@@ -106,9 +106,17 @@ std::unique_ptr<ps_cluster> start_ps_cluster(const std::vector<std::string>& ext
     c->spec = cluster_spec::from_hosts(hosts(c->ps_ports), hosts(c->worker_ports));
     bool up = true, port_taken = false;
     for (int t = 0; t < num_ps && up; ++t) {
-      std::vector<std::string> argv{binary, "--job", "ps", "--task", std::to_string(t),
-                                    "--ps-hosts", hosts(c->ps_ports), "--worker-hosts",
-                                    hosts(c->worker_ports), "--threads", "1"};
+      std::vector<std::string> argv{binary,
+                                    "--job",
+                                    "ps",
+                                    "--task",
+                                    std::to_string(t),
+                                    "--ps-hosts",
+                                    hosts(c->ps_ports),
+                                    "--worker-hosts",
+                                    hosts(c->worker_ports),
+                                    "--threads",
+                                    "1"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       c->tasks.push_back(std::make_unique<child_process>(argv));
       auto& p = *c->tasks.back();
@@ -127,8 +135,8 @@ std::unique_ptr<ps_cluster> start_ps_cluster(const std::vector<std::string>& ext
 
 // One client of the cluster: its own runtime (its own CAF node, with its own
 // connections) as /job:worker/task:<index>.
-std::shared_ptr<cluster_connection> connect_as_worker(const ps_cluster& c, int index,
-                                                      runtime_options options = cluster_runtime_options()) {
+std::shared_ptr<cluster_connection> connect_as_worker(
+    const ps_cluster& c, int index, runtime_options options = cluster_runtime_options()) {
   return std::make_shared<cluster_connection>(std::make_shared<runtime>(options), c.spec,
                                               task_name("worker", index), bench_options());
 }
@@ -162,7 +170,8 @@ null_model build_null_model(graph& g) {
   return m;
 }
 
-double null_step_ms_one_worker(const ps_cluster& c, runtime_options options = cluster_runtime_options()) {
+double null_step_ms_one_worker(const ps_cluster& c,
+                               runtime_options options = cluster_runtime_options()) {
   auto cluster = connect_as_worker(c, 0, options);
   graph g;
   auto m = build_null_model(g);
@@ -191,8 +200,10 @@ double caf_round_trip_ms(const ps_cluster& c) {
       auto left = std::make_shared<int>(n);
       a->send(server, ping_atom::value);
       return {[a, server, left](const std::string&) {
-        if (--*left > 0) a->send(server, ping_atom::value);
-        else a->quit();
+        if (--*left > 0)
+          a->send(server, ping_atom::value);
+        else
+          a->quit();
       }};
     });
     self->wait_for(pinger);
@@ -295,8 +306,7 @@ void sync_mlp_worker(const ps_cluster& c, int index, int workers, int global_ste
   constexpr int batch = 128;
   auto cluster = connect_as_worker(c, index, cluster_runtime_options(1));
   graph g;
-  auto placement =
-      g.device_function_scope(replica_device_setter(1, task_name("worker", index)));
+  auto placement = g.device_function_scope(replica_device_setter(1, task_name("worker", index)));
   auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
   auto labels = placeholder(g, dtype::int32, {batch}, "labels");
   auto net = models::make_classifier(g, "mlp", 1);
@@ -310,7 +320,8 @@ void sync_mlp_worker(const ps_cluster& c, int index, int workers, int global_ste
   if (chief) s.run({init});
   // The others wait until the chief's init has set every variable.
   for (double deadline = now_seconds() + 20; !s.eval(ready).item<bool>();) {
-    if (now_seconds() > deadline) throw std::runtime_error("the chief did not initialize within 20 s");
+    if (now_seconds() > deadline)
+      throw std::runtime_error("the chief did not initialize within 20 s");
     std::this_thread::sleep_for(20ms);
   }
   s.run({sync.local_step_init});
@@ -494,18 +505,20 @@ double tcp_loopback_gbps() {
           times.push_back(now_seconds() - t0);
       }
     }
-    if (conn.fd >= 0) shutdown(conn.fd, SHUT_RDWR);  // the reader stops at once
+    if (conn.fd >= 0) shutdown(conn.fd, SHUT_RDWR);               // the reader stops at once
     if (!writer_error.empty()) shutdown(listener.fd, SHUT_RDWR);  // ... or stops waiting
   }
   reader.join();
   if (!writer_error.empty() || !reader_error.empty())
-    throw std::runtime_error("tcp loopback: " + (writer_error.empty() ? reader_error : writer_error));
+    throw std::runtime_error("tcp loopback: " +
+                             (writer_error.empty() ? reader_error : writer_error));
   std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
   return static_cast<double>(transfer_bytes) / times[repeats / 2] / 1e9;
 }
 
 template <class F>
-void measure(std::optional<double>& into, std::vector<std::string>& errors, const char* what, F fn) {
+void measure(std::optional<double>& into, std::vector<std::string>& errors, const char* what,
+             F fn) {
   try {
     into = fn();
   } catch (const std::exception& e) {
@@ -518,9 +531,9 @@ void measure(std::optional<double>& into, std::vector<std::string>& errors, cons
 // The null step and the transfer again, with every connection over mutual
 // TLS (test certificates made here; skipped, with a reason, without openssl).
 void measure_tls(dist_figures& out) {
-  auto dir = (std::filesystem::temp_directory_path() /
-              ("actorflow-bench-tls-" + std::to_string(getpid())))
-                 .string();
+  auto dir =
+      (std::filesystem::temp_directory_path() / ("actorflow-bench-tls-" + std::to_string(getpid())))
+          .string();
   if (!apps::make_test_certificates(dir)) {
     out.errors.push_back("TLS: cannot make test certificates with openssl (see " + dir +
                          "/openssl.log)");
@@ -544,6 +557,23 @@ void measure_tls(dist_figures& out) {
     cluster.reset();
   }
   std::filesystem::remove_all(dir);
+}
+
+// The null step and the transfer again, every process with a cluster secret.
+void measure_secret(dist_figures& out) {
+  auto client = cluster_runtime_options();
+  client.secret = "bench-secret";
+  std::unique_ptr<ps_cluster> cluster;
+  try {
+    cluster = start_ps_cluster({"--secret", client.secret});
+  } catch (const std::exception& e) {
+    out.errors.push_back(std::string("secret: ") + e.what());
+  }
+  if (!cluster) return;
+  measure(out.null_step_ms_1w_2ps_secret, out.errors, "null step with a secret",
+          [&] { return null_step_ms_one_worker(*cluster, client); });
+  measure(out.transfer_gbps_secret, out.errors, "64 MiB transfer with a secret",
+          [&] { return transfer_gbps(*cluster, client); });
 }
 
 }  // namespace
@@ -572,6 +602,7 @@ dist_figures dist_benchmarks() {
         out.errors.push_back("a PS task exited during the benchmark: " + tail(t->output()));
     cluster.reset();  // stops and reaps the tasks
   }
+  measure_secret(out);
   measure_tls(out);
   measure(out.tcp_gbps, out.errors, "tcp loopback", [] { return tcp_loopback_gbps(); });
   measure(out.mlp_examples_per_s, out.errors, "single-process MLP",

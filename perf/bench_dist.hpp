@@ -30,6 +30,10 @@ struct dist_figures {
   /// The same two, with every connection over mutual TLS.
   std::optional<double> null_step_ms_1w_2ps_tls;
   std::optional<double> transfer_gbps_tls;
+  /// The same two, with every process proving a cluster secret on each
+  /// connection (a handshake when it opens, nothing per message).
+  std::optional<double> null_step_ms_1w_2ps_secret;
+  std::optional<double> transfer_gbps_secret;
   std::optional<double> tcp_gbps;
   /// Examples per second over both workers, and of one process alone.
   std::optional<double> dist_mlp_examples_per_s;

@@ -221,13 +221,19 @@ int main(int argc, char** argv) {
     if (d.tcp_gbps)
       add_row("tcp_gbps", *d.tcp_gbps, "GB/s", "plain TCP loopback copy of 64 MiB, 1-byte ack");
     if (d.transfer_gbps && d.tcp_gbps)
-      add_row("transfer_ratio_of_tcp", *d.transfer_gbps / *d.tcp_gbps, "x",
-              "target >= 0.5");
+      add_row("transfer_ratio_of_tcp", *d.transfer_gbps / *d.tcp_gbps, "x", "target >= 0.5");
+    if (d.null_step_ms_1w_2ps_secret)
+      add_row("null_step_ms_1w_2ps_secret", *d.null_step_ms_1w_2ps_secret, "ms",
+              "the 1-worker null step, every connection proving a cluster secret");
+    if (d.transfer_gbps_secret)
+      add_row("transfer_gbps_secret", *d.transfer_gbps_secret, "GB/s",
+              "the 64 MiB transfer, every connection proving a cluster secret");
     if (d.null_step_ms_1w_2ps_tls)
       add_row("null_step_ms_1w_2ps_tls", *d.null_step_ms_1w_2ps_tls, "ms",
               "the 1-worker null step over mutual TLS");
     if (d.transfer_gbps_tls)
-      add_row("transfer_gbps_tls", *d.transfer_gbps_tls, "GB/s", "the 64 MiB transfer over mutual TLS");
+      add_row("transfer_gbps_tls", *d.transfer_gbps_tls, "GB/s",
+              "the 64 MiB transfer over mutual TLS");
     if (d.dist_mlp_examples_per_s)
       add_row("dist_mlp_examples_per_s", *d.dist_mlp_examples_per_s, "ex/s",
               "sync MLP, 2 workers + 1 PS (Adam, batch 128 each), shared cores");
