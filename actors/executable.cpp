@@ -26,6 +26,7 @@ struct coordinator_plan {
   std::vector<caf::actor> starters;      // nodes without inputs get an empty start value
   size_t num_feeds = 0;
   size_t num_fetches = 0;
+  std::vector<std::string> fetch_names;  // "node:index", for errors
   size_t num_targets = 0;
   uint64_t executable_id = 0;
   /// The resource actors that may hold a request of a step (op_def::may_wait):
@@ -51,8 +52,10 @@ struct coordinator_state {
 };
 
 void finish(const step_request_ptr& request, std::vector<tensor> fetched, const std::string& err) {
-  if (err.empty()) request->result.set_value(std::move(fetched));
-  else request->result.set_exception(std::make_exception_ptr(error(err)));
+  if (err.empty())
+    request->result.set_value(std::move(fetched));
+  else
+    request->result.set_exception(std::make_exception_ptr(error(err)));
   if (request->on_done) request->on_done();
 }
 
@@ -90,8 +93,10 @@ void finish_if_done(coordinator_actor* self, uint64_t step) {
   if (it == self->state.steps.end() || !it->second.started || it->second.remaining > 0) return;
   active_step st = std::move(it->second);
   self->state.steps.erase(it);
-  if (st.request) finish(st.request, std::move(st.fetched), st.error);
-  else st.reply.deliver(step_result{std::move(st.fetched), std::move(st.error)});
+  if (st.request)
+    finish(st.request, std::move(st.fetched), st.error);
+  else
+    st.reply.deliver(step_result{std::move(st.fetched), std::move(st.error)});
 }
 
 caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_plan> plan) {
@@ -110,9 +115,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
       [self, plan](start_atom, uint64_t step, std::vector<tensor>& feeds) {
         auto reply = self->make_response_promise();
         if (feeds.size() != plan->num_feeds) {
-          reply.deliver(step_result{{}, "[session] a partition step got " +
-                                            std::to_string(feeds.size()) + " feeds, it takes " +
-                                            std::to_string(plan->num_feeds)});
+          reply.deliver(step_result{{},
+                                    "[session] a partition step got " +
+                                        std::to_string(feeds.size()) + " feeds, it takes " +
+                                        std::to_string(plan->num_feeds)});
           return;
         }
         if (plan->num_fetches + plan->num_targets == 0) {
@@ -146,6 +152,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
                                     "another node of step " + std::to_string(in.step) + " failed");
           }
         } else if (static_cast<size_t>(in.slot) < plan->num_fetches) {
+          if (in.value.dead && st.error.empty())  // a target may be dead: it did not run
+            st.error = "[session] fetch '" + plan->fetch_names[static_cast<size_t>(in.slot)] +
+                       "' has no value in this step: it lies in a branch of a cond that was "
+                       "not taken";
           st.fetched[static_cast<size_t>(in.slot)] = std::move(in.value.value);
         }
         --st.remaining;
@@ -185,10 +195,9 @@ constexpr size_t segmented_batch_limit = 4;
 // Marks the chain links among the edges (sorted by producer): an edge that
 // is its producer's only one and its consumer's only input runs its consumer
 // next on the producer's worker. Returns producer -> its link to another node.
-std::unordered_map<int, size_t> mark_chain_links(const std::vector<edge>& edges,
-                                                 const std::vector<std::shared_ptr<node_plan>>& plans,
-                                                 size_t coordinator_slots,
-                                                 std::vector<placement>& place) {
+std::unordered_map<int, size_t> mark_chain_links(
+    const std::vector<edge>& edges, const std::vector<std::shared_ptr<node_plan>>& plans,
+    size_t coordinator_slots, std::vector<placement>& place) {
   std::unordered_map<int, size_t> link_from;
   for (size_t e = 0, end = 0; e < edges.size(); e = end) {
     end = e;
@@ -306,7 +315,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     if (n.op == "placeholder") {
       auto f = feed_index.find(id);
       if (f == feed_index.end())
-        fail("session", "placeholder '" + n.name + "' must be fed: a fetch or target depends on it");
+        fail("session",
+             "placeholder '" + n.name + "' must be fed: a fetch or target depends on it");
       plan->kind = node_kind::placeholder;
       plan->slot_input.push_back(-1);
       coord->placeholders.push_back({caf::actor(), f->second});
@@ -320,11 +330,16 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       plan->kind = node_kind::send;
       plan->route = std::make_shared<send_route>();
       routes_.emplace(n.name, plan->route);
+    } else if (n.op == "switch") {
+      plan->kind = node_kind::switch_value;
+    } else if (n.op == "merge") {
+      plan->kind = node_kind::merge_values;
     } else if (is_update(n)) {
       plan->kind = node_kind::variable_update;
       plan->variable = vars(g.at(n.inputs[0].node));
       auto& waiting = coord->waiting_resources;
-      if (n.def->may_wait && std::find(waiting.begin(), waiting.end(), plan->variable) == waiting.end())
+      if (n.def->may_wait &&
+          std::find(waiting.begin(), waiting.end(), plan->variable) == waiting.end())
         waiting.push_back(plan->variable);
     }
     size_t first_input = is_update(n) ? 1 : 0;
@@ -355,6 +370,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     edges.push_back({{sig.targets[i], 0}, -1, static_cast<int32_t>(sig.fetches.size() + i), true});
   coord->num_feeds = sig.feeds.size();
   coord->num_fetches = sig.fetches.size();
+  for (auto& f : sig.fetches)
+    coord->fetch_names.push_back(g.at(f.node).name + ":" + std::to_string(f.index));
   coord->num_targets = sig.targets.size();
 
   // Spawn consumers before producers, so each plan can name its consumers' actors.
@@ -377,8 +394,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       auto& ed = edges[e];
       consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot,
                  place[e]};
-      if (ed.control) plans[uid]->control_consumers.push_back(c);
-      else plans[uid]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
+      if (ed.control)
+        plans[uid]->control_consumers.push_back(c);
+      else
+        plans[uid]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
     }
     auto actor = spawn_node_actor(rt.system(), plans[uid]);
     actor_of[uid] = actor;

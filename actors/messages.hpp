@@ -9,21 +9,26 @@
 #include <string>
 #include <vector>
 
-#include "core/op_registry.hpp"
 #include "actors/tensor_wire.hpp"
+#include "core/op_registry.hpp"
 #include "core/tensor.hpp"
 #include "devices/device.hpp"
 
 namespace actorflow {
 
 /// A value flowing along one edge in one step: a tensor, or the error that
-/// stopped an upstream node. Errors flow like values, so every node still
-/// hears from each of its inputs and drops its per-step state; nothing waits
-/// forever. (Dynamic control flow adds dead values here.)
+/// stopped an upstream node, or a dead value (control flow: the output of a
+/// switch that its predicate did not pick, and everything downstream of one
+/// up to a merge). Errors and dead values flow like values, so every node
+/// still hears from each of its inputs and drops its per-step state; nothing
+/// waits forever, and an untaken branch costs one message per node and no
+/// kernel.
 struct step_value {
   tensor value;
   std::string error;
+  bool dead = false;
   bool ok() const { return error.empty(); }
+  static step_value dead_value() { return step_value{tensor(), std::string(), true}; }
 };
 
 /// The message of every edge (with input_atom): a value for input `slot` of
@@ -83,15 +88,17 @@ struct variable_update {
   step_key key;
 };
 
-using input_atom = caf::atom_constant<caf::atom("input")>;   // (step_input)
-using read_atom = caf::atom_constant<caf::atom("read")>;     // -> step_value
-using update_atom = caf::atom_constant<caf::atom("update")>; // variable_update -> update_result
+using input_atom = caf::atom_constant<caf::atom("input")>;    // (step_input)
+using read_atom = caf::atom_constant<caf::atom("read")>;      // -> step_value
+using update_atom = caf::atom_constant<caf::atom("update")>;  // variable_update -> update_result
 // To a resource actor that may hold requests (op_def::may_wait): fail those of
 // step (executable, step) with the reason, and refuse the step's later ones.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // (uint64_t, uint64_t, string)
 // A partition's step coordinator, driven by a cluster client (actors/distributed_executable):
-using start_atom = caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
-using abort_atom = caf::atom_constant<caf::atom("abort")>;  // (step): drop a step that failed elsewhere
+using start_atom =
+    caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
+using abort_atom =
+    caf::atom_constant<caf::atom("abort")>;  // (step): drop a step that failed elsewhere
 // A task server (actors/task_server.hpp), the entry point of a cluster task:
 using hello_atom = caf::atom_constant<caf::atom("hello")>;        // -> task name
 using register_atom = caf::atom_constant<caf::atom("register")>;  // see task_server.hpp
@@ -111,7 +118,7 @@ using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_st
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {
-  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error);
+  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead);
 }
 
 template <class Inspector>

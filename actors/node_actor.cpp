@@ -69,6 +69,14 @@ void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
     deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}});
 }
 
+// Sends a dead value to every consumer: this node did not run in the step.
+void emit_dead(caf::scheduled_actor* self, const node_plan& plan, uint64_t step) {
+  for (auto& consumers : plan.output_consumers)
+    for (auto& c : consumers) deliver(self, c, step_input{step, c.slot, step_value::dead_value()});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{step, c.slot, step_value::dead_value()});
+}
+
 std::string describe_failure(const node_plan& plan, const std::string& what) {
   std::string where = plan.task.empty() ? "" : " on " + plan.task;
   return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
@@ -143,6 +151,7 @@ class node_actor : public caf::event_based_actor {
   };
 
   void on_input(uint64_t step, int32_t slot, step_value&& v) {
+    if (plan_->kind == node_kind::merge_values) return merge_input(step, slot, std::move(v));
     auto n = plan_->num_slots();
     if (n == 1) {  // the common case: fire at once, no per-step state
       fire(step, &v, 1);
@@ -170,7 +179,11 @@ class node_actor : public caf::event_based_actor {
       emit(this, plan, step, outputs_, error);
       return;
     }
+    for (size_t s = 0; s < num_slots; ++s)
+      if (slots[s].dead) return emit_dead(this, plan, step);
     switch (plan.kind) {
+      case node_kind::switch_value:
+        return switch_to_branch(step, slots);
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
         emit(this, plan, step, outputs_, "");
@@ -180,15 +193,63 @@ class node_actor : public caf::event_based_actor {
         return read_variable(step);
       case node_kind::variable_update:
         fill_inputs(slots, num_slots);
-        return ask_resource(step, variable_update{plan.def, plan.name, &plan.attrs,
-                                                  std::exchange(inputs_, {}),
-                                                  step_key{plan.executable_id, step}});
+        return ask_resource(
+            step, variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {}),
+                                  step_key{plan.executable_id, step}});
       case node_kind::kernel:
         fill_inputs(slots, num_slots);
         return run_kernel_for(step);
       case node_kind::send:
-        return;  // handled above
+      case node_kind::merge_values:
+        return;  // handled before
     }
+  }
+
+  // Inputs (data, pred): the data goes to output 1 when pred is true, else
+  // to output 0; the other output gets a dead value.
+  void switch_to_branch(uint64_t step, step_value* slots) {
+    const node_plan& plan = *plan_;
+    const tensor& pred = slots[1].value;
+    if (pred.type() != dtype::boolean || pred.num_elements() != 1) {
+      emit(this, plan, step, outputs_,
+           describe_failure(plan, "the predicate must be a scalar bool, not " +
+                                      std::string(dtype_name(pred.type())) +
+                                      pred.dims().to_string()));
+      return;
+    }
+    size_t taken = *pred.data<bool>() ? 1 : 0;
+    for (size_t out = 0; out < plan.output_consumers.size(); ++out) {
+      auto& consumers = plan.output_consumers[out];
+      for (size_t c = 0; c < consumers.size(); ++c) {
+        step_input in{step, consumers[c].slot, step_value::dead_value()};
+        if (out == taken) in.value = step_value{slots[0].value, "", false};
+        deliver(this, consumers[c], std::move(in));
+      }
+    }
+    for (auto& c : plan.control_consumers) deliver(this, c, step_input{step, c.slot, step_value{}});
+  }
+
+  // A merge fires on the first live (or failed) input of a step, with the
+  // value and the index of its input; it forgets the step once every input
+  // came, and sends a dead value then if none was live.
+  void merge_input(uint64_t step, int32_t slot, step_value&& v) {
+    const node_plan& plan = *plan_;
+    auto& p = merges_[step];
+    if (p.remaining == 0) p.remaining = plan.num_slots();
+    int input = plan.slot_input[static_cast<size_t>(slot)];
+    if (!p.fired && input >= 0 && (!v.ok() || !v.dead)) {
+      p.fired = true;
+      if (v.ok()) {
+        outputs_.push_back(std::move(v.value));
+        outputs_.push_back(tensor::scalar<int32_t>(input));
+      }
+      emit(this, plan, step, outputs_, v.error);
+      outputs_.clear();
+    }
+    if (--p.remaining > 0) return;
+    bool fired = p.fired;
+    merges_.erase(step);
+    if (!fired) emit_dead(this, plan, step);
   }
 
   // Sets inputs_ to the op's inputs in order: the folded constants (kept
@@ -273,6 +334,11 @@ class node_actor : public caf::event_based_actor {
   std::vector<tensor> inputs_;
   std::vector<tensor> outputs_;
   std::unordered_map<uint64_t, pending> pending_;
+  struct merge_state {
+    size_t remaining = 0;
+    bool fired = false;
+  };
+  std::unordered_map<uint64_t, merge_state> merges_;
   uint64_t invocations_ = 0;
 };
 

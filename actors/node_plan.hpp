@@ -12,11 +12,11 @@ namespace actorflow {
 /// Which worker runs a consumer that a message makes runnable (see deliver
 /// in node_actor.cpp and place_chains in executable.cpp).
 enum class placement : uint8_t {
-  scheduler,    // CAF's scheduler picks one, waking it if asleep
-  same_worker,  // a chain link: the producer's worker runs it next
-  pinned,       // a link in a segment of a long chain: the same, and never stolen
-  next_segment, // a link between segments: pinned to the next worker when
-                // steps queue behind this one, else as `pinned`
+  scheduler,     // CAF's scheduler picks one, waking it if asleep
+  same_worker,   // a chain link: the producer's worker runs it next
+  pinned,        // a link in a segment of a long chain: the same, and never stolen
+  next_segment,  // a link between segments: pinned to the next worker when
+                 // steps queue behind this one, else as `pinned`
 };
 
 /// Where an output goes: an actor and the input slot it fills there.
@@ -32,6 +32,8 @@ enum class node_kind : uint8_t {
   variable_read,    // asks its variable actor for the current value
   variable_update,  // asks its resource actor (a variable's, a queue's) to apply the op
   send,             // forwards its input to the recv actor of its cut edge (another partition)
+  switch_value,     // control flow: its data to the output its predicate picks, dead to the other
+  merge_values,     // control flow: the first live input, and which one it was
 };
 
 /// Where a send delivers: the recv actor of its edge, usually in another
@@ -57,7 +59,7 @@ struct node_plan {
   node_kind kind = node_kind::kernel;
   const op_def* def = nullptr;
   std::string name;
-  std::string task;  // in a cluster, the task it runs on (named in errors); else empty
+  std::string task;            // in a cluster, the task it runs on (named in errors); else empty
   uint64_t executable_id = 0;  // process-wide, for the step keys of its resource requests
   attr_map attrs;
   /// Data inputs in op order; a valid tensor here is a folded constant and
@@ -69,8 +71,8 @@ struct node_plan {
   /// consumers of each output, then the control consumers (sent an empty value).
   std::vector<std::vector<consumer>> output_consumers;
   std::vector<consumer> control_consumers;
-  caf::actor variable;  // the resource actor, for variable_read / variable_update
-  caf::actor device;    // where expensive kernels run
+  caf::actor variable;                // the resource actor, for variable_read / variable_update
+  caf::actor device;                  // where expensive kernels run
   std::shared_ptr<send_route> route;  // for sends
   /// The most messages one turn of the actor handles (0: no limit), so that
   /// a batch of steps splits in smaller waves down a segmented chain.

@@ -73,13 +73,54 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
   std::vector<endpoint> refs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (&inputs[i].owner() != this)
-      fail(op, "input " + std::to_string(i) + " ('" + inputs[i].name() +
-                   "') belongs to another graph");
+      fail(op,
+           "input " + std::to_string(i) + " ('" + inputs[i].name() + "') belongs to another graph");
     refs.push_back(inputs[i].ref());
   }
+  std::vector<int> control = control_deps_;
+  if (!cond_branches_.empty()) {
+    // Input 0 of an op on a resource is the resource itself, not a value.
+    size_t first = op_registry::global().get(op).acts_on_resource() ? 1 : 0;
+    for (size_t i = first; i < refs.size(); ++i) refs[i] = into_branch(refs[i]);
+    if (refs.size() <= first) control.push_back(cond_branches_.back().pivot);
+  }
   std::string device = device_for(op, attrs);
-  return add_node_raw(op, refs, control_deps_, std::move(attrs),
-                      unique_name(name.empty() ? op : name), device);
+  return add_node_raw(op, refs, control, std::move(attrs), unique_name(name.empty() ? op : name),
+                      device);
+}
+
+// An output from outside the innermost branch, as the branch sees it: the
+// branch's output of a switch on its predicate, made once per output. The
+// switch belongs to the enclosing branches, which gate its inputs in turn.
+endpoint graph::into_branch(const endpoint& e) {
+  if (e.node >= cond_branches_.back().first_node) return e;
+  auto key = std::make_pair(e.node, e.index);
+  if (auto it = cond_branches_.back().switched.find(key);
+      it != cond_branches_.back().switched.end())
+    return it->second;
+  cond_branch inner = std::move(cond_branches_.back());
+  cond_branches_.pop_back();
+  const node& sw =
+      add_node("switch", {output(this, e), output(this, inner.pred)}, {}, "cond/switch");
+  endpoint gated{sw.id, inner.branch};
+  inner.switched.emplace(key, gated);
+  cond_branches_.push_back(std::move(inner));
+  return gated;
+}
+
+graph::scope_guard graph::cond_branch_scope(const output& pred, int branch) {
+  if (&pred.owner() != this) fail("cond", "the predicate belongs to another graph");
+  if (branch != 0 && branch != 1) fail("cond", "a branch is 0 (false) or 1 (true)");
+  const node& sw = add_node("switch", {pred, pred}, {}, "cond/pivot_switch");
+  const node& pivot = add_node("identity", {output(this, {sw.id, branch})}, {},
+                               branch == 1 ? "cond/pivot_true" : "cond/pivot_false");
+  cond_branch b;
+  b.pred = pred.ref();
+  b.branch = branch;
+  b.pivot = pivot.id;
+  b.first_node = static_cast<int>(nodes_.size());
+  cond_branches_.push_back(std::move(b));
+  return scope_guard(&cond_branches_);
 }
 
 const node& graph::add_node_raw(const std::string& op, const std::vector<endpoint>& inputs,
@@ -155,8 +196,10 @@ graph::scope_guard graph::device_function_scope(device_function fn) {
 std::string graph::device_for(const std::string& op, const attr_map& attrs) const {
   std::string device;
   for (auto& scope : device_scopes_) {
-    if (scope.fn) device = scope.fn(op, attrs, device);
-    else device = device_name::parse(scope.name).merged_onto(device_name::parse(device)).to_string();
+    if (scope.fn)
+      device = scope.fn(op, attrs, device);
+    else
+      device = device_name::parse(scope.name).merged_onto(device_name::parse(device)).to_string();
   }
   return device;
 }

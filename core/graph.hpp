@@ -5,6 +5,7 @@
 // node is added; a mismatch throws at once, naming the op and the shapes.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -166,6 +167,12 @@ class graph {
   };
   /// Nodes added while the guard lives run after `deps`.
   control_guard control_dependencies(const std::vector<operation>& deps);
+  /// Nodes added while the guard lives form branch `branch` (0: false, 1:
+  /// true) of a cond on `pred` (ops/control_flow.hpp): each input from
+  /// outside the branch passes through a switch on `pred` (its output
+  /// `branch`), and a node without data inputs runs after the branch's
+  /// pivot, so that nothing of an untaken branch runs. Branches nest.
+  scope_guard cond_branch_scope(const output& pred, int branch);
 
  private:
   std::string unique_name(const std::string& base);
@@ -181,6 +188,16 @@ class graph {
   };
   std::vector<device_scope_entry> device_scopes_;
   std::vector<int> control_deps_;
+  // The open cond branches, innermost last.
+  struct cond_branch {
+    endpoint pred;
+    int branch = 0;
+    int pivot = -1;                                    // runs exactly when the branch is taken
+    int first_node = 0;                                // nodes from here on are inside the branch
+    std::map<std::pair<int, int>, endpoint> switched;  // outside output -> its switch
+  };
+  std::vector<cond_branch> cond_branches_;
+  endpoint into_branch(const endpoint& e);
 };
 
 }  // namespace actorflow

@@ -15,6 +15,7 @@
 
 #include "actors/session.hpp"
 #include "ops/array.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
@@ -92,6 +93,35 @@ double wide_us_per_node() {
   return secs / 10 / chain_length * 1e6;
 }
 
+// One step through 10 scalar adds, with the adds in both branches of a cond
+// (the branch alternating per step) or with no cond: what a cond costs a step.
+double cond_step_us(bool with_cond) {
+  graph g;
+  auto p = placeholder(g, dtype::boolean, {}, "p");
+  auto x = placeholder(g, dtype::float32, {}, "x");
+  auto adds = [&](float by) {
+    output y = x;
+    for (int i = 0; i < 10; ++i) y = add(y, scalar(g, by));
+    return y;
+  };
+  auto y = with_cond ? cond(
+                           p, [&] { return adds(1); }, [&] { return adds(-1); })
+                     : adds(1);
+  session s(g);
+  std::vector<feed_list> feeds;
+  for (bool b : {true, false}) {
+    feed_list f{{x, tensor::scalar<float>(1)}};
+    if (with_cond) f.push_back({p, tensor::scalar<bool>(b)});
+    feeds.push_back(f);
+  }
+  for (int i = 0; i < 50; ++i) s.run(feeds[i % 2], {y});
+  constexpr int steps = 500;
+  double secs = median_seconds(15, 3, [&] {
+    for (int i = 0; i < steps; ++i) s.run(feeds[i % 2], {y});
+  });
+  return secs / steps * 1e6;
+}
+
 double session_gemm_gflops(int m, int k, int n) {
   graph g;
   auto a = placeholder(g, dtype::float32, {m, k}, "a");
@@ -128,8 +158,9 @@ int main(int argc, char** argv) {
   std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
-  app.add_option("--only", only,
-                 "run one group: runtime, gemm, train, mlp, cnn, embedding or dist (default: all)")
+  app.add_option(
+         "--only", only,
+         "run one group: runtime, control, gemm, train, mlp, cnn, embedding or dist (default: all)")
       ->check(CLI::IsMember({"runtime", "gemm", "train", "mlp", "cnn", "embedding", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
@@ -154,6 +185,14 @@ int main(int argc, char** argv) {
     if (!skip_torch)
       if (auto t = torch_chain_us_per_op())
         add_row("torch_chain_us_per_op", *t, "us", "PyTorch eager, same machine");
+  }
+  if (wanted("control")) {
+    double plain = cond_step_us(false), with_cond = cond_step_us(true);
+    add_row("cond_us", with_cond, "us",
+            "a step through a cond whose branches hold 10 scalar adds each");
+    add_row("cond_free_us", plain, "us",
+            fmt::format("the same 10 adds without the cond; the cond adds {:.1f} us",
+                        with_cond - plain));
   }
   if (wanted("gemm"))
     for (auto [m, k, n, tag] :

@@ -16,7 +16,9 @@
 #include "apps/lib/test_certificates.hpp"
 #include "cluster_fixture.hpp"
 #include "core/device_name.hpp"
+#include "core/gradients.hpp"
 #include "ops/array.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/embedding.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
@@ -288,8 +290,9 @@ TEST_CASE("cluster descriptions from flags and from TF_CONFIG-style JSON") {
   CHECK(error_of([] {
           cluster_spec::from_json(
               R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": -3}})");
-        }) == "[cluster] the task index in the cluster description must be a whole number, 0 or "
-              "more, not -3");
+        }) ==
+        "[cluster] the task index in the cluster description must be a whole number, 0 or "
+        "more, not -3");
   CHECK(error_of([] { cluster_spec::from_hosts("127.0.0.1:99999", ""); }).find("port") !=
         std::string::npos);
   CHECK(error_of([] { cluster_spec::from_hosts("nohost", ""); }).find("not host:port") !=
@@ -634,4 +637,36 @@ TEST_CASE("a killed ps task fails the step at once; restarted, it restores its s
   auto after = *s.run(batch_for(m, 3), {m.loss}).at(0).data<float>();
   CHECK(after == loss_at_save);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a cond whose branch runs on a ps task: dead values cross, gradients match one process") {
+  auto build = [](graph& g, bool placed) {
+    auto pred = placeholder(g, dtype::boolean, {}, "pred");
+    auto x = placeholder(g, dtype::float64, {-1}, "x");
+    auto y = cond(
+        pred,
+        [&] {
+          auto on_ps = g.device_scope(placed ? "/job:ps/task:0" : "");
+          return x * x * 3.0;
+        },
+        [&] { return x + 1.0; });
+    auto grad = gradients({reduce_sum(y)}, {x})[0];
+    return std::make_tuple(pred, x, y, grad);
+  };
+  graph local_graph, placed_graph;
+  auto [lp, lx, ly, lgrad] = build(local_graph, false);
+  auto [pp, px, py, pgrad] = build(placed_graph, true);
+  test_cluster c;
+  auto ps = c.start("ps", 0);
+  session local(local_graph);
+  session placed(placed_graph, c.connect());
+  auto xv = tensor::from_vector<double>({0.5, -2.0}, shape{2});
+  for (int round = 0; round < 3; ++round)
+    for (bool p : {true, false, true}) {
+      CAPTURE(p);
+      auto want = local.run({{lp, tensor::scalar<bool>(p)}, {lx, xv}}, {ly, lgrad});
+      auto got = placed.run({{pp, tensor::scalar<bool>(p)}, {px, xv}}, {py, pgrad});
+      CHECK(got[0].to_vector<double>() == want[0].to_vector<double>());
+      CHECK(got[1].to_vector<double>() == want[1].to_vector<double>());
+    }
 }

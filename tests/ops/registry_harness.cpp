@@ -42,11 +42,12 @@ std::string compare_tensors(const tensor& actual, const tensor& expected, double
 namespace {
 
 // Ops whose work the runtime does (feeds, variable and queue actors, the
-// transfers of a partitioned graph): tested in test_session, test_input and
-// test_distributed.
+// transfers of a partitioned graph, control flow's dead values): tested in
+// test_session, test_input, test_distributed and test_control_flow.
 bool served_by_runtime(const op_def& def) {
-  static const std::set<std::string> runtime_ops{"placeholder", "variable", "fifo_queue",
-                                                 "conditional_accumulator", "send", "recv"};
+  static const std::set<std::string> runtime_ops{
+      "placeholder", "variable", "fifo_queue", "conditional_accumulator",
+      "send",        "recv",     "switch",     "merge"};
   return def.acts_on_resource() || runtime_ops.count(def.name) > 0;
 }
 
@@ -81,9 +82,9 @@ TEST_CASE("every op case passes") {
       } catch (const error& e) {
         what = e.what();
       }
-      CHECK_MESSAGE(what.find(c.expect_error) != std::string::npos,
-                    "expected an error containing '" << c.expect_error << "', got '" << what
-                                                     << "'");
+      CHECK_MESSAGE(
+          what.find(c.expect_error) != std::string::npos,
+          "expected an error containing '" << c.expect_error << "', got '" << what << "'");
       continue;
     }
     std::vector<tensor> outs;
