@@ -146,8 +146,9 @@ class node_actor : public caf::event_based_actor {
 
  private:
   struct pending {
-    std::vector<step_value> slots;
+    std::vector<step_value> slots;  // empty for a merge, which keeps no values
     size_t remaining = 0;
+    bool fired = false;  // a merge: it passed on a live value of the step
   };
 
   void on_input(uint64_t step, int32_t slot, step_value&& v) {
@@ -172,15 +173,17 @@ class node_actor : public caf::event_based_actor {
   void fire(uint64_t step, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
     if (plan.kind == node_kind::send) return send_to_peer(step, slots, num_slots);
-    std::string error;
-    for (size_t s = 0; s < num_slots && error.empty(); ++s)
-      if (!slots[s].ok()) error = std::move(slots[s].error);
-    if (!error.empty()) {
-      emit(this, plan, step, outputs_, error);
-      return;
+    // An error wins over a dead value: the step fails either way.
+    bool dead = false;
+    for (size_t s = 0; s < num_slots; ++s) {
+      if (!slots[s].ok()) {
+        std::string error = std::move(slots[s].error);
+        emit(this, plan, step, outputs_, error);
+        return;
+      }
+      dead |= slots[s].dead;
     }
-    for (size_t s = 0; s < num_slots; ++s)
-      if (slots[s].dead) return emit_dead(this, plan, step);
+    if (dead) return emit_dead(this, plan, step);
     switch (plan.kind) {
       case node_kind::switch_value:
         return switch_to_branch(step, slots);
@@ -234,7 +237,7 @@ class node_actor : public caf::event_based_actor {
   // came, and sends a dead value then if none was live.
   void merge_input(uint64_t step, int32_t slot, step_value&& v) {
     const node_plan& plan = *plan_;
-    auto& p = merges_[step];
+    auto& p = pending_[step];
     if (p.remaining == 0) p.remaining = plan.num_slots();
     int input = plan.slot_input[static_cast<size_t>(slot)];
     if (!p.fired && input >= 0 && (!v.ok() || !v.dead)) {
@@ -248,7 +251,7 @@ class node_actor : public caf::event_based_actor {
     }
     if (--p.remaining > 0) return;
     bool fired = p.fired;
-    merges_.erase(step);
+    pending_.erase(step);
     if (!fired) emit_dead(this, plan, step);
   }
 
@@ -334,11 +337,6 @@ class node_actor : public caf::event_based_actor {
   std::vector<tensor> inputs_;
   std::vector<tensor> outputs_;
   std::unordered_map<uint64_t, pending> pending_;
-  struct merge_state {
-    size_t remaining = 0;
-    bool fired = false;
-  };
-  std::unordered_map<uint64_t, merge_state> merges_;
   uint64_t invocations_ = 0;
 };
 
