@@ -38,8 +38,7 @@ sampler_params read_sampler_params(const attr_map& attrs, const std::string& op)
   if (p.num_true < 1) fail(op, "num_true must be at least 1, got " + std::to_string(p.num_true));
   if (p.num_sampled < 1)
     fail(op, "num_sampled must be at least 1, got " + std::to_string(p.num_sampled));
-  if (p.range_max < 1)
-    fail(op, "range_max must be at least 1, got " + std::to_string(p.range_max));
+  if (p.range_max < 1) fail(op, "range_max must be at least 1, got " + std::to_string(p.range_max));
   // Rejection sampling of distinct classes would never end.
   if (p.unique && p.num_sampled > p.range_max)
     fail(op, "cannot draw " + std::to_string(p.num_sampled) + " distinct classes from range_max " +
@@ -54,8 +53,8 @@ void check_sampler_inputs(const tensor_spec& classes, const tensor_spec& counter
   if (classes.dims.rank() != 2)
     fail(op, "true_classes must be [batch, num_true], got " + classes.to_string());
   if (classes.dims[1] >= 0 && classes.dims[1] != p.num_true)
-    fail(op, "true_classes " + classes.dims.to_string() + " must have num_true = " +
-                 std::to_string(p.num_true) + " columns");
+    fail(op, "true_classes " + classes.dims.to_string() +
+                 " must have num_true = " + std::to_string(p.num_true) + " columns");
   if (counter.type != dtype::int64 || counter.dims.rank() != 0)
     fail(op, "the counter must be an int64 scalar, got " + counter.to_string());
 }
@@ -103,9 +102,9 @@ class draw_stream {
   double next() {
     const uint64_t block = index_ / 2;
     if (index_ % 2 == 0)
-      bits_ = philox4x32({uint32_t(block), uint32_t(block >> 32), uint32_t(counter_),
-                          uint32_t(counter_ >> 32)},
-                         key_);
+      bits_ = philox4x32(
+          {uint32_t(block), uint32_t(block >> 32), uint32_t(counter_), uint32_t(counter_ >> 32)},
+          key_);
     const size_t half = size_t(index_ % 2) * 2;
     ++index_;
     return double(((uint64_t(bits_[half]) << 32) | bits_[half + 1]) >> 11) * 0x1p-53;
@@ -156,8 +155,7 @@ void sampler_kernel(kernel_context& ctx) {
   int64_t* sampled =
       ctx.allocate_output(0, dtype::int64, shape({p.num_sampled})).mutable_data<int64_t>();
   const int64_t tries = draw_candidates(p, counter.data<int64_t>()[0], sampled);
-  float* true_out =
-      ctx.allocate_output(1, dtype::float32, classes.dims()).mutable_data<float>();
+  float* true_out = ctx.allocate_output(1, dtype::float32, classes.dims()).mutable_data<float>();
   if (classes.type() == dtype::int32)
     true_counts<int32_t>(classes, p, tries, true_out, ctx.op);
   else
@@ -209,8 +207,7 @@ void check_loss_inputs(const output& weights, const output& biases, const output
 }
 
 // [batch, num_true]: the dot product of each input row with the weights of its true classes.
-output true_logits_of(output inputs, output true_w, output true_b, int64_t num_true,
-                      int64_t dim) {
+output true_logits_of(output inputs, output true_w, output true_b, int64_t num_true, int64_t dim) {
   auto rows = reshape(true_w, {-1, num_true, dim});
   auto dots = reduce_sum(expand_dims(inputs, 1) * rows, {2});
   return dots + reshape(true_b, {-1, num_true});
@@ -235,8 +232,8 @@ output target_row(graph& g, int64_t num_true, int64_t num_sampled, dtype type) {
 }  // namespace
 
 candidate_sample log_uniform_candidate_sampler(output true_classes, int64_t num_true,
-                                               int64_t num_sampled, bool unique,
-                                               int64_t range_max, output counter, int64_t seed,
+                                               int64_t num_sampled, bool unique, int64_t range_max,
+                                               output counter, int64_t seed,
                                                const std::string& name) {
   auto outs = make_op_outputs(kSampler, {true_classes, counter},
                               {{"num_true", num_true},
@@ -253,8 +250,7 @@ output sampled_softmax_loss(output weights, output biases, output labels, output
                             const sampled_softmax_options& options, const std::string& name) {
   auto scope = labels.owner().name_scope(name);
   auto sampled = log_uniform_candidate_sampler(labels, options.num_true, num_sampled,
-                                               /*unique=*/true, num_classes, counter,
-                                               options.seed);
+                                               /*unique=*/true, num_classes, counter, options.seed);
   return sampled_softmax_loss(weights, biases, labels, inputs, sampled, num_classes, options,
                               "loss");
 }

@@ -45,9 +45,9 @@ struct candidate_sample {
 /// otherwise num_sampled * P(k). The draws depend only on (seed, counter), counter an int64
 /// scalar (e.g. the global step).
 candidate_sample log_uniform_candidate_sampler(output true_classes, int64_t num_true,
-                                               int64_t num_sampled, bool unique,
-                                               int64_t range_max, output counter,
-                                               int64_t seed = 0, const std::string& name = "");
+                                               int64_t num_sampled, bool unique, int64_t range_max,
+                                               output counter, int64_t seed = 0,
+                                               const std::string& name = "");
 
 struct sampled_softmax_options {
   /// Labels per example (the columns of labels).

@@ -78,7 +78,8 @@ void check_unique_counts(const std::vector<tensor>& outs, int64_t range) {
 
 const op_case_registrar sampler_cases({
     // TensorFlow 2.21 (sampled_softmax_tf.py): tf.random.log_uniform_candidate_sampler(
-    // [[0], [3], [9]], 1, 4, False, 10) gives the true expected counts 4 * P(k) below (they do not depend on the draws).
+    // [[0], [3], [9]], 1, 4, False, 10) gives the true expected counts 4 * P(k) below (they do not
+    // depend on the draws).
     {.op = kSampler,
      .label = "expected counts without unique: num_sampled * P(k), TensorFlow's values",
      .inputs = {classes_0_3_9, scalar_of<int64_t>(0)},
@@ -208,8 +209,8 @@ TEST_CASE("log_uniform_candidate_sampler: unique counts equal TensorFlow's for t
 
 // weights [6, 3], biases [6], inputs [3, 3] and fixed candidates; sampled_softmax_tf.py beside
 // this file computed TensorFlow's losses for them.
-const std::vector<double> W = {0.1, -0.2, 0.3,  0.4, 0.5,  -0.6, -0.7, 0.8, 0.9,
-                               1.0, -1.1, 0.2,  0.3, 0.4,  -0.5, -0.6, 0.7, 0.8};
+const std::vector<double> W = {0.1, -0.2, 0.3, 0.4, 0.5, -0.6, -0.7, 0.8, 0.9,
+                               1.0, -1.1, 0.2, 0.3, 0.4, -0.5, -0.6, 0.7, 0.8};
 const std::vector<double> B = {0.01, -0.02, 0.03, -0.04, 0.05, -0.06};
 const std::vector<double> X = {0.5, -1.0, 2.0, 1.5, 0.25, -0.75, -0.5, 0.5, 1.0};
 const std::vector<int64_t> S = {4, 2, 5};
@@ -242,8 +243,8 @@ struct loss_fixture {
                        constant(g, typed<float>({batch, num_true}, true_counts)),
                        constant(g, typed<float>({3}, SC))};
     auto l = constant(g, make<int64_t>({batch, num_true}, labels));
-    loss = sampled_softmax_loss(w, b, l, x, s, 6, {.num_true = num_true,
-                                                   .remove_accidental_hits = remove_hits});
+    loss = sampled_softmax_loss(w, b, l, x, s, 6,
+                                {.num_true = num_true, .remove_accidental_hits = remove_hits});
   }
   std::vector<double> run() {
     session s(g);
@@ -306,11 +307,20 @@ TEST_CASE("sampled_softmax_loss equals TensorFlow's on fixed candidates") {
     std::vector<double> tf_loss;
   };
   const std::vector<tf_case> cases = {
-      {{1, 4, 0}, 1, {0.3, 0.2, 0.5}, true, {3.507728099822998, 0.20793487131595612,
-                                             3.228804349899292}},
-      {{1, 4, 0}, 1, {0.3, 0.2, 0.5}, false, {3.507728099822998, 0.8025095462799072,
-                                              3.228804349899292}},
-      {{1, 3, 4, 0, 0, 0}, 2, {0.3, 0.6, 0.2, 0.5, 0.5, 0.5}, true,
+      {{1, 4, 0},
+       1,
+       {0.3, 0.2, 0.5},
+       true,
+       {3.507728099822998, 0.20793487131595612, 3.228804349899292}},
+      {{1, 4, 0},
+       1,
+       {0.3, 0.2, 0.5},
+       false,
+       {3.507728099822998, 0.8025095462799072, 3.228804349899292}},
+      {{1, 3, 4, 0, 0, 0},
+       2,
+       {0.3, 0.6, 0.2, 0.5, 0.5, 0.5},
+       true,
        {2.5106091499328613, 1.314753532409668, 3.2676451206207275}},
   };
   for (auto& c : cases) {
