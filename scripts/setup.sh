@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages actorflow builds and tests with (the input
-# tests and training read dataset-fashion-mnist). Safe to run again: it
-# only calls apt-get when something is missing.
+# tests and training read dataset-fashion-mnist, the language model's corpus
+# is fortunes). Safe to run again: it only calls apt-get when something is
+# missing.
 set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
   libcaf-dev libssl-dev libtbb-dev libeigen3-dev libcapnp-dev capnproto doctest-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
   openssl
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
 )
 missing=()
 for p in "${packages[@]}"; do
