@@ -274,7 +274,9 @@ class guard_policy {
           continue;
         }
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-        fail(phase_ == phase::hello ? "the peer closed the connection before the handshake"
+        fail(phase_ == phase::hello
+                 ? "the peer closed the connection before the handshake: it may run "
+                   "without --secret, or with TLS"
              : role_ == connection_role::connecting
                  ? "the peer refused our proof of the cluster secret: wrong --secret"
                  : "the peer closed the connection during the handshake");
