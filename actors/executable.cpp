@@ -215,11 +215,32 @@ std::unordered_map<int, size_t> mark_chain_links(
 // node_plan.hpp). A chain of many links is cut into segments, one per
 // worker, so that its steps in flight keep all the workers busy; its nodes
 // get a batch limit.
+// A cond stays on the worker that runs its switch: of a switch's outputs
+// only one is live in a step, and the other's dead values cost a message per
+// node, so handing either branch to another worker would buy a wake-up for
+// nothing; a merge fires once per step on its first live input. So an edge
+// out of a switch to a one-input node, and an edge into a merge, run their
+// consumer next on the producer's worker, as a chain link does.
+void mark_cond_links(const std::vector<edge>& edges,
+                     const std::vector<std::shared_ptr<node_plan>>& plans,
+                     std::vector<placement>& place) {
+  for (size_t e = 0; e < edges.size(); ++e) {
+    int to = edges[e].to_node;
+    if (to < 0 || place[e] != placement::scheduler) continue;
+    auto& consumer = *plans[static_cast<size_t>(to)];
+    auto& producer = *plans[static_cast<size_t>(edges[e].from.node)];
+    if (consumer.kind == node_kind::merge_values ||
+        (producer.kind == node_kind::switch_value && consumer.num_slots() == 1))
+      place[e] = placement::same_worker;
+  }
+}
+
 std::vector<placement> place_chains(const std::vector<edge>& edges,
                                     const std::vector<std::shared_ptr<node_plan>>& plans,
                                     size_t coordinator_slots, size_t workers) {
   std::vector<placement> place(edges.size(), placement::scheduler);
   auto link_from = mark_chain_links(edges, plans, coordinator_slots, place);
+  mark_cond_links(edges, plans, place);
   std::unordered_set<int> linked_to;
   for (auto [from, e] : link_from) linked_to.insert(edges[e].to_node);
   for (auto [head, unused] : link_from) {

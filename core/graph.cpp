@@ -1,6 +1,7 @@
 #include "core/graph.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace actorflow {
 
@@ -78,20 +79,44 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
     refs.push_back(inputs[i].ref());
   }
   std::vector<int> control = control_deps_;
+  bool gated = false;
   if (!cond_branches_.empty()) {
+    const op_def& def = op_registry::global().get(op);
     // Input 0 of an op on a resource is the resource itself, not a value.
-    size_t first = op_registry::global().get(op).acts_on_resource() ? 1 : 0;
-    for (size_t i = first; i < refs.size(); ++i) refs[i] = into_branch(refs[i]);
-    if (refs.size() <= first) control.push_back(cond_branches_.back().pivot);
+    size_t first = def.acts_on_resource() ? 1 : 0;
+    for (size_t i = first; i < refs.size(); ++i) {
+      refs[i] = into_branch(refs[i]);
+      gated |= cond_branches_.back().gated.count(refs[i].node) > 0;
+    }
+    for (int c : control) gated |= cond_branches_.back().gated.count(c) > 0;
+    if (!gated && (def.stateful || def.acts_on_resource())) {
+      control.push_back(cond_branches_.back().pivot);
+      gated = true;
+    }
   }
   std::string device = device_for(op, attrs);
-  return add_node_raw(op, refs, control, std::move(attrs), unique_name(name.empty() ? op : name),
-                      device);
+  const node& n = add_node_raw(op, refs, control, std::move(attrs),
+                               unique_name(name.empty() ? op : name), device);
+  // Gated in the innermost branch is gated in the enclosing ones too: the
+  // inner branch's switches take their inputs through the outer ones.
+  if (gated)
+    for (auto& b : cond_branches_) b.gated.insert(n.id);
+  return n;
+}
+
+bool graph::is_gated(const output& o) const {
+  return cond_branches_.empty() || cond_branches_.back().gated.count(o.ref().node) > 0;
+}
+
+operation graph::branch_pivot() {
+  if (cond_branches_.empty()) fail("cond", "no cond branch is open");
+  return operation(this, cond_branches_.back().pivot);
 }
 
 // An output from outside the innermost branch, as the branch sees it: the
-// branch's output of a switch on its predicate, made once per output. The
-// switch belongs to the enclosing branches, which gate its inputs in turn.
+// branch's output of a switch on its predicate, made once per output and
+// predicate (so a cond's two branches share it, each using its own output).
+// The switch belongs to the enclosing branches, which gate its inputs in turn.
 endpoint graph::into_branch(const endpoint& e) {
   if (e.node >= cond_branches_.back().first_node) return e;
   auto key = std::make_pair(e.node, e.index);
@@ -100,10 +125,27 @@ endpoint graph::into_branch(const endpoint& e) {
     return it->second;
   cond_branch inner = std::move(cond_branches_.back());
   cond_branches_.pop_back();
-  const node& sw =
-      add_node("switch", {output(this, e), output(this, inner.pred)}, {}, "cond/switch");
-  endpoint gated{sw.id, inner.branch};
+  auto shared = std::make_tuple(inner.pred.node, inner.pred.index, e.node, e.index);
+  auto made = branch_switches_.find(shared);
+  // The switch serves both branches: control dependencies opened inside
+  // this one are not its own (the nodes that use it carry them).
+  int sw = -1;
+  auto control = std::exchange(control_deps_, {});
+  try {
+    sw =
+        made != branch_switches_.end()
+            ? made->second
+            : add_node("switch", {output(this, e), output(this, inner.pred)}, {}, "cond/switch").id;
+  } catch (...) {
+    control_deps_ = std::move(control);
+    cond_branches_.push_back(std::move(inner));
+    throw;
+  }
+  control_deps_ = std::move(control);
+  branch_switches_[shared] = sw;
+  endpoint gated{sw, inner.branch};
   inner.switched.emplace(key, gated);
+  inner.gated.insert(sw);  // only its output `branch` is used inside
   cond_branches_.push_back(std::move(inner));
   return gated;
 }
@@ -118,6 +160,7 @@ graph::scope_guard graph::cond_branch_scope(const output& pred, int branch) {
   b.pred = pred.ref();
   b.branch = branch;
   b.pivot = pivot.id;
+  b.gated.insert(pivot.id);
   b.first_node = static_cast<int>(nodes_.size());
   cond_branches_.push_back(std::move(b));
   return scope_guard(&cond_branches_);

@@ -7,7 +7,9 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/device_name.hpp"
@@ -170,9 +172,18 @@ class graph {
   /// Nodes added while the guard lives form branch `branch` (0: false, 1:
   /// true) of a cond on `pred` (ops/control_flow.hpp): each input from
   /// outside the branch passes through a switch on `pred` (its output
-  /// `branch`), and a node without data inputs runs after the branch's
-  /// pivot, so that nothing of an untaken branch runs. Branches nest.
+  /// `branch`), so what depends on one is *gated*: it runs only when the
+  /// branch is taken. A stateful op (an update, a variable, a random draw)
+  /// with no gated input runs after the branch's pivot instead, so that no
+  /// effect of an untaken branch happens. Constants stay ungated, and folded
+  /// into their consumers. Branches nest.
   scope_guard cond_branch_scope(const output& pred, int branch);
+  /// Inside a cond branch: whether `o` runs only when the innermost branch
+  /// is taken. True outside any branch.
+  bool is_gated(const output& o) const;
+  /// The innermost open branch's pivot: an op that runs exactly when it is
+  /// taken (a control dependency on it gates a node). Throws outside a branch.
+  operation branch_pivot();
 
  private:
   std::string unique_name(const std::string& base);
@@ -195,8 +206,12 @@ class graph {
     int pivot = -1;                                    // runs exactly when the branch is taken
     int first_node = 0;                                // nodes from here on are inside the branch
     std::map<std::pair<int, int>, endpoint> switched;  // outside output -> its switch
+    std::unordered_set<int> gated;                     // nodes that run only when taken
   };
   std::vector<cond_branch> cond_branches_;
+  // (pred, outside output) -> the switch made for it: a cond's two branches
+  // share one, each taking its own output.
+  std::map<std::tuple<int, int, int, int>, int> branch_switches_;
   endpoint into_branch(const endpoint& e);
 };
 

@@ -77,14 +77,22 @@ const op_registrar registrations[] = {
                   .gradient = merge_gradient}),
 };
 
-// What a branch returns, as values of the branch: an output made before the
-// branch (outside it, or in the other branch) passes through an identity
-// made inside, which gates it.
+// What a branch returns, as values that exist only when it is taken: an
+// output made before the branch (outside it, or in the other branch) passes
+// through an identity made inside, which gates it through a switch; one made
+// inside from constants alone waits on the branch's pivot.
 std::vector<output> branch_outputs(graph& g, int first_inside, const std::vector<output>& outs) {
   std::vector<output> gated;
   for (auto& o : outs) {
     if (&o.owner() != &g) fail("cond", "a branch returned a tensor of another graph");
-    gated.push_back(o.ref().node < first_inside ? identity(o, "branch_output") : o);
+    if (o.ref().node < first_inside) {
+      gated.push_back(identity(o, "branch_output"));
+    } else if (!g.is_gated(o)) {
+      auto after_pivot = g.control_dependencies({g.branch_pivot()});
+      gated.push_back(identity(o, "branch_output"));
+    } else {
+      gated.push_back(o);
+    }
   }
   return gated;
 }

@@ -28,8 +28,10 @@ std::vector<output> merge(const std::vector<output>& inputs, const std::string& 
 /// of `false_fn`; only the taken branch runs. Both branches must return as
 /// many outputs, with the same dtypes; a dim the two disagree on is unknown
 /// in the result. Tensors from outside that a branch uses are gated by a
-/// switch, and nodes without inputs made inside a branch (constants) run
-/// only when it is taken. Build-time errors name the cond ("[cond] ...").
+/// switch; a stateful op (an update) or an output that depends on no gated
+/// tensor (a constant) waits on the branch's pivot, so neither happens in
+/// an untaken branch; constants themselves stay folded into their
+/// consumers. Build-time errors name the cond ("[cond] ...").
 std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,
                          const std::function<std::vector<output>()>& false_fn,
                          const std::string& name = "cond");

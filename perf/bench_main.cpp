@@ -161,7 +161,8 @@ int main(int argc, char** argv) {
   app.add_option(
          "--only", only,
          "run one group: runtime, control, gemm, train, mlp, cnn, embedding or dist (default: all)")
-      ->check(CLI::IsMember({"runtime", "gemm", "train", "mlp", "cnn", "embedding", "dist"}));
+      ->check(CLI::IsMember(
+          {"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
