@@ -2,7 +2,6 @@
 
 #include <sys/socket.h>
 
-#include <atomic>
 #include <caf/io/network/native_socket.hpp>
 #include <caf/io/network/stream_impl.hpp>
 #include <caf/policy/tcp.hpp>
@@ -25,8 +24,6 @@ using caf::io::network::rw_state;
 using clock_type = std::chrono::steady_clock;
 
 // ---- what the guard tells the operator and the connecting code ----------------
-
-std::atomic<uint64_t> closed_connections{0};
 
 // One line per closed connection, at most 20 per 10 s: a flood of bad
 // connections must not become a flood of log lines.
@@ -75,7 +72,6 @@ peer_address peer_address_of(native_socket fd) {
 // Logged for connections peers made to us; kept for the code that asked for
 // a connection we made (handshake_failure_since).
 void report_failure(const peer_address& peer, connection_role role, const std::string& reason) {
-  ++closed_connections;
   if (role == connection_role::accepting) {
     log_closed(peer.to_string(), reason);
     return;
@@ -452,7 +448,5 @@ std::optional<std::string> handshake_failure_since(uint16_t port, clock_type::ti
 void report_handshake_failure(int fd, connection_role role, const std::string& reason) {
   report_failure(peer_address_of(fd), role, reason);
 }
-
-uint64_t guarded_connections_closed() { return closed_connections.load(); }
 
 }  // namespace actorflow

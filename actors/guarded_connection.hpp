@@ -55,7 +55,4 @@ std::optional<std::string> handshake_failure_since(uint16_t port,
 /// connected. Also for TLS handshakes (actors/tls_error_queue.cpp).
 void report_handshake_failure(int fd, connection_role role, const std::string& reason);
 
-/// Connections the guard has closed since the process started.
-uint64_t guarded_connections_closed();
-
 }  // namespace actorflow
