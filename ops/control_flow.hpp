@@ -7,10 +7,12 @@
 // first live input of a step (and its index), or a dead value when all are
 // dead. So only the taken branch of a cond runs its kernels and its updates.
 //
-// Differences from TensorFlow: a fetch that is dead (a value of the untaken
-// branch) fails its step with an error naming it, as in TensorFlow, but a
-// dead *target* simply did not run. Loops (enter, exit, next_iteration) are
-// not there yet.
+// As in TensorFlow, a fetch that is dead (a value of the untaken branch)
+// fails its step with an error naming it, and a dead target simply did not
+// run. Differences: the outputs of a cond's branches (and a merge's inputs)
+// must agree in rank, where TensorFlow would give an unknown rank; a cond's
+// two branches share one switch per outside tensor. Loops (enter, exit,
+// next_iteration) are not there yet.
 #pragma once
 #include <functional>
 #include <vector>
