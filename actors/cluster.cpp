@@ -179,6 +179,8 @@ namespace {
 std::string connect_failure(const caf::error& error, const host_port& address,
                             std::chrono::steady_clock::time_point since) {
   auto text = error_text(error);
+  if (text == "ip_connect failed")  // CAF's words for a refused or unroutable connection
+    text = "no connection: nothing listens there yet, or the host cannot be reached";
   if (auto reason = handshake_failure_since(address.port, since)) return text + ": " + *reason;
   return text;
 }

@@ -392,4 +392,5 @@ TEST_CASE("a client waiting for a task says what it waits for, once") {
                               "127.0.0.1:" +
                               std::to_string(c.ps_port)) == 0,
                 lines[0]);
+  CHECK_MESSAGE(lines[0].find("nothing listens there yet") != std::string::npos, lines[0]);
 }
