@@ -240,7 +240,8 @@ class node_actor : public caf::event_based_actor {
     auto& p = pending_[step];
     if (p.remaining == 0) p.remaining = plan.num_slots();
     int input = plan.slot_input[static_cast<size_t>(slot)];
-    if (!p.fired && input >= 0 && (!v.ok() || !v.dead)) {
+    // An error on any input fails the step; a control input's value is not one to pass on.
+    if (!p.fired && (!v.ok() || (input >= 0 && !v.dead))) {
       p.fired = true;
       if (v.ok()) {
         outputs_.push_back(std::move(v.value));

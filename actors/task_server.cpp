@@ -2,7 +2,6 @@
 
 #include <iostream>
 #include <map>
-#include <set>
 
 #include "actors/checkpoint.hpp"
 #include "actors/executable.hpp"

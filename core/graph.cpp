@@ -125,7 +125,10 @@ endpoint graph::into_branch(const endpoint& e) {
     return it->second;
   cond_branch inner = std::move(cond_branches_.back());
   cond_branches_.pop_back();
-  auto shared = std::make_tuple(inner.pred.node, inner.pred.index, e.node, e.index);
+  // Shared only within one enclosing branch: a switch made in another one
+  // is gated by that branch.
+  int enclosing = cond_branches_.empty() ? -1 : cond_branches_.back().pivot;
+  auto shared = std::make_tuple(inner.pred.node, inner.pred.index, e.node, e.index, enclosing);
   auto made = branch_switches_.find(shared);
   // The switch serves both branches: control dependencies opened inside
   // this one are not its own (the nodes that use it carry them).

@@ -209,9 +209,9 @@ class graph {
     std::unordered_set<int> gated;                     // nodes that run only when taken
   };
   std::vector<cond_branch> cond_branches_;
-  // (pred, outside output) -> the switch made for it: a cond's two branches
-  // share one, each taking its own output.
-  std::map<std::tuple<int, int, int, int>, int> branch_switches_;
+  // (pred, outside output, enclosing branch's pivot or -1) -> the switch made
+  // for it: a cond's two branches share one, each taking its own output.
+  std::map<std::tuple<int, int, int, int, int>, int> branch_switches_;
   endpoint into_branch(const endpoint& e);
 };
 

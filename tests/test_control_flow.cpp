@@ -293,3 +293,38 @@ TEST_CASE("a graph with a cond is saved and loaded, and runs the same") {
   CHECK(*out[0].data<double>() == 2.0);
   CHECK(*out[1].data<double>() == 4.0);  // d (x-1)^2 / dx at 3
 }
+
+TEST_CASE("conds on one predicate in both branches of an outer cond gate their inputs apart") {
+  graph g;
+  auto p = placeholder(g, dtype::boolean, {}, "p");
+  auto q = placeholder(g, dtype::boolean, {}, "q");
+  auto x = placeholder(g, dtype::float64, {}, "x");
+  auto inner = [&](double a, double b) {
+    return cond(
+        p, [&] { return x + a; }, [&] { return x + b; }, "inner");
+  };
+  auto y = cond(
+      q, [&] { return inner(1, 2); }, [&] { return inner(3, 4); });
+  session s(g);
+  for (bool qv : {true, false})
+    for (bool pv : {true, false}) {
+      CAPTURE(qv);
+      CAPTURE(pv);
+      auto out = s.run({{p, truth(pv)}, {q, truth(qv)}, {x, tensor::scalar<double>(10)}}, {y});
+      CHECK(*out[0].data<double>() == 10 + (qv ? (pv ? 1 : 2) : (pv ? 3 : 4)));
+    }
+}
+
+TEST_CASE("an error on a merge's control input fails the step") {
+  branchy b;
+  auto bad = reshape(b.x, {7});  // fails unless x has 7 elements
+  output y;
+  {
+    auto after = b.g.control_dependencies({operation(&b.g, bad.ref().node)});
+    y = cond(
+        b.pred, [&] { return b.x * 2.0; }, [&] { return b.x; });
+  }
+  session s(b.g);
+  auto e = error_of([&] { s.run({{b.pred, truth(true)}, {b.x, doubles({1})}}, {y}); });
+  CHECK_MESSAGE(e.find("reshape") != std::string::npos, e);
+}
