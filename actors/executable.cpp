@@ -32,6 +32,11 @@ struct coordinator_plan {
   /// The resource actors that may hold a request of a step (op_def::may_wait):
   /// told to cancel them when the step fails or is aborted.
   std::vector<caf::actor> waiting_resources;
+  /// With loops, a failed step ends at its first error and its node actors
+  /// drop it (drop_atom): a loop would not otherwise stop to let the errors
+  /// reach every sink.
+  bool has_loops = false;
+  std::vector<caf::actor> nodes;
 };
 
 // One step in flight. Its state appears with the first message about it: a
@@ -85,6 +90,20 @@ void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step
     self->send(p.target, input_atom::value,
                step_input{step, 0, step_value{feeds[p.feed_index], ""}});
   for (auto& a : plan.starters) self->send(a, input_atom::value, step_input{step, 0, step_value{}});
+}
+
+// A step of an executable with loops that failed: answered now, and
+// forgotten by its nodes, whose late messages are dropped.
+void fail_now(coordinator_actor* self, const coordinator_plan& plan, uint64_t step) {
+  auto it = self->state.steps.find(step);
+  active_step st = std::move(it->second);
+  self->state.steps.erase(it);
+  self->state.aborted.add(step);
+  for (auto& n : plan.nodes) self->send(n, drop_atom::value, step);
+  if (st.request)
+    finish(st.request, {}, st.error);
+  else
+    st.reply.deliver(step_result{{}, std::move(st.error)});
 }
 
 // Answers the step's caller once it started and every sink reported.
@@ -150,6 +169,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
             st.error = std::move(in.value.error);
             cancel_waiting_requests(self, *plan, in.step,
                                     "another node of step " + std::to_string(in.step) + " failed");
+            if (plan->has_loops && st.started) return fail_now(self, *plan, in.step);
           }
         } else if (static_cast<size_t>(in.slot) < plan->num_fetches) {
           if (in.value.dead && st.error.empty())  // a target may be dead: it did not run
@@ -165,6 +185,11 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
 }
 
 // ---- compiling a signature ------------------------------------------------
+
+// An enter of a loop invariant: its value serves every iteration of the frame.
+bool is_invariant_enter(const node& n) {
+  return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
+}
 
 // Update ops (and queue ops) go to the actor of the resource at input 0.
 bool is_update(const node& n) { return n.def->acts_on_resource(); }
@@ -262,6 +287,69 @@ std::vector<placement> place_chains(const std::vector<edge>& edges,
   return place;
 }
 
+// A value inside a loop exists once per iteration; a step returns one.
+void check_not_in_loop(const graph& g, const run_signature& sig) {
+  std::vector<int> ends;
+  for (auto& f : sig.fetches) ends.push_back(f.node);
+  for (int t : sig.targets) ends.push_back(t);
+  for (int id : ends)
+    if (int f = g.frame_of(id); f >= 0)
+      fail("session", "'" + g.at(id).name + "' lies inside loop '" +
+                          g.loop_frames()[static_cast<size_t>(f)].name +
+                          "': fetch or run the loop's outputs instead");
+}
+
+// The nodes of a frame that hold loop invariants and lie before its switches
+// (the predicate's) hear where the frame ends from its first switch: they
+// see only live values, and would not learn it otherwise.
+void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
+                     const std::vector<caf::actor>& actor_of) {
+  std::vector<char> after_switch(plans.size(), 0);
+  std::unordered_map<int, node_plan*> first_switch;  // frame -> its first loop switch
+  for (size_t id = 0; id < plans.size(); ++id) {
+    if (!plans[id]) continue;
+    auto& n = g.at(static_cast<int>(id));
+    bool after = plans[id]->loop_switch;
+    for (auto& in : n.inputs) after |= after_switch[static_cast<size_t>(in.node)] != 0;
+    for (int c : n.control_inputs) after |= after_switch[static_cast<size_t>(c)] != 0;
+    after_switch[id] = after && n.op != "exit";
+    if (plans[id]->loop_switch) first_switch.try_emplace(g.frame_of(n.id), plans[id].get());
+  }
+  for (size_t id = 0; id < plans.size(); ++id) {
+    if (!plans[id] || after_switch[id] || plans[id]->num_invariant_slots == 0) continue;
+    auto sw = first_switch.find(g.frame_of(static_cast<int>(id)));
+    if (sw != first_switch.end()) sw->second->frame_end_listeners.push_back(actor_of[id]);
+  }
+}
+
+// Once every actor is spawned: each next_iteration gets its merge's actor
+// (the back edge), and the variables of a loop with several share a gate.
+void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
+                const std::vector<caf::actor>& actor_of) {
+  std::unordered_map<std::string, std::vector<node_plan*>> vars_of_loop;
+  for (size_t id = 0; id < plans.size(); ++id) {
+    if (!plans[id] || plans[id]->kind != node_kind::next_iteration) continue;
+    auto& n = g.at(static_cast<int>(id));
+    auto merge = g.find(get_attr<std::string>(n.attrs, "merge", n.op));
+    if (merge == nullptr || !actor_of[static_cast<size_t>(merge->id)])
+      fail("session", "next_iteration '" + n.name + "' has no loop merge in this run");
+    plans[id]->back_edge = consumer{actor_of[static_cast<size_t>(merge->id)], 1,
+                                    placement::same_worker};
+    vars_of_loop[plans[id]->loop_name].push_back(plans[id].get());
+  }
+  wire_frame_ends(g, plans, actor_of);
+  for (auto& [loop, vars] : vars_of_loop) {
+    if (vars.size() < 2) continue;
+    auto& first = g.at(g.find(vars[0]->name)->id);
+    auto gate = std::make_shared<loop_gate>(
+        vars.size(), get_attr_or<int64_t>(first.attrs, "parallel_iterations", first.op, 10));
+    for (size_t v = 0; v < vars.size(); ++v) {
+      vars[v]->gate = gate;
+      vars[v]->gate_var = v;
+    }
+  }
+}
+
 }  // namespace
 
 device_name checked_device(const node& n) {
@@ -278,8 +366,18 @@ device_name checked_device(const node& n) {
   return d;
 }
 
+// A loop merge's back edge is an attribute of its next_iteration (the graph
+// keeps topological order), so the walk from the fetches adds it by hand.
+std::unordered_map<std::string, int> next_iteration_of_merge(const graph& g) {
+  std::unordered_map<std::string, int> back;
+  for (auto& n : g.nodes())
+    if (n.op == "next_iteration") back[get_attr_or<std::string>(n.attrs, "merge", n.op, "")] = n.id;
+  return back;
+}
+
 std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool follow_resources) {
   std::vector<bool> needed(g.size(), false);
+  auto back_edges = next_iteration_of_merge(g);
   std::vector<int> stack;
   for (auto& f : sig.fetches) stack.push_back(f.node);
   for (int t : sig.targets) stack.push_back(t);
@@ -292,6 +390,8 @@ std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool fo
     size_t first = !follow_resources && is_update(n) ? 1 : 0;
     for (size_t i = first; i < n.inputs.size(); ++i) stack.push_back(n.inputs[i].node);
     for (int c : n.control_inputs) stack.push_back(c);
+    if (n.op == "merge" && n.attrs.count("frame"))
+      if (auto it = back_edges.find(n.name); it != back_edges.end()) stack.push_back(it->second);
   }
   return needed;
 }
@@ -353,8 +453,18 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       routes_.emplace(n.name, plan->route);
     } else if (n.op == "switch") {
       plan->kind = node_kind::switch_value;
+      plan->loop_switch = n.attrs.count("frame") > 0;
     } else if (n.op == "merge") {
-      plan->kind = node_kind::merge_values;
+      plan->kind = n.attrs.count("frame") ? node_kind::loop_merge : node_kind::merge_values;
+    } else if (n.op == "enter") {
+      plan->kind = node_kind::enter_frame;
+      plan->frame_id = std::hash<std::string>()(get_attr<std::string>(n.attrs, "frame", n.op));
+    } else if (n.op == "exit") {
+      plan->kind = node_kind::exit_frame;
+    } else if (n.op == "next_iteration") {
+      plan->kind = node_kind::next_iteration;
+      plan->loop_name = get_attr<std::string>(n.attrs, "frame", n.op);
+      plan->max_iterations = get_attr_or<int64_t>(n.attrs, "max_iterations", n.op, 0);
     } else if (is_update(n)) {
       plan->kind = node_kind::variable_update;
       plan->variable = vars(g.at(n.inputs[0].node));
@@ -374,10 +484,24 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       plan->bound_inputs.emplace_back();
       edges.push_back({n.inputs[i], id, static_cast<int32_t>(plan->slot_input.size()), false});
       plan->slot_input.push_back(input);
+      plan->invariant_slot.push_back(is_invariant_enter(src));
+      plan->num_invariant_slots += plan->invariant_slot.back() ? 1 : 0;
     }
     for (int c : n.control_inputs) {
       edges.push_back({{c, 0}, id, static_cast<int32_t>(plan->slot_input.size()), true});
       plan->slot_input.push_back(-1);
+    }
+    plan->invariant_slot.resize(plan->slot_input.size(), false);
+    if (plan->num_invariant_slots == 0) plan->invariant_slot.clear();
+    if (plan->num_invariant_slots > 0 && plan->num_invariant_slots == plan->slot_input.size())
+      fail("session", "node '" + n.name +
+                          "' takes only loop invariants: it needs an input (or a control input) "
+                          "that comes in every iteration");
+    coord->has_loops |= n.op == "enter";
+    if (plan->kind == node_kind::loop_merge) {
+      if (plan->slot_input.size() != 1)
+        fail("session", "loop merge '" + n.name + "' must have exactly one input, its enter");
+      plan->slot_input.push_back(-1);  // slot 1: the back edge from its next_iteration
     }
     if (plan->slot_input.empty()) {  // no inputs at all: the coordinator starts it
       plan->slot_input.push_back(-1);
@@ -394,6 +518,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   for (auto& f : sig.fetches)
     coord->fetch_names.push_back(g.at(f.node).name + ":" + std::to_string(f.index));
   coord->num_targets = sig.targets.size();
+  check_not_in_loop(g, sig);
 
   // Spawn consumers before producers, so each plan can name its consumers' actors.
   // The coordinator's plan gets its routes below; it reads them only once a
@@ -431,6 +556,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     } else if (starter[uid]) {
       coord->starters.push_back(actor);
     }
+  }
+  if (coord->has_loops) {
+    wire_loops(g, plans, actor_of);
+    coord->nodes = actors_;
   }
 }
 

@@ -16,6 +16,14 @@
 
 namespace actorflow {
 
+/// Why a value is dead (control flow); see step_value.
+enum class dead_kind : uint8_t {
+  plain,     // an untaken branch of a cond, or a dead frame
+  not_exit,  // a loop switch's exit output in an iteration that goes on: the exit drops it
+  loop_end,  // the body of a loop's last iteration (its predicate was false, or the
+             // frame is dead): what gets it learns that the frame ends there
+};
+
 /// A value flowing along one edge in one step: a tensor, or the error that
 /// stopped an upstream node, or a dead value (control flow: the output of a
 /// switch that its predicate did not pick, and everything downstream of one
@@ -27,18 +35,36 @@ struct step_value {
   tensor value;
   std::string error;
   bool dead = false;
+  dead_kind why_dead = dead_kind::plain;
   bool ok() const { return error.empty(); }
-  static step_value dead_value() { return step_value{tensor(), std::string(), true}; }
+  static step_value dead_value(dead_kind why = dead_kind::plain) {
+    return step_value{tensor(), std::string(), true, why};
+  }
+};
+
+/// Where a value lives inside a step (control flow, ops/control_flow.hpp):
+/// the frame of the loop it belongs to and the iteration in it. The step's
+/// own frame is 0, iteration 0; an enter opens a child frame, whose id mixes
+/// the parent's id and iteration with the loop's (so every enter of one
+/// loop in one parent iteration computes the same id, with no table); an
+/// exit goes back to `parent`. Parents are shared and never change.
+struct frame_tag {
+  uint64_t frame = 0;
+  uint64_t iteration = 0;
+  std::shared_ptr<const frame_tag> parent;
+  bool is_root() const { return frame == 0; }
+  size_t depth() const { return parent ? parent->depth() + 1 : 0; }
 };
 
 /// The message of every edge (with input_atom): a value for input `slot` of
-/// its receiver in `step`. One element rather than three: CAF matches and
-/// unpacks a message element by element, and this message is the runtime's
-/// hot path, one per node firing.
+/// its receiver in `step` (and, inside a loop, `tag`). One element rather
+/// than several: CAF matches and unpacks a message element by element, and
+/// this message is the runtime's hot path, one per node firing.
 struct step_input {
   uint64_t step = 0;
   int32_t slot = 0;
   step_value value;
+  frame_tag tag;
 };
 
 /// What the session hands to a step coordinator: feeds in placeholder order,
@@ -94,6 +120,12 @@ using update_atom = caf::atom_constant<caf::atom("update")>;  // variable_update
 // To a resource actor that may hold requests (op_def::may_wait): fail those of
 // step (executable, step) with the reason, and refuse the step's later ones.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // (uint64_t, uint64_t, string)
+// To a node actor of an executable with loops: forget step (uint64_t), which
+// failed; its late messages are dropped (a loop would otherwise run on).
+using drop_atom = caf::atom_constant<caf::atom("drop")>;
+// To a node of a loop's predicate that holds loop invariants: the frame
+// (step, frame) ended with iteration (uint64_t), so it may forget them.
+using frame_end_atom = caf::atom_constant<caf::atom("frame_end")>;
 // A partition's step coordinator, driven by a cluster client (actors/distributed_executable):
 using start_atom =
     caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
@@ -118,12 +150,28 @@ using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_st
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {
-  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead);
+  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead, x.why_dead);
+}
+
+/// On the wire a tag is its path of (frame, iteration) pairs, outermost
+/// first; a hostile depth or an unknown dead kind is an error, not a crash.
+caf::error save_frame_tag(caf::serializer& sink, frame_tag& x);
+caf::error load_frame_tag(caf::deserializer& source, frame_tag& x);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, frame_tag& x) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    return save_frame_tag(f, x);
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    return load_frame_tag(f, x);
+  } else {
+    return f(caf::meta::type_name("actorflow::frame_tag"), x.frame, x.iteration);
+  }
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_input& x) {
-  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value);
+  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag);
 }
 
 template <class Inspector>

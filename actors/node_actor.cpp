@@ -1,8 +1,10 @@
 // A node actor collects its inputs per step, runs its kernel (inline when
 // cheap, on the device's pool when expensive) and sends each output on.
+#include <atomic>
 #include <unordered_map>
 #include <utility>
 
+#include "actors/cancelled_steps.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_plan.hpp"
 #include "actors/scheduler.hpp"
@@ -50,12 +52,12 @@ void deliver(caf::scheduled_actor* self, const consumer& to, step_input&& in) {
 }
 
 // Sends a step's outputs (or its error) to every consumer.
-void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
+void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
     for (size_t c = 0; c < consumers.size(); ++c) {
-      step_input in{step, consumers[c].slot, {}};
+      step_input in{step, consumers[c].slot, {}, tag};
       if (!error.empty())
         in.value.error = error;
       else if (c + 1 == consumers.size())
@@ -66,16 +68,40 @@ void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
     }
   }
   for (auto& c : plan.control_consumers)
-    deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}});
+    deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
 }
 
 // Sends a dead value to every consumer: this node did not run in the step.
-void emit_dead(caf::scheduled_actor* self, const node_plan& plan, uint64_t step) {
+void emit_dead(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
+               const frame_tag& tag, dead_kind why) {
   for (auto& consumers : plan.output_consumers)
-    for (auto& c : consumers) deliver(self, c, step_input{step, c.slot, step_value::dead_value()});
+    for (auto& c : consumers)
+      deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
   for (auto& c : plan.control_consumers)
-    deliver(self, c, step_input{step, c.slot, step_value::dead_value()});
+    deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
 }
+
+// What the dead values a node sends say: a loop's last iteration passes on
+// as such, so that every node of the body learns where its frame ends.
+dead_kind passed_on(const step_value* slots, size_t num_slots) {
+  for (size_t s = 0; s < num_slots; ++s)
+    if (slots[s].dead && slots[s].why_dead == dead_kind::loop_end) return dead_kind::loop_end;
+  return dead_kind::plain;
+}
+
+// The frame id an enter opens: its loop's id mixed with where it is entered
+// from (splitmix64's finalizer), so every enter of the loop agrees without
+// a table; never 0, the step's own frame.
+uint64_t child_frame_id(const frame_tag& parent, uint64_t loop_id) {
+  uint64_t x = loop_id ^ (parent.frame * 0x9e3779b97f4a7c15ULL) ^
+               (parent.iteration + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 29;
+  return x == 0 ? 1 : x;
+}
+
+std::atomic<int64_t> loop_states{0};
 
 std::string describe_failure(const node_plan& plan, const std::string& what) {
   std::string where = plan.task.empty() ? "" : " on " + plan.task;
@@ -102,7 +128,8 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
 void run_and_emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
-                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
+                  const frame_tag& tag, std::vector<tensor>& inputs, std::vector<tensor>& outputs,
+                  uint64_t invocation) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
                      std::move(inputs), std::move(outputs), invocation};
@@ -116,14 +143,48 @@ void run_and_emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t st
   inputs = std::move(ctx.inputs);
   release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
   outputs = std::move(ctx.outputs);
-  emit(self, plan, step, outputs, error);
+  emit(self, plan, step, tag, outputs, error);
   outputs.clear();
+}
+
+// Where a node's pending inputs wait: one step, and inside a loop one
+// iteration of one frame.
+struct pending_key {
+  uint64_t step, frame, iteration;
+  bool operator==(const pending_key&) const = default;
+};
+struct pending_key_hash {
+  size_t operator()(const pending_key& k) const {
+    return std::hash<uint64_t>()(k.step * 0x9e3779b97f4a7c15ULL ^ k.frame ^ (k.iteration << 32));
+  }
+};
+// Where a node's loop invariants wait: one frame of one step.
+struct frame_key {
+  uint64_t step, frame;
+  bool operator==(const frame_key&) const = default;
+};
+struct frame_key_hash {
+  size_t operator()(const frame_key& k) const {
+    return std::hash<uint64_t>()(k.step * 0x9e3779b97f4a7c15ULL ^ k.frame);
+  }
+};
+
+// Counts a map's entries in loop_states while they live in a loop's frame.
+template <class Map, class Key>
+void erase_counted(Map& map, const Key& key, bool counted) {
+  if (map.erase(key) > 0 && counted) --loop_states;
 }
 
 class node_actor : public caf::event_based_actor {
  public:
   node_actor(caf::actor_config& cfg, node_plan_ptr plan)
       : caf::event_based_actor(cfg), plan_(std::move(plan)) {}
+
+  ~node_actor() override {
+    for (auto& [key, p] : pending_)
+      if (key.frame != 0) --loop_states;
+    loop_states -= static_cast<int64_t>(frames_.size());
+  }
 
   resume_result resume(caf::execution_unit* worker, size_t max_throughput) override {
     size_t limit = plan_->batch_limit;
@@ -138,8 +199,16 @@ class node_actor : public caf::event_based_actor {
         // answer (~150 instructions, 6% of a pipelined firing); `delegated`
         // tells it that there is no response to make here.
         [this](input_atom, step_input& in) -> caf::delegated<void> {
-          on_input(in.step, in.slot, std::move(in.value));
+          if (dropped_.size() != 0 && dropped_.contains(in.step)) return {};
+          on_input(in);
           return {};
+        },
+        [this](drop_atom, uint64_t step) { drop(step); },
+        [this](frame_end_atom, uint64_t step, uint64_t frame, uint64_t last) {
+          if (dropped_.size() != 0 && dropped_.contains(step)) return;
+          auto& f = frame_of(step, frame);
+          f.last = static_cast<int64_t>(last);
+          forget_if_done(step, frame, f);
         },
     };
   }
@@ -149,97 +218,308 @@ class node_actor : public caf::event_based_actor {
     std::vector<step_value> slots;  // empty for a merge, which keeps no values
     size_t remaining = 0;
     bool fired = false;  // a merge: it passed on a live value of the step
+    frame_tag tag;
+  };
+  // A frame's loop invariants at this node, and the iterations waiting for them.
+  struct frame_state {
+    std::vector<step_value> invariants;  // by slot
+    size_t missing = 0;
+    std::vector<std::pair<frame_tag, std::vector<step_value>>> parked;
+    uint64_t fired = 0;
+    int64_t last = -1;  // the frame's last iteration, once known
   };
 
-  void on_input(uint64_t step, int32_t slot, step_value&& v) {
-    if (plan_->kind == node_kind::merge_values) return merge_input(step, slot, std::move(v));
-    auto n = plan_->num_slots();
-    if (n == 1) {  // the common case: fire at once, no per-step state
-      fire(step, &v, 1);
+  void on_input(step_input& in) {
+    const node_plan& plan = *plan_;
+    if (plan.kind == node_kind::merge_values) return merge_input(in);
+    if (plan.kind == node_kind::loop_merge) return loop_merge_input(in);
+    auto slot = static_cast<size_t>(in.slot);
+    if (plan.num_invariant_slots > 0 && plan.invariant_slot[slot])
+      return invariant_input(in.step, in.tag, slot, std::move(in.value));
+    auto n = plan.num_slots() - plan.num_invariant_slots;
+    if (n == 1 && plan.num_invariant_slots == 0) {  // the common case: no per-step state
+      fire(in.step, in.tag, &in.value, 1);
       return;
     }
-    auto& p = pending_[step];
-    if (p.slots.empty()) {
-      p.slots.resize(n);
+    pending_key key{in.step, in.tag.frame, in.tag.iteration};
+    auto [it, fresh] = pending_.try_emplace(key);
+    auto& p = it->second;
+    if (fresh) {
+      p.slots.resize(plan.num_slots());
       p.remaining = n;
+      p.tag = in.tag;
+      if (key.frame != 0) ++loop_states;
     }
-    p.slots[static_cast<size_t>(slot)] = std::move(v);
+    p.slots[slot] = std::move(in.value);
     if (--p.remaining > 0) return;
     auto slots = std::move(p.slots);
-    pending_.erase(step);
-    fire(step, slots.data(), slots.size());
+    auto tag = std::move(p.tag);
+    erase_counted(pending_, key, key.frame != 0);
+    if (plan.num_invariant_slots == 0) return fire(in.step, tag, slots.data(), slots.size());
+    fire_with_invariants(in.step, std::move(tag), std::move(slots));
   }
 
-  void fire(uint64_t step, step_value* slots, size_t num_slots) {
+  frame_state& frame_of(uint64_t step, uint64_t frame) {
+    auto [it, fresh] = frames_.try_emplace(frame_key{step, frame});
+    if (fresh) {
+      it->second.invariants.resize(plan_->num_slots());
+      it->second.missing = plan_->num_invariant_slots;
+      ++loop_states;
+    }
+    return it->second;
+  }
+
+  void invariant_input(uint64_t step, const frame_tag& tag, size_t slot, step_value&& v) {
+    auto& f = frame_of(step, tag.frame);
+    f.invariants[slot] = std::move(v);
+    if (--f.missing > 0) return;
+    auto parked = std::move(f.parked);
+    for (auto& [t, slots] : parked) fire_with_invariants(step, std::move(t), std::move(slots));
+  }
+
+  // Fires one iteration with its frame's invariants, or parks it until they
+  // came; forgets the frame once its last iteration fired here.
+  void fire_with_invariants(uint64_t step, frame_tag tag, std::vector<step_value> slots) {
+    auto& f = frame_of(step, tag.frame);
+    if (f.missing > 0) {
+      f.parked.emplace_back(std::move(tag), std::move(slots));
+      return;
+    }
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (plan_->invariant_slot[s]) slots[s] = f.invariants[s];
+    ++f.fired;
+    if (passed_on(slots.data(), slots.size()) == dead_kind::loop_end)
+      f.last = static_cast<int64_t>(tag.iteration);
+    forget_if_done(step, tag.frame, f);
+    fire(step, tag, slots.data(), slots.size());
+  }
+
+  void forget_if_done(uint64_t step, uint64_t frame, const frame_state& f) {
+    if (f.last >= 0 && f.fired == static_cast<uint64_t>(f.last) + 1)
+      erase_counted(frames_, frame_key{step, frame}, true);
+  }
+
+  void fire(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
-    if (plan.kind == node_kind::send) return send_to_peer(step, slots, num_slots);
-    // An error wins over a dead value: the step fails either way.
-    bool dead = false;
-    for (size_t s = 0; s < num_slots; ++s) {
+    if (plan.kind == node_kind::send) return send_to_peer(step, tag, slots, num_slots);
+    if (plan.kind == node_kind::switch_value && plan.loop_switch)
+      return loop_switch(step, tag, slots, num_slots);
+    // A loop's last iteration wins over an error, so that the loop ends; an
+    // error wins over other dead values: the step fails either way.
+    dead_kind why = passed_on(slots, num_slots);
+    bool dead = why == dead_kind::loop_end;
+    for (size_t s = 0; s < num_slots && !dead; ++s) {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
-        emit(this, plan, step, outputs_, error);
+        if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
+        if (plan.kind == node_kind::next_iteration)
+          return next_iteration(step, tag, step_value{tensor(), std::move(error), false});
+        emit(this, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag,
+             outputs_, error);
         return;
       }
       dead |= slots[s].dead;
     }
-    if (dead) return emit_dead(this, plan, step);
+    if (dead) return fire_dead(step, tag, slots[0], why);
     switch (plan.kind) {
       case node_kind::switch_value:
-        return switch_to_branch(step, slots);
+        return switch_to_branch(step, tag, slots, num_slots);
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
-        emit(this, plan, step, outputs_, "");
+        emit(this, plan, step, tag, outputs_, "");
         outputs_.clear();
         return;
+      case node_kind::enter_frame:
+        outputs_.push_back(take_input(0, slots, num_slots));
+        emit(this, plan, step, child_tag(tag), outputs_, "");
+        outputs_.clear();
+        return;
+      case node_kind::exit_frame: {
+        tensor value = take_input(0, slots, num_slots);
+        return exit_frame(step, tag, &value, "");
+      }
+      case node_kind::next_iteration:
+        return next_iteration(step, tag, step_value{take_input(0, slots, num_slots), "", false});
       case node_kind::variable_read:
-        return read_variable(step);
+        return read_variable(step, tag);
       case node_kind::variable_update:
         fill_inputs(slots, num_slots);
         return ask_resource(
-            step, variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {}),
-                                  step_key{plan.executable_id, step}});
+            step, tag,
+            variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {}),
+                            step_key{plan.executable_id, step}});
       case node_kind::kernel:
         fill_inputs(slots, num_slots);
-        return run_kernel_for(step);
+        return run_kernel_for(step, tag);
       case node_kind::send:
       case node_kind::merge_values:
+      case node_kind::loop_merge:
         return;  // handled before
     }
   }
 
+  // A node with a dead input: it does not run. An enter opens a dead frame,
+  // an exit drops what its loop switch sent in an iteration that went on,
+  // and a next_iteration takes its variable out of the loop.
+  void fire_dead(uint64_t step, const frame_tag& tag, const step_value& first, dead_kind why) {
+    switch (plan_->kind) {
+      case node_kind::enter_frame:
+        return emit_dead(this, *plan_, step, child_tag(tag), why);
+      case node_kind::exit_frame:
+        if (first.why_dead == dead_kind::not_exit) return;
+        if (!tag.parent) return emit_missing_parent(step, tag);
+        return emit_dead(this, *plan_, step, *tag.parent, why);
+      case node_kind::next_iteration:
+        if (plan_->gate) plan_->gate->finish(step, tag.frame, plan_->gate_var);
+        return;
+      default:
+        return emit_dead(this, *plan_, step, tag, why);
+    }
+  }
+
+  // Data input `i` of the op: its folded constant, or the value that came.
+  tensor take_input(int i, step_value* slots, size_t num_slots) const {
+    const tensor& bound = plan_->bound_inputs[static_cast<size_t>(i)];
+    if (bound.valid()) return bound;
+    for (size_t s = 0; s < num_slots; ++s)
+      if (plan_->slot_input[s] == i) return std::move(slots[s].value);
+    return tensor();
+  }
+
+  frame_tag child_tag(const frame_tag& parent) const {
+    return frame_tag{child_frame_id(parent, plan_->frame_id), 0,
+                     std::make_shared<const frame_tag>(parent)};
+  }
+
+  // A live value leaves the loop with how many iterations it ran; an error
+  // leaves it too, so that the step fails.
+  void exit_frame(uint64_t step, const frame_tag& tag, tensor* value, const std::string& error) {
+    if (!tag.parent) return emit_missing_parent(step, tag);
+    if (value) {
+      outputs_.push_back(std::move(*value));
+      outputs_.push_back(tensor::scalar<int64_t>(static_cast<int64_t>(tag.iteration)));
+    }
+    emit(this, *plan_, step, *tag.parent, outputs_, error);
+    outputs_.clear();
+  }
+
+  void emit_missing_parent(uint64_t step, const frame_tag& tag) {
+    frame_tag root;
+    emit(this, *plan_, step, root, outputs_,
+         describe_failure(*plan_, "got a value from outside any loop frame"));
+  }
+
+  // Moves a loop variable's value into the next iteration, when the loop's
+  // gate lets it (parallel_iterations) and the loop's bound is not passed.
+  void next_iteration(uint64_t step, const frame_tag& tag, step_value v) {
+    const node_plan& plan = *plan_;
+    frame_tag next{tag.frame, tag.iteration + 1, tag.parent};
+    if (plan.max_iterations > 0 && next.iteration > static_cast<uint64_t>(plan.max_iterations) &&
+        v.ok())
+      v = step_value{tensor(), "[while_loop] '" + plan.loop_name + "' ran past max_iterations=" +
+                                   std::to_string(plan.max_iterations),
+                     false};
+    step_input in{step, plan.back_edge.slot, std::move(v), std::move(next)};
+    if (!plan.gate) return deliver(this, plan.back_edge, std::move(in));
+    auto target = plan.back_edge;
+    auto iteration = in.tag.iteration;
+    auto move = [target, in = std::move(in)]() mutable {
+      deliver(nullptr, target, std::move(in));
+    };
+    // Admitted at once: the gate hands the move back only when it waited.
+    auto held = std::make_shared<decltype(move)>(std::move(move));
+    if (plan.gate->admit(step, tag.frame, plan.gate_var, iteration, [held] { (*held)(); }))
+      (*held)();
+  }
+
   // Inputs (data, pred): the data goes to output 1 when pred is true, else
   // to output 0; the other output gets a dead value.
-  void switch_to_branch(uint64_t step, step_value* slots) {
+  void switch_to_branch(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
-    const tensor& pred = slots[1].value;
-    if (pred.type() != dtype::boolean || pred.num_elements() != 1) {
-      emit(this, plan, step, outputs_,
-           describe_failure(plan, "the predicate must be a scalar bool, not " +
-                                      std::string(dtype_name(pred.type())) +
-                                      pred.dims().to_string()));
+    tensor data = take_input(0, slots, num_slots);
+    tensor pred = take_input(1, slots, num_slots);
+    if (!is_scalar_bool(pred)) {
+      emit(this, plan, step, tag, outputs_, predicate_error(pred));
       return;
     }
     size_t taken = *pred.data<bool>() ? 1 : 0;
     for (size_t out = 0; out < plan.output_consumers.size(); ++out) {
       auto& consumers = plan.output_consumers[out];
       for (size_t c = 0; c < consumers.size(); ++c) {
-        step_input in{step, consumers[c].slot, step_value::dead_value()};
-        if (out == taken) in.value = step_value{slots[0].value, "", false};
+        step_input in{step, consumers[c].slot, step_value::dead_value(), tag};
+        if (out == taken) in.value = step_value{data, "", false};
         deliver(this, consumers[c], std::move(in));
       }
     }
-    for (auto& c : plan.control_consumers) deliver(this, c, step_input{step, c.slot, step_value{}});
+    for (auto& c : plan.control_consumers)
+      deliver(this, c, step_input{step, c.slot, step_value{}, tag});
+  }
+
+  static bool is_scalar_bool(const tensor& pred) {
+    return pred.type() == dtype::boolean && pred.num_elements() == 1;
+  }
+  std::string predicate_error(const tensor& pred) const {
+    return describe_failure(*plan_, "the predicate must be a scalar bool, not " +
+                                        std::string(dtype_name(pred.type())) +
+                                        pred.dims().to_string());
+  }
+
+  // A loop's switch: while the predicate holds, the value goes to the body
+  // and the exit hears that the loop goes on; once it is false (or the frame
+  // is dead, or the value failed) the exit gets the value and the body hears
+  // that this iteration is the frame's last.
+  void loop_switch(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
+    const node_plan& plan = *plan_;
+    step_value to_exit, to_body = step_value::dead_value(dead_kind::loop_end);
+    dead_kind why = passed_on(slots, num_slots);
+    std::string error;
+    bool dead = false;
+    for (size_t s = 0; s < num_slots; ++s) {
+      if (!slots[s].ok() && error.empty()) error = slots[s].error;
+      dead |= slots[s].dead;
+    }
+    tensor pred = dead || !error.empty() ? tensor() : take_input(1, slots, num_slots);
+    if (!error.empty() && !dead) {
+      to_exit.error = error;
+    } else if (dead) {
+      to_exit = step_value::dead_value(why);
+    } else if (!is_scalar_bool(pred)) {
+      to_exit.error = predicate_error(pred);
+    } else if (*pred.data<bool>()) {
+      to_exit = step_value::dead_value(dead_kind::not_exit);
+      to_body = step_value{take_input(0, slots, num_slots), "", false};
+    } else {
+      to_exit.value = take_input(0, slots, num_slots);
+    }
+    // A frame entered as a loop's last iteration ends for them as for the
+    // body, with dead values of that kind: they need no word then.
+    bool told_by_values = dead && why == dead_kind::loop_end;
+    if (to_body.dead && !told_by_values)
+      for (auto& listener : plan.frame_end_listeners)
+        send(listener, frame_end_atom::value, step, tag.frame, tag.iteration);
+    const step_value* outs[2] = {&to_exit, &to_body};
+    for (size_t out = 0; out < plan.output_consumers.size() && out < 2; ++out)
+      for (auto& c : plan.output_consumers[out])
+        deliver(this, c, step_input{step, c.slot, *outs[out], tag});
+    for (auto& c : plan.control_consumers)
+      deliver(this, c, step_input{step, c.slot, to_body.dead ? to_body : step_value{}, tag});
   }
 
   // A merge fires on the first live (or failed) input of a step, with the
   // value and the index of its input; it forgets the step once every input
   // came, and sends a dead value then if none was live.
-  void merge_input(uint64_t step, int32_t slot, step_value&& v) {
+  void merge_input(step_input& in) {
     const node_plan& plan = *plan_;
-    auto& p = pending_[step];
-    if (p.remaining == 0) p.remaining = plan.num_slots();
-    int input = plan.slot_input[static_cast<size_t>(slot)];
+    pending_key key{in.step, in.tag.frame, in.tag.iteration};
+    auto [it, fresh] = pending_.try_emplace(key);
+    auto& p = it->second;
+    if (fresh) {
+      p.remaining = plan.num_slots();
+      if (key.frame != 0) ++loop_states;
+    }
+    auto& v = in.value;
+    int input = plan.slot_input[static_cast<size_t>(in.slot)];
+    if (v.dead && v.why_dead == dead_kind::loop_end) p.slots.push_back(std::move(v));  // remembered
     // An error on any input fails the step; a control input's value is not one to pass on.
     if (!p.fired && (!v.ok() || (input >= 0 && !v.dead))) {
       p.fired = true;
@@ -247,13 +527,49 @@ class node_actor : public caf::event_based_actor {
         outputs_.push_back(std::move(v.value));
         outputs_.push_back(tensor::scalar<int32_t>(input));
       }
-      emit(this, plan, step, outputs_, v.error);
+      emit(this, plan, in.step, in.tag, outputs_, v.error);
       outputs_.clear();
     }
     if (--p.remaining > 0) return;
     bool fired = p.fired;
-    pending_.erase(step);
-    if (!fired) emit_dead(this, plan, step);
+    dead_kind why = p.slots.empty() ? dead_kind::plain : dead_kind::loop_end;
+    erase_counted(pending_, key, key.frame != 0);
+    if (!fired) emit_dead(this, plan, in.step, in.tag, why);
+  }
+
+  // A loop's merge passes on each value as it comes: from the enter in
+  // iteration 0, from the next_iteration (slot 1) after; with its index.
+  void loop_merge_input(step_input& in) {
+    auto& v = in.value;
+    if (v.dead) return emit_dead(this, *plan_, in.step, in.tag, v.why_dead);
+    if (v.ok()) {
+      outputs_.push_back(std::move(v.value));
+      outputs_.push_back(tensor::scalar<int32_t>(in.slot == 0 ? 0 : 1));
+    }
+    emit(this, *plan_, in.step, in.tag, outputs_, v.error);
+    outputs_.clear();
+  }
+
+  // Forgets a failed step: its late messages are dropped from now on.
+  void drop(uint64_t step) {
+    dropped_.add(step);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->first.step != step) {
+        ++it;
+        continue;
+      }
+      if (it->first.frame != 0) --loop_states;
+      it = pending_.erase(it);
+    }
+    for (auto it = frames_.begin(); it != frames_.end();) {
+      if (it->first.step != step) {
+        ++it;
+        continue;
+      }
+      --loop_states;
+      it = frames_.erase(it);
+    }
+    if (plan_->gate) plan_->gate->drop(step);
   }
 
   // Sets inputs_ to the op's inputs in order: the folded constants (kept
@@ -270,7 +586,7 @@ class node_actor : public caf::event_based_actor {
 
   // A send forwards its value, or the error that reached it, so the peer's
   // step fails too instead of waiting; then it reports to its coordinator.
-  void send_to_peer(uint64_t step, step_value* slots, size_t num_slots) {
+  void send_to_peer(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
     step_value out = std::move(slots[0]);
     for (size_t s = 1; s < num_slots && out.ok(); ++s)
@@ -279,55 +595,56 @@ class node_actor : public caf::event_based_actor {
     if (!peer)
       out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
     else
-      send(peer, input_atom::value, step_input{step, 0, out});
+      send(peer, input_atom::value, step_input{step, 0, out, tag});
     for (auto& c : plan.control_consumers)
-      send(c.target, input_atom::value, step_input{step, c.slot, step_value{tensor(), out.error}});
+      send(c.target, input_atom::value,
+           step_input{step, c.slot, step_value{tensor(), out.error}, tag});
   }
 
   // Runs the kernel on inputs_: inline when cheap, reusing this actor's
   // vectors; otherwise on the device's pool, which gets its own.
-  void run_kernel_for(uint64_t step) {
+  void run_kernel_for(uint64_t step, const frame_tag& tag) {
     uint64_t invocation = invocations_++;
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     if (!plan_->def->expensive && elements < inline_element_limit) {
-      run_and_emit(this, *plan_, step, inputs_, outputs_, invocation);
+      run_and_emit(this, *plan_, step, tag, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
     send(plan->device, run_atom::value,
-         device_task{[plan, step, inputs = std::exchange(inputs_, {}), invocation]() mutable {
+         device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation]() mutable {
            std::vector<tensor> outputs;
-           run_and_emit(nullptr, *plan, step, inputs, outputs, invocation);
+           run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation);
          }});
   }
 
-  void read_variable(uint64_t step) {
+  void read_variable(uint64_t step, const frame_tag& tag) {
     request(plan_->variable, caf::infinite, read_atom::value)
         .then(
-            [this, step](step_value& v) {
+            [this, step, tag](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
-              emit(this, *plan_, step, outs, v.error);
+              emit(this, *plan_, step, tag, outs, v.error);
             },
-            [this, step](caf::error& e) { emit_actor_failure(step, e); });
+            [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
   }
 
   // The resource actor may answer much later (a dequeue waits for an
   // element); `then` keeps this actor free for other steps meanwhile.
-  void ask_resource(uint64_t step, variable_update&& u) {
+  void ask_resource(uint64_t step, const frame_tag& tag, variable_update&& u) {
     request(plan_->variable, caf::infinite, update_atom::value, std::move(u))
         .then(
-            [this, step](update_result& r) {
+            [this, step, tag](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
                 r.error = describe_failure(*plan_, "update produced too few outputs");
-              emit(this, *plan_, step, r.values, r.error);
+              emit(this, *plan_, step, tag, r.values, r.error);
             },
-            [this, step](caf::error& e) { emit_actor_failure(step, e); });
+            [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
   }
 
-  void emit_actor_failure(uint64_t step, const caf::error& e) {
+  void emit_actor_failure(uint64_t step, const frame_tag& tag, const caf::error& e) {
     std::vector<tensor> none;
-    emit(this, *plan_, step, none,
+    emit(this, *plan_, step, tag, none,
          describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
   }
 
@@ -337,11 +654,15 @@ class node_actor : public caf::event_based_actor {
   // empty and inputs_ holds only the folded constants.
   std::vector<tensor> inputs_;
   std::vector<tensor> outputs_;
-  std::unordered_map<uint64_t, pending> pending_;
+  std::unordered_map<pending_key, pending, pending_key_hash> pending_;
+  std::unordered_map<frame_key, frame_state, frame_key_hash> frames_;
+  aborted_steps dropped_;
   uint64_t invocations_ = 0;
 };
 
 }  // namespace
+
+int64_t loop_states_held() { return loop_states.load(); }
 
 caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan) {
   return system.spawn<node_actor>(std::move(plan));

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "actors/loop_gate.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -34,6 +35,10 @@ enum class node_kind : uint8_t {
   send,             // forwards its input to the recv actor of its cut edge (another partition)
   switch_value,     // control flow: its data to the output its predicate picks, dead to the other
   merge_values,     // control flow: the first live input, and which one it was
+  enter_frame,      // a loop: its input, in the child frame (iteration 0)
+  exit_frame,       // a loop: its live input, in the parent frame; drops the others
+  next_iteration,   // a loop: its live input, to its merge one iteration on
+  loop_merge,       // a loop: each input as it comes (enter, then the back edge)
 };
 
 /// Where a send delivers: the recv actor of its edge, usually in another
@@ -78,10 +83,36 @@ struct node_plan {
   /// a batch of steps splits in smaller waves down a segmented chain.
   size_t batch_limit = 0;
 
+  // ---- loops (ops/control_flow.hpp) ----
+  /// Slots fed by a loop invariant (an enter marked is_constant): their value
+  /// comes once per frame and serves every iteration. Empty when none.
+  std::vector<bool> invariant_slot;
+  size_t num_invariant_slots = 0;
+  /// A switch on a loop's predicate: it ends the loop when false.
+  bool loop_switch = false;
+  /// On one loop switch per frame: the nodes before the switches (the
+  /// predicate's) that hold loop invariants. Their iterations all carry live
+  /// values, so they hear where the frame ended from here (frame_end_atom).
+  std::vector<caf::actor> frame_end_listeners;
+  /// enter: the id of the frame it opens (mixed with the parent's).
+  uint64_t frame_id = 0;
+  /// next_iteration: its loop's name (for errors), the bound on iterations
+  /// (0: none), and the gate shared by the loop's variables (null: one variable).
+  std::string loop_name;
+  int64_t max_iterations = 0;
+  std::shared_ptr<loop_gate> gate;
+  size_t gate_var = 0;
+  /// next_iteration: its merge's actor (slot 1), set once the merge is spawned.
+  consumer back_edge;
+
   size_t num_slots() const { return slot_input.size(); }
 };
 
 using node_plan_ptr = std::shared_ptr<const node_plan>;
+
+/// Loop state (per-iteration inputs, per-frame invariants) node actors hold
+/// across all executables in this process: 0 once every step has ended.
+int64_t loop_states_held();
 
 /// Spawns the actor that runs `plan` for every step.
 caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan);

@@ -78,20 +78,49 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
            "input " + std::to_string(i) + " ('" + inputs[i].name() + "') belongs to another graph");
     refs.push_back(inputs[i].ref());
   }
+  const op_def& def = op_registry::global().get(op);
+  // Input 0 of an op on a resource is the resource itself, not a value.
+  size_t first = def.acts_on_resource() ? 1 : 0;
   std::vector<int> control = control_deps_;
+  // An exit's input lies in the loop it leaves, inside the current frame.
+  if (op == "exit") first = refs.size();
+  if (!resolvers_.empty())
+    for (size_t i = first; i < refs.size(); ++i)
+      if (!fits_every_frame(refs[i].node) && !frame_within(current_frame(), frame_of(refs[i].node)))
+        refs[i] = resolvers_.back()(refs[i], current_frame());
   bool gated = false;
+  bool in_loop = innermost_is_loop();
+  if (!cond_branches_.empty() || !loop_bodies_.empty()) {
+    for (size_t i = first; i < refs.size(); ++i) refs[i] = into_context(refs[i]);
+  }
+  for (size_t i = first; i < refs.size(); ++i) {
+    int from = frame_of(refs[i].node);
+    if (from != current_frame() && !fits_every_frame(refs[i].node))
+      fail(op, "'" + nodes_[static_cast<size_t>(refs[i].node)].name + "' lies inside loop '" +
+                   frames_[static_cast<size_t>(from)].name +
+                   "' and cannot be used outside it; use the loop's outputs");
+  }
   if (!cond_branches_.empty()) {
-    const op_def& def = op_registry::global().get(op);
-    // Input 0 of an op on a resource is the resource itself, not a value.
-    size_t first = def.acts_on_resource() ? 1 : 0;
-    for (size_t i = first; i < refs.size(); ++i) {
-      refs[i] = into_branch(refs[i]);
+    for (size_t i = first; i < refs.size(); ++i)
       gated |= cond_branches_.back().gated.count(refs[i].node) > 0;
-    }
     for (int c : control) gated |= cond_branches_.back().gated.count(c) > 0;
-    if (!gated && (def.stateful || def.acts_on_resource())) {
+    // Inside a loop body the loop's pivot rule below applies instead: the
+    // loop itself is gated through its enters.
+    if (!gated && !in_loop && (def.stateful || def.acts_on_resource() || op == "enter")) {
       control.push_back(cond_branches_.back().pivot);
       gated = true;
+    }
+  }
+  bool per_iteration = false;
+  if (in_loop && op != "exit") {
+    auto& body = loop_bodies_.back();
+    for (size_t i = first; i < refs.size(); ++i)
+      per_iteration |= body.per_iteration.count(refs[i].node) > 0;
+    for (int c : control) per_iteration |= body.per_iteration.count(c) > 0;
+    bool folded_constant = op == "constant" && control.empty();
+    if (!per_iteration && !folded_constant) {
+      control.push_back(body.pivot);
+      per_iteration = true;
     }
   }
   std::string device = device_for(op, attrs);
@@ -101,6 +130,8 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
   // inner branch's switches take their inputs through the outer ones.
   if (gated)
     for (auto& b : cond_branches_) b.gated.insert(n.id);
+  if (op == "exit" && in_loop) per_iteration = true;  // once per iteration of the outer loop
+  if (per_iteration) loop_bodies_.back().per_iteration.insert(n.id);
   return n;
 }
 
@@ -153,6 +184,171 @@ endpoint graph::into_branch(const endpoint& e) {
   return gated;
 }
 
+bool graph::innermost_is_loop() const {
+  if (loop_bodies_.empty()) return false;
+  if (cond_branches_.empty()) return true;
+  return loop_bodies_.back().first_node > cond_branches_.back().first_node;
+}
+
+bool graph::fires_every_iteration(const output& o) const {
+  return !loop_bodies_.empty() && loop_bodies_.back().per_iteration.count(o.ref().node) > 0;
+}
+
+int graph::find_frame(const std::string& name) const {
+  auto it = frame_by_name_.find(name);
+  return it == frame_by_name_.end() ? -1 : it->second;
+}
+
+int graph::current_frame() const { return loop_bodies_.empty() ? -1 : loop_bodies_.back().frame; }
+
+bool graph::frame_within(int inner, int outer) const {
+  for (int f = inner;; f = frames_[static_cast<size_t>(f)].parent) {
+    if (f == outer) return true;
+    if (f < 0) return false;
+  }
+}
+
+// Constants without control inputs are folded into their consumers and
+// send no message, so they fit every frame; a recv (a partition's end of a
+// cut edge) carries whatever frame its send's value had.
+bool graph::fits_every_frame(int id) const {
+  auto& n = nodes_[static_cast<size_t>(id)];
+  return (n.op == "constant" && n.control_inputs.empty()) || n.op == "recv";
+}
+
+endpoint graph::into_context(const endpoint& e) {
+  if (fits_every_frame(e.node)) return e;
+  return innermost_is_loop() ? into_loop(e) : into_branch(e);
+}
+
+// An output from outside the innermost loop body, as the body sees it: the
+// output of an enter of the loop's frame marked as a loop invariant, made
+// once per output. The enter itself belongs to the enclosing context, which
+// maps its input in turn.
+endpoint graph::into_loop(const endpoint& e) {
+  auto& body = loop_bodies_.back();
+  int from = frame_of(e.node);
+  if (from == body.frame) return e;
+  auto& frame = frames_[static_cast<size_t>(body.frame)];
+  if (frame_within(from, body.frame))
+    fail("while_loop", "'" + nodes_[static_cast<size_t>(e.node)].name +
+                           "' lies inside a loop nested in '" + frame.name +
+                           "' and cannot be used outside it; use that loop's outputs");
+  if (!frame_within(body.frame, from))
+    fail("while_loop", "'" + nodes_[static_cast<size_t>(e.node)].name +
+                           "' lies inside another loop and cannot be used in '" + frame.name + "'");
+  auto key = std::make_pair(e.node, e.index);
+  if (auto it = body.invariants.find(key); it != body.invariants.end()) return it->second;
+  loop_body inner = std::move(loop_bodies_.back());
+  loop_bodies_.pop_back();
+  auto control = std::exchange(control_deps_, inner.outer_control);
+  int enter = -1;
+  try {
+    enter = add_node("enter", {output(this, e)}, {{"frame", frame.name}, {"is_constant", true}},
+                     "invariant_enter")
+                .id;
+  } catch (...) {
+    control_deps_ = std::move(control);
+    loop_bodies_.push_back(std::move(inner));
+    throw;
+  }
+  control_deps_ = std::move(control);
+  endpoint entered{enter, 0};
+  inner.invariants.emplace(key, entered);
+  loop_bodies_.push_back(std::move(inner));
+  return entered;
+}
+
+graph::scope_guard graph::loop_body_scope(int frame, int pivot) {
+  if (frame < 0 || static_cast<size_t>(frame) >= frames_.size())
+    fail("while_loop", "no loop frame " + std::to_string(frame));
+  loop_body b;
+  b.frame = frame;
+  b.pivot = pivot;
+  b.first_node = static_cast<int>(nodes_.size());
+  b.outer_control = std::exchange(control_deps_, {});
+  // The frame's nodes made so far (its enters and merges) fire every iteration.
+  for (size_t id = 0; id < nodes_.size(); ++id)
+    if (node_frame_[id] == frame && !get_attr_or<bool>(nodes_[id].attrs, "is_constant", "enter", false))
+      b.per_iteration.insert(static_cast<int>(id));
+  loop_bodies_.push_back(std::move(b));
+  return scope_guard(std::function<void()>([this] {
+    control_deps_ = std::move(loop_bodies_.back().outer_control);
+    loop_bodies_.pop_back();
+  }));
+}
+
+void graph::set_loop_pivot(int pivot) {
+  if (loop_bodies_.empty()) fail("while_loop", "no loop body is open");
+  loop_bodies_.back().pivot = pivot;
+  loop_bodies_.back().per_iteration.insert(pivot);
+}
+
+graph::scope_guard graph::frame_resolver_scope(frame_resolver fn) {
+  resolvers_.push_back(std::move(fn));
+  return scope_guard(&resolvers_);
+}
+
+static std::string frame_label(const std::vector<graph::loop_frame_info>& frames, int f) {
+  return f < 0 ? std::string("the step's frame") : "loop '" + frames[static_cast<size_t>(f)].name + "'";
+}
+
+// The frame a new node lives in, from its inputs (see loop_frame_info); a
+// malformed frame (an exit without an enter, inputs from two frames, a
+// next_iteration that feeds no loop merge) throws naming the node.
+int graph::structural_frame(const std::string& op, const std::vector<endpoint>& inputs,
+                            const std::vector<int>& control_inputs, const attr_map& attrs,
+                            const std::string& name) {
+  const op_def& def = op_registry::global().get(op);
+  size_t first = def.acts_on_resource() ? 1 : 0;
+  int frame = -2;  // none seen yet
+  auto meet = [&](int id) {
+    if (fits_every_frame(id)) return;
+    int f = node_frame_[static_cast<size_t>(id)];
+    if (frame == -2) frame = f;
+    if (f != frame)
+      fail(op, "node '" + name + "' takes inputs from " + frame_label(frames_, frame) + " and from " +
+                   frame_label(frames_, f) + " ('" + nodes_[static_cast<size_t>(id)].name +
+                   "'); a value enters a loop through an enter and leaves it through an exit");
+  };
+  if (op == "enter") {
+    for (auto& in : inputs) meet(in.node);
+    for (int c : control_inputs) meet(c);
+    int parent = frame == -2 ? -1 : frame;
+    auto frame_name = get_attr<std::string>(attrs, "frame", op);
+    if (frame_name.empty()) fail(op, "node '" + name + "' names no frame");
+    auto [it, fresh] = frame_by_name_.try_emplace(frame_name, static_cast<int>(frames_.size()));
+    if (fresh) {
+      frames_.push_back({frame_name, parent});
+    } else if (frames_[static_cast<size_t>(it->second)].parent != parent) {
+      fail(op, "node '" + name + "' enters loop '" + frame_name + "' from " +
+                   frame_label(frames_, parent) + ", but the loop's other enters come from " +
+                   frame_label(frames_, frames_[static_cast<size_t>(it->second)].parent));
+    }
+    return it->second;
+  }
+  for (size_t i = first; i < inputs.size(); ++i) meet(inputs[i].node);
+  if (op != "exit")
+    for (int c : control_inputs) meet(c);
+  if (frame == -2) frame = -1;
+  if (op == "exit") {
+    if (frame < 0) fail(op, "node '" + name + "' is an exit without an enter: its input is in no loop");
+    return frames_[static_cast<size_t>(frame)].parent;
+  }
+  if (op == "next_iteration") {
+    auto merge_name = get_attr_or<std::string>(attrs, "merge", op, "");
+    auto m = find(merge_name);
+    if (frame < 0 || m == nullptr || m->op != "merge" || node_frame_[static_cast<size_t>(m->id)] != frame ||
+        !m->attrs.count("frame"))
+      fail(op, "node '" + name + "' is a next_iteration that feeds no loop merge of its frame ('" +
+                   merge_name + "')");
+  }
+  if (op == "merge" && attrs.count("frame") &&
+      (frame < 0 || frames_[static_cast<size_t>(frame)].name != get_attr<std::string>(attrs, "frame", op)))
+    fail(op, "node '" + name + "' is a loop merge whose input does not come from an enter of its loop");
+  return frame;
+}
+
 graph::scope_guard graph::cond_branch_scope(const output& pred, int branch) {
   if (&pred.owner() != this) fail("cond", "the predicate belongs to another graph");
   if (branch != 0 && branch != 1) fail("cond", "a branch is 0 (false) or 1 (true)");
@@ -201,6 +397,7 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
   if (def.acts_on_resource() &&
       (inputs.empty() || nodes_[static_cast<size_t>(inputs[0].node)].op != def.resource_op()))
     fail(op, "node '" + name + "': input 0 must be a " + def.resource_op());
+  int frame = structural_frame(op, inputs, control_inputs, attrs, name);
   node n;
   n.id = id;
   n.name = name;
@@ -219,6 +416,7 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
   }
   by_name_.emplace(name, id);
   nodes_.push_back(std::move(n));
+  node_frame_.push_back(frame);
   return nodes_.back();
 }
 

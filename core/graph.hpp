@@ -138,6 +138,7 @@ class graph {
    public:
     template <class Stack>
     explicit scope_guard(Stack* stack) : pop_([stack] { stack->pop_back(); }) {}
+    explicit scope_guard(std::function<void()> on_exit) : pop_(std::move(on_exit)) {}
     scope_guard(scope_guard&& o) noexcept : pop_(std::move(o.pop_)) { o.pop_ = nullptr; }
     ~scope_guard() {
       if (pop_) pop_();
@@ -185,6 +186,42 @@ class graph {
   /// taken (a control dependency on it gates a node). Throws outside a branch.
   operation branch_pivot();
 
+  /// A while loop's frame (ops/control_flow.hpp): the nodes between its
+  /// enters and its exits. Frames are found from the graph's structure as
+  /// nodes are added: an enter opens the frame its `frame` attribute names,
+  /// an exit leaves it, any other node lives in the frame of its inputs
+  /// (constants, which are folded into their consumers, fit every frame).
+  struct loop_frame_info {
+    std::string name;
+    int parent = -1;  // index into loop_frames(); -1: the step's own frame
+  };
+  const std::vector<loop_frame_info>& loop_frames() const { return frames_; }
+  /// The frame node `id` lives in: an index into loop_frames(), or -1.
+  int frame_of(int id) const { return node_frame_.at(static_cast<size_t>(id)); }
+  /// Whether frame `inner` is `outer` or lies inside it (-1: the step's frame).
+  bool frame_within(int inner, int outer) const;
+  /// Nodes added while the guard lives form the body (or predicate) of loop
+  /// frame `frame`, whose enters the caller made already: an input from
+  /// outside the frame enters it as a loop invariant (once per outside
+  /// output; constants stay folded instead), and a node that would not run
+  /// once per iteration (its inputs are all invariants or constants) runs
+  /// after `pivot`, a node that fires in every iteration. Control
+  /// dependencies opened outside do not reach inside: the enters carry them.
+  scope_guard loop_body_scope(int frame, int pivot);
+  /// Changes the pivot of the innermost open loop body.
+  void set_loop_pivot(int pivot);
+  /// Set while gradients of a loop are built: maps an input that lives in a
+  /// frame the new node cannot see (a forward loop's value) to one it can.
+  using frame_resolver = std::function<endpoint(const endpoint& e, int frame)>;
+  scope_guard frame_resolver_scope(frame_resolver fn);
+  /// The frame new nodes are added to: the innermost open loop body, or -1.
+  int current_frame() const;
+  /// Inside a loop body: whether `o` fires once in every iteration of it
+  /// (not a loop invariant or a folded constant).
+  bool fires_every_iteration(const output& o) const;
+  /// The index of the loop frame named `name`, or -1.
+  int find_frame(const std::string& name) const;
+
  private:
   std::string unique_name(const std::string& base);
   std::vector<node> nodes_;
@@ -213,6 +250,29 @@ class graph {
   // for it: a cond's two branches share one, each taking its own output.
   std::map<std::tuple<int, int, int, int, int>, int> branch_switches_;
   endpoint into_branch(const endpoint& e);
+
+  std::vector<loop_frame_info> frames_;
+  std::unordered_map<std::string, int> frame_by_name_;
+  std::vector<int> node_frame_;  // node id -> frame index, -1: the step's frame
+  // The open loop bodies, innermost last.
+  struct loop_body {
+    int frame = -1;
+    int pivot = -1;
+    int first_node = 0;
+    std::map<std::pair<int, int>, endpoint> invariants;  // outside output -> its enter
+    std::unordered_set<int> per_iteration;                // nodes that fire every iteration
+    std::vector<int> outer_control;                       // control_deps_ when it opened
+  };
+  std::vector<loop_body> loop_bodies_;
+  std::vector<frame_resolver> resolvers_;
+  // Whether the innermost open context (a cond branch or a loop body) is a loop body.
+  bool innermost_is_loop() const;
+  endpoint into_context(const endpoint& e);
+  endpoint into_loop(const endpoint& e);
+  int structural_frame(const std::string& op, const std::vector<endpoint>& inputs,
+                       const std::vector<int>& control_inputs, const attr_map& attrs,
+                       const std::string& name);
+  bool fits_every_frame(int id) const;
 };
 
 }  // namespace actorflow

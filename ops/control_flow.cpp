@@ -1,5 +1,7 @@
 #include "ops/control_flow.hpp"
 
+#include <cstdint>
+
 #include "ops/op_util.hpp"
 #include "ops/state.hpp"
 
@@ -38,8 +40,34 @@ tensor_spec common_spec(const std::vector<tensor_spec>& specs, const std::string
   return out;
 }
 
+// A loop merge (attribute "frame") takes its spec from the loop variable's
+// shape invariant ("dims"), which the body's values must fit too.
 std::vector<tensor_spec> merge_spec(const shape_context& c) {
-  return {common_spec(c.inputs, c.op), {dtype::int32, shape{}}};
+  tensor_spec out = common_spec(c.inputs, c.op);
+  if (auto dims = c.attrs.find("dims"); dims != c.attrs.end()) {
+    shape invariant(std::get<std::vector<int64_t>>(dims->second));
+    if (!out.dims.compatible_with(invariant) || out.dims.rank() != invariant.rank())
+      c.fail("the loop variable " + out.to_string() + " does not fit its shape invariant " +
+             invariant.to_string());
+    out.dims = invariant;
+  }
+  return {out, {dtype::int32, shape{}}};
+}
+
+std::vector<tensor_spec> same_spec(const shape_context& c) { return {c.inputs[0]}; }
+
+// An exit's second output: how many iterations its loop ran (the gradient
+// loop runs as many).
+std::vector<tensor_spec> exit_spec(const shape_context& c) {
+  return {c.inputs[0], {dtype::int64, shape{}}};
+}
+
+// enter, exit and next_iteration take part in a loop's gradient, which the
+// gradient driver builds for the loop as a whole (core/gradients.cpp).
+void loop_part_gradient(grad_context& c) {
+  fail("gradients", "node '" + c.node_name + "' (" + c.op +
+                        ") belongs to a loop whose gradient is built as a whole; it cannot be "
+                        "differentiated on its own");
 }
 
 // The gradient of data reaches the switch along the taken output; the
@@ -68,6 +96,24 @@ const op_registrar registrations[] = {
                   .kernel = runtime_only,
                   .summary = "data to output 1 if pred, else to output 0; dead to the other",
                   .gradient = switch_gradient}),
+    op_registrar({.name = "enter",
+                  .num_inputs = 1,
+                  .infer = same_spec,
+                  .kernel = runtime_only,
+                  .summary = "its input, in the frame of the loop its attribute names",
+                  .gradient = loop_part_gradient}),
+    op_registrar({.name = "exit",
+                  .num_inputs = 1,
+                  .infer = exit_spec,
+                  .kernel = runtime_only,
+                  .summary = "a loop variable's last value, in the enclosing frame; and the count",
+                  .gradient = loop_part_gradient}),
+    op_registrar({.name = "next_iteration",
+                  .num_inputs = 1,
+                  .infer = same_spec,
+                  .kernel = runtime_only,
+                  .summary = "its input, to its loop merge in the next iteration",
+                  .gradient = loop_part_gradient}),
     op_registrar({.name = "merge",
                   .num_inputs = -1,
                   .min_inputs = 1,
@@ -137,6 +183,115 @@ std::vector<output> cond(output pred, const std::function<std::vector<output>()>
     results.push_back(make_op("merge", {f, t}, {{"pred", pred_name}}, "merge"));
   }
   return results;
+}
+
+namespace {
+
+std::string unique_frame_name(const graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find_frame(name) >= 0; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+void check_while_options(const std::vector<output>& vars, const while_options& o) {
+  if (vars.empty()) fail("while_loop", "'" + o.name + "' has no loop variables");
+  if (o.parallel_iterations < 1)
+    fail("while_loop", "'" + o.name + "': parallel_iterations must be at least 1 (got " +
+                           std::to_string(o.parallel_iterations) + ")");
+  if (o.max_iterations < 0)
+    fail("while_loop", "'" + o.name + "': max_iterations must be >= 0 (got " +
+                           std::to_string(o.max_iterations) + ")");
+  if (!o.shape_invariants.empty() && o.shape_invariants.size() != vars.size())
+    fail("while_loop", "'" + o.name + "': " + std::to_string(o.shape_invariants.size()) +
+                           " shape invariants for " + std::to_string(vars.size()) +
+                           " loop variables");
+  for (auto& v : vars)
+    if (&v.owner() != &vars[0].owner())
+      fail("while_loop", "'" + o.name + "': loop variables come from different graphs");
+}
+
+// The body's value for loop variable i must keep its dtype and fit its
+// shape invariant: every dim the invariant knows, the value has, the same.
+void check_body_value(const std::string& loop, size_t i, const output& entered,
+                      const shape& invariant, const output& value) {
+  auto& got = value.spec();
+  bool fits = got.type == entered.type() && got.dims.rank() == invariant.rank();
+  for (int d = 0; fits && d < invariant.rank(); ++d)
+    fits = invariant[d] == shape::unknown || got.dims[d] == invariant[d];
+  if (!fits)
+    fail("while_loop", "'" + loop + "': loop variable " + std::to_string(i) + " enters as " +
+                           entered.spec().to_string() + " (shape invariant " +
+                           invariant.to_string() + ") but the body returns " + got.to_string() +
+                           (got.type == entered.type()
+                                ? "; give a shape invariant that lets it change"
+                                : ""));
+}
+
+}  // namespace
+
+std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& body_fn,
+                               const std::vector<output>& loop_vars, const while_options& options) {
+  check_while_options(loop_vars, options);
+  graph& g = loop_vars[0].owner();
+  auto scope = g.name_scope(options.name);
+  std::string frame_name = unique_frame_name(g, options.name);
+  std::vector<output> enters;
+  for (auto& v : loop_vars)
+    enters.push_back(make_op("enter", {v},
+                             {{"frame", frame_name},
+                              {"is_constant", false},
+                              {"parallel_iterations", options.parallel_iterations}},
+                             "enter"));
+  int frame = g.frame_of(enters[0].ref().node);
+  std::vector<shape> invariants;
+  for (size_t i = 0; i < enters.size(); ++i)
+    invariants.push_back(options.shape_invariants.empty() ? enters[i].dims()
+                                                          : options.shape_invariants[i]);
+  std::vector<output> merges, switches, body_inputs, exits;
+  {
+    auto body = g.loop_body_scope(frame, enters[0].ref().node);
+    for (size_t i = 0; i < enters.size(); ++i) {
+      std::vector<int64_t> dims(invariants[i].dims().begin(), invariants[i].dims().end());
+      merges.push_back(make_op("merge", {enters[i]}, {{"frame", frame_name}, {"dims", dims}},
+                               "merge"));
+    }
+    g.set_loop_pivot(merges[0].ref().node);
+    output pred = cond_fn(merges);
+    if (!pred.valid() || &pred.owner() != &g)
+      fail("while_loop", "'" + options.name + "': the condition returned no tensor of this graph");
+    if (pred.type() != dtype::boolean || !pred.dims().compatible_with(shape{}))
+      fail("while_loop", "'" + options.name + "': the condition must return a scalar bool, not " +
+                             pred.spec().to_string());
+    for (auto& m : merges) {
+      switches.push_back(output());
+      auto outs = make_op_outputs("switch", {m, pred}, {{"frame", frame_name}}, "switch");
+      switches.back() = outs[0];
+      body_inputs.push_back(identity(outs[1], "body_input"));
+    }
+    g.set_loop_pivot(body_inputs[0].ref().node);
+    auto results = body_fn(body_inputs);
+    if (results.size() != merges.size())
+      fail("while_loop", "'" + options.name + "': the body returns " +
+                             std::to_string(results.size()) + " values for " +
+                             std::to_string(merges.size()) + " loop variables");
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].valid() || &results[i].owner() != &g)
+        fail("while_loop", "'" + options.name + "': the body's value " + std::to_string(i) +
+                               " is no tensor of this graph");
+      check_body_value(options.name, i, enters[i], invariants[i], results[i]);
+      // A value that does not change per iteration (an invariant, a
+      // constant) goes round through an identity that fires every time.
+      output next = g.fires_every_iteration(results[i]) ? results[i] : identity(results[i]);
+      make_op("next_iteration", {next},
+              {{"frame", frame_name},
+               {"merge", merges[i].node().name},
+               {"max_iterations", options.max_iterations},
+               {"parallel_iterations", options.parallel_iterations}},
+              "next_iteration");
+    }
+  }
+  for (auto& sw : switches) exits.push_back(make_op_outputs("exit", {sw}, {}, "exit")[0]);
+  return exits;
 }
 
 output cond(output pred, const std::function<output()>& true_fn,

@@ -11,10 +11,21 @@
 // fails its step with an error naming it, and a dead target simply did not
 // run. Differences: the outputs of a cond's branches (and a merge's inputs)
 // must agree in rank, where TensorFlow would give an unknown rank; a cond's
-// two branches share one switch per outside tensor. Loops (enter, exit,
-// next_iteration) are not there yet.
+// two branches share one switch per outside tensor.
+//
+// Loops follow TensorFlow's primitives: enter (into a named frame, as a
+// loop variable or a loop invariant), a loop merge (the loop variable's
+// value at iteration 0 from its enter, then from its next_iteration),
+// switch on the loop's predicate (the body's input when true, the exit's
+// when false), next_iteration (back to the merge, one iteration on), exit
+// (out of the frame). The back edge is an attribute of next_iteration that
+// names its merge, so the graph stays in topological order. An exit also
+// gives how many iterations its loop ran (output 1, int64). A fetch of a
+// value inside a loop is refused: fetch the loop's outputs.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/graph.hpp"
@@ -37,6 +48,35 @@ std::vector<output> merge(const std::vector<output>& inputs, const std::string& 
 std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,
                          const std::function<std::vector<output>()>& false_fn,
                          const std::string& name = "cond");
+struct while_options {
+  /// How many iterations may run at once (each loop variable at most this
+  /// many iterations ahead of the slowest).
+  int64_t parallel_iterations = 10;
+  /// 0: no bound. Otherwise an iteration past it fails the step with an error
+  /// naming the loop (TensorFlow's maximum_iterations stops the loop quietly
+  /// instead: here a runaway loop is a bug to report, not a result).
+  int64_t max_iterations = 0;
+  /// Empty, or one per loop variable: the shapes it may take (unknown dims
+  /// may change from one iteration to the next). By default its entry shape.
+  std::vector<shape> shape_invariants;
+  std::string name = "while";
+};
+
+using loop_cond_fn = std::function<output(const std::vector<output>&)>;
+using loop_body_fn = std::function<std::vector<output>(const std::vector<output>&)>;
+
+/// Runs `body_fn` on the loop variables while `cond_fn` (a scalar bool) holds,
+/// and returns their last values (TensorFlow's while_loop). Iterations run as
+/// messages tagged with the loop's frame and iteration, several at once (up
+/// to parallel_iterations). Tensors from outside that the body or condition
+/// use enter the loop once per run of it, as loop invariants; variables may
+/// be read and updated inside. Build-time errors name the loop:
+/// "[while_loop] 'name': ...". The body's values keep their loop variable's
+/// dtype and fit its shape invariant.
+std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& body_fn,
+                               const std::vector<output>& loop_vars,
+                               const while_options& options = {});
+
 /// For branches of one output each.
 output cond(output pred, const std::function<output()>& true_fn,
             const std::function<output()>& false_fn, const std::string& name = "cond");
