@@ -310,8 +310,12 @@ void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan
     if (!plans[id]) continue;
     auto& n = g.at(static_cast<int>(id));
     bool after = plans[id]->loop_switch;
-    for (auto& in : n.inputs) after |= after_switch[static_cast<size_t>(in.node)] != 0;
-    for (int c : n.control_inputs) after |= after_switch[static_cast<size_t>(c)] != 0;
+    int frame = g.frame_of(n.id);
+    auto follows = [&](int from) {
+      return g.frame_of(from) == frame && after_switch[static_cast<size_t>(from)] != 0;
+    };
+    for (auto& in : n.inputs) after |= follows(in.node);
+    for (int c : n.control_inputs) after |= follows(c);
     after_switch[id] = after && n.op != "exit";
     if (plans[id]->loop_switch) first_switch.try_emplace(g.frame_of(n.id), plans[id].get());
   }

@@ -180,10 +180,17 @@ class node_actor : public caf::event_based_actor {
   node_actor(caf::actor_config& cfg, node_plan_ptr plan)
       : caf::event_based_actor(cfg), plan_(std::move(plan)) {}
 
-  ~node_actor() override {
+  // A loop's back edge makes its actors hold one another through their
+  // plans: let go of the plan (and any state of unfinished steps) when the
+  // actor exits, or none of them would ever be freed.
+  void on_exit() override {
     for (auto& [key, p] : pending_)
       if (key.frame != 0) --loop_states;
     loop_states -= static_cast<int64_t>(frames_.size());
+    pending_.clear();
+    frames_.clear();
+    plan_.reset();
+    caf::event_based_actor::on_exit();
   }
 
   resume_result resume(caf::execution_unit* worker, size_t max_throughput) override {

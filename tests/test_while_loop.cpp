@@ -28,6 +28,7 @@ tensor f64(double v) { return tensor::scalar<double>(v); }
 bool no_loop_state_left() {
   for (int i = 0; i < 200 && loop_states_held() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (loop_states_held() != 0) MESSAGE("loop states held: " << loop_states_held());
   return loop_states_held() == 0;
 }
 
