@@ -37,6 +37,9 @@ struct coordinator_plan {
   /// reach every sink.
   bool has_loops = false;
   std::vector<caf::actor> nodes;
+  /// The stores of saved forward values (loop gradients): a step's are
+  /// freed when it ends.
+  std::vector<std::shared_ptr<loop_history>> histories;
 };
 
 // One step in flight. Its state appears with the first message about it: a
@@ -95,6 +98,7 @@ void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step
 // A step of an executable with loops that failed: answered now, and
 // forgotten by its nodes, whose late messages are dropped.
 void fail_now(coordinator_actor* self, const coordinator_plan& plan, uint64_t step) {
+  for (auto& h : plan.histories) h->forget(step);
   auto it = self->state.steps.find(step);
   active_step st = std::move(it->second);
   self->state.steps.erase(it);
@@ -107,9 +111,10 @@ void fail_now(coordinator_actor* self, const coordinator_plan& plan, uint64_t st
 }
 
 // Answers the step's caller once it started and every sink reported.
-void finish_if_done(coordinator_actor* self, uint64_t step) {
+void finish_if_done(coordinator_actor* self, const coordinator_plan& plan, uint64_t step) {
   auto it = self->state.steps.find(step);
   if (it == self->state.steps.end() || !it->second.started || it->second.remaining > 0) return;
+  for (auto& h : plan.histories) h->forget(step);
   active_step st = std::move(it->second);
   self->state.steps.erase(it);
   if (st.request)
@@ -148,7 +153,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         st.started = true;
         st.reply = std::move(reply);
         launch(self, *plan, step, feeds);
-        finish_if_done(self, step);
+        finish_if_done(self, *plan, step);
       },
       [self, plan](abort_atom, uint64_t step) {
         self->state.aborted.add(step);
@@ -179,7 +184,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
           st.fetched[static_cast<size_t>(in.slot)] = std::move(in.value.value);
         }
         --st.remaining;
-        finish_if_done(self, in.step);
+        finish_if_done(self, *plan, in.step);
       },
   };
 }
@@ -382,6 +387,9 @@ std::unordered_map<std::string, int> next_iteration_of_merge(const graph& g) {
 std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool follow_resources) {
   std::vector<bool> needed(g.size(), false);
   auto back_edges = next_iteration_of_merge(g);
+  std::unordered_map<std::string, std::vector<int>> pushes;
+  for (auto& n : g.nodes())
+    if (n.op == "history_push") pushes[get_attr<std::string>(n.attrs, "history", n.op)].push_back(n.id);
   std::vector<int> stack;
   for (auto& f : sig.fetches) stack.push_back(f.node);
   for (int t : sig.targets) stack.push_back(t);
@@ -396,6 +404,8 @@ std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool fo
     for (int c : n.control_inputs) stack.push_back(c);
     if (n.op == "merge" && n.attrs.count("frame"))
       if (auto it = back_edges.find(n.name); it != back_edges.end()) stack.push_back(it->second);
+    if (n.op == "history_read")  // it reads what the pushes of its history save
+      for (int push : pushes[get_attr<std::string>(n.attrs, "history", n.op)]) stack.push_back(push);
   }
   return needed;
 }
@@ -422,6 +432,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   std::vector<std::shared_ptr<node_plan>> plans(g.size());
   std::vector<edge> edges;
   std::vector<bool> starter(g.size(), false);
+  std::unordered_map<std::string, std::shared_ptr<loop_history>> histories;
   auto coord = std::make_shared<coordinator_plan>();
   coord->executable_id = executable_id;
   for (size_t uid = 0; uid < g.size(); ++uid) {
@@ -465,6 +476,15 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       plan->frame_id = std::hash<std::string>()(get_attr<std::string>(n.attrs, "frame", n.op));
     } else if (n.op == "exit") {
       plan->kind = node_kind::exit_frame;
+    } else if (n.op == "history_push" || n.op == "history_read") {
+      plan->kind = n.op == "history_push" ? node_kind::history_push : node_kind::history_read;
+      auto& store = histories[get_attr<std::string>(n.attrs, "history", n.op)];
+      if (!store) {
+        store = std::make_shared<loop_history>();
+        coord->histories.push_back(store);
+      }
+      plan->history = store;
+      plan->history_pop = get_attr_or<bool>(n.attrs, "pop", n.op, false);
     } else if (n.op == "next_iteration") {
       plan->kind = node_kind::next_iteration;
       plan->loop_name = get_attr<std::string>(n.attrs, "frame", n.op);

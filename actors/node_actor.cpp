@@ -1,5 +1,6 @@
 // A node actor collects its inputs per step, runs its kernel (inline when
 // cheap, on the device's pool when expensive) and sends each output on.
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
 #include <utility>
@@ -240,6 +241,13 @@ class node_actor : public caf::event_based_actor {
     const node_plan& plan = *plan_;
     if (plan.kind == node_kind::merge_values) return merge_input(in);
     if (plan.kind == node_kind::loop_merge) return loop_merge_input(in);
+    if (plan.kind == node_kind::history_read && in.slot < 0) {  // the saved value came
+      if (in.value.dead) return emit_dead(this, plan, in.step, in.tag, dead_kind::plain);
+      outputs_.push_back(std::move(in.value.value));
+      emit(this, plan, in.step, in.tag, outputs_, "");
+      outputs_.clear();
+      return;
+    }
     auto slot = static_cast<size_t>(in.slot);
     if (plan.num_invariant_slots > 0 && plan.invariant_slot[slot])
       return invariant_input(in.step, in.tag, slot, std::move(in.value));
@@ -349,6 +357,11 @@ class node_actor : public caf::event_based_actor {
         return next_iteration(step, tag, step_value{take_input(0, slots, num_slots), "", false});
       case node_kind::variable_read:
         return read_variable(step, tag);
+      case node_kind::history_push:
+        plan.history->put(step, iterations_of(tag), take_input(0, slots, num_slots));
+        return emit(this, plan, step, tag, outputs_, "");
+      case node_kind::history_read:
+        return read_history(step, tag, slots, num_slots);
       case node_kind::variable_update:
         fill_inputs(slots, num_slots);
         return ask_resource(
@@ -379,6 +392,11 @@ class node_actor : public caf::event_based_actor {
       case node_kind::next_iteration:
         if (plan_->gate) plan_->gate->finish(step, tag.frame, plan_->gate_var);
         return;
+      case node_kind::history_push:
+        // An untaken branch's value: its gradient reads a dead value back,
+        // so that it does not wait. A loop's last iteration is never read.
+        if (why != dead_kind::loop_end) plan_->history->put(step, iterations_of(tag), tensor());
+        return emit_dead(this, *plan_, step, tag, why);
       default:
         return emit_dead(this, *plan_, step, tag, why);
     }
@@ -414,6 +432,40 @@ class node_actor : public caf::event_based_actor {
     frame_tag root;
     emit(this, *plan_, step, root, outputs_,
          describe_failure(*plan_, "got a value from outside any loop frame"));
+  }
+
+  static loop_history::path iterations_of(const frame_tag& tag) {
+    loop_history::path at;
+    for (const frame_tag* t = &tag; t != nullptr && !t->is_root(); t = t->parent.get())
+      at.push_back(t->iteration);
+    std::reverse(at.begin(), at.end());
+    return at;
+  }
+
+  // Asks the store for the value of the iteration the index inputs name; it
+  // comes back as a message to this actor (slot -1), now or once saved.
+  void read_history(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
+    loop_history::path at;
+    for (int i = 0; i < static_cast<int>(plan_->bound_inputs.size()); ++i) {
+      tensor index = take_input(i, slots, num_slots);
+      if (!index.valid() || index.type() != dtype::int64 || index.num_elements() != 1 ||
+          index.item<int64_t>() < 0) {
+        emit(this, *plan_, step, tag, outputs_,
+             describe_failure(*plan_, "iteration index " + std::to_string(i) +
+                                          " must be an int64 scalar >= 0"));
+        return;
+      }
+      at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
+    }
+    auto self = caf::actor_cast<caf::actor>(this);
+    plan_->history->take(step, at, plan_->history_pop, [self, step, tag](tensor value) {
+      step_input in{step, -1, {}, tag};
+      if (value.valid())
+        in.value.value = std::move(value);
+      else
+        in.value = step_value::dead_value();
+      caf::anon_send(self, input_atom::value, std::move(in));
+    });
   }
 
   // Moves a loop variable's value into the next iteration, when the loop's
@@ -669,7 +721,9 @@ class node_actor : public caf::event_based_actor {
 
 }  // namespace
 
-int64_t loop_states_held() { return loop_states.load(); }
+int64_t loop_states_held() {
+  return loop_states.load() + loop_history::entries_held_in_process();
+}
 
 caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan) {
   return system.spawn<node_actor>(std::move(plan));

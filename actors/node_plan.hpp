@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "actors/loop_gate.hpp"
+#include "actors/loop_history.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -39,6 +40,8 @@ enum class node_kind : uint8_t {
   exit_frame,       // a loop: its live input, in the parent frame; drops the others
   next_iteration,   // a loop: its live input, to its merge one iteration on
   loop_merge,       // a loop: each input as it comes (enter, then the back edge)
+  history_push,     // a loop's gradient: saves its input per iteration
+  history_read,     // a loop's gradient: the saved value its index inputs name
 };
 
 /// Where a send delivers: the recv actor of its edge, usually in another
@@ -104,6 +107,10 @@ struct node_plan {
   size_t gate_var = 0;
   /// next_iteration: its merge's actor (slot 1), set once the merge is spawned.
   consumer back_edge;
+  /// history_push / history_read: the store they share; whether a read
+  /// lets go of the value (see loop_history::take).
+  std::shared_ptr<loop_history> history;
+  bool history_pop = false;
 
   size_t num_slots() const { return slot_input.size(); }
 };

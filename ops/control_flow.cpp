@@ -89,7 +89,33 @@ void merge_gradient(grad_context& c) {
   c.input_grads = {branches[0], branches[1]};
 }
 
+// A loop's saved forward value, read back by its gradient loop: the spec
+// is the forward value's, kept in attributes.
+std::vector<tensor_spec> history_read_spec(const shape_context& c) {
+  for (auto& in : c.inputs)
+    if (in.type != dtype::int64 || !in.dims.compatible_with(shape{}))
+      c.fail("the iteration indices must be int64 scalars, not " + in.to_string());
+  return {{c.attr<dtype>("type"), shape(c.attr<std::vector<int64_t>>("dims"))}};
+}
+
+std::vector<tensor_spec> no_outputs(const shape_context&) { return {}; }
+
 const op_registrar registrations[] = {
+    op_registrar({.name = "history_push",
+                  .num_inputs = 1,
+                  .infer = no_outputs,
+                  .kernel = runtime_only,
+                  .stateful = true,
+                  .summary = "saves its input per loop iteration for a gradient loop",
+                  .not_differentiable = true}),
+    op_registrar({.name = "history_read",
+                  .num_inputs = -1,
+                  .min_inputs = 1,
+                  .infer = history_read_spec,
+                  .kernel = runtime_only,
+                  .stateful = true,
+                  .summary = "a saved forward value of the iteration its indices name",
+                  .not_differentiable = true}),
     op_registrar({.name = "switch",
                   .num_inputs = 2,
                   .infer = switch_spec,

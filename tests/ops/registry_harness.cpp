@@ -47,7 +47,8 @@ namespace {
 bool served_by_runtime(const op_def& def) {
   static const std::set<std::string> runtime_ops{
       "placeholder", "variable", "fifo_queue", "conditional_accumulator",
-      "send",        "recv",     "switch",     "merge"};
+      "send",        "recv",     "switch",     "merge",
+      "enter",       "exit",     "next_iteration", "history_push", "history_read"};
   return def.acts_on_resource() || runtime_ops.count(def.name) > 0;
 }
 
