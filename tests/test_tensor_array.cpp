@@ -39,17 +39,22 @@ struct three_rows {
   output x1 = placeholder(g, dtype::float32, {2}, "x1");
   output x2 = placeholder(g, dtype::float32, {2}, "x2");
   feed_list feeds{{x0, floats({1, 2})}, {x1, floats({3, 4})}, {x2, floats({5, 6})}};
+  tensor_array empty = make_tensor_array(g, dtype::float32, 3, {2}, false, "ta");
+
+  // The array with x_i written at i, in the given order of i.
+  tensor_array filled(std::vector<int32_t> order) {
+    std::vector<output> xs{x0, x1, x2};
+    tensor_array ta = empty;
+    for (int32_t i : order) ta = ta.write(scalar(g, i), xs[static_cast<size_t>(i)]);
+    return ta;
+  }
 };
 
 }  // namespace
 
 TEST_CASE("a chain of writes, then stack, read and size") {
   three_rows t;
-  auto ta = make_tensor_array(t.g, dtype::float32, 3, {2}, false, "ta");
-  // Written out of order: the array does not care.
-  auto full = ta.write(scalar(t.g, int32_t{2}), t.x2)
-                  .write(scalar(t.g, int64_t{0}), t.x0)
-                  .write(scalar(t.g, int32_t{1}), t.x1);
+  auto full = t.filled({2, 0, 1});  // out of order: the array does not care
   CHECK(full.data.dims() == shape{3, 2});
   CHECK(full.element_shape() == shape{2});
   session s(t.g);
@@ -63,7 +68,8 @@ TEST_CASE("a chain of writes, then stack, read and size") {
 TEST_CASE("a dynamic array grows past its initial size") {
   graph g;
   auto ta = make_tensor_array(g, dtype::float64, 0, {}, true, "grow");
-  for (int32_t i = 0; i < 5; ++i) ta = ta.write(scalar(g, i), scalar(g, 1.5 * i));
+  for (int32_t i = 0; i < 5; ++i)  // int32 and int64 indices alike
+    ta = ta.write(i % 2 ? scalar(g, i) : scalar(g, int64_t{i}), scalar(g, 1.5 * i));
   session s(g);
   auto out = s.run({}, {ta.stack(), ta.size(), ta.data});
   CHECK(out[0].to_vector<double>() == std::vector<double>{0, 1.5, 3, 4.5, 6});
@@ -94,10 +100,7 @@ TEST_CASE("unstack, gather and scatter") {
 
 TEST_CASE("gradients flow through writes, reads and stack") {
   three_rows t;
-  auto ta = make_tensor_array(t.g, dtype::float32, 3, {2}, false, "ta");
-  auto full = ta.write(scalar(t.g, int32_t{0}), t.x0)
-                  .write(scalar(t.g, int32_t{1}), t.x1)
-                  .write(scalar(t.g, int32_t{2}), t.x2);
+  auto full = t.filled({0, 1, 2});
   auto w = constant(t.g, tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2}));
   // x1 reaches the loss twice: through the stack and through a read.
   auto loss = add(reduce_sum(mul(full.stack(), w)),
@@ -113,8 +116,7 @@ TEST_CASE("gradients flow through writes, reads and stack") {
 TEST_CASE("an error fails the step naming the node; the session stays usable") {
   three_rows t;
   auto i = placeholder(t.g, dtype::int32, {}, "i");
-  auto ta = make_tensor_array(t.g, dtype::float32, 3, {2}, false, "ta");
-  auto once = ta.write(scalar(t.g, int32_t{1}), t.x1);
+  auto once = t.empty.write(scalar(t.g, int32_t{1}), t.x1);
   auto twice = once.write(i, t.x2);
   auto read = once.read(i);
   session s(t.g);
