@@ -10,6 +10,7 @@
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/tensor_array.hpp"
+#include "schema/graph_io.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -133,6 +134,27 @@ TEST_CASE("an error fails the step naming the node; the session stays usable") {
   // The same session runs the same graph on good input.
   auto out = s.run({{t.x1, floats({3, 4})}, {i, index(1)}}, {read});
   CHECK(values(out[0]) == std::vector<float>{3, 4});
+}
+
+TEST_CASE("a graph of tensor arrays survives saving and loading") {
+  graph g;
+  auto ta = make_tensor_array(g, dtype::float32, 1, {}, true, "saved");
+  ta = ta.write(scalar(g, int32_t{0}), scalar(g, 1.0f))
+           .write(scalar(g, int32_t{2}), scalar(g, 3.0f));
+  auto size = ta.size();
+  auto loaded = deserialize_graph(serialize_graph(g), "test");
+  session s(*loaded);
+  auto out = s.run_by_name({}, {size.name(), ta.data.name(), ta.written.name()});
+  CHECK(out[0].item<int32_t>() == 3);
+  CHECK(values(out[1]) == std::vector<float>{1, 0, 3});
+  CHECK(out[2].to_vector<bool>() == std::vector<bool>{true, false, true});
+  // The array's name travels with its nodes, for the errors.
+  auto twice = ta.write(scalar(g, int32_t{2}), scalar(g, 4.0f));
+  loaded = deserialize_graph(serialize_graph(g), "test");
+  session again(*loaded);
+  CHECK(error_of([&] {
+          again.run_by_name({}, {twice.data.name()});
+        }).find("tensor_array 'saved': index 2 was written twice") != std::string::npos);
 }
 
 TEST_CASE("build-time checks") {
