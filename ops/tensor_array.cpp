@@ -286,24 +286,40 @@ void unstack_kernel(kernel_context& ctx) {
 
 // ---- clear_rows ----------------------------------------------------------------
 
+// The rows clear_rows resizes to: like's dim 0 (input 2) when there is one,
+// else attr rows, else x's own (-1 while unknown at build time).
+int64_t target_rows(const std::vector<int64_t>& dims_like, int64_t attr_rows, int64_t x_rows) {
+  if (!dims_like.empty()) return dims_like[0];
+  return attr_rows >= 0 ? attr_rows : x_rows;
+}
+
 std::vector<tensor_spec> clear_rows_infer(const shape_context& c) {
   const auto& x = c.inputs[0];
-  const auto& like = c.inputs[2];
   check_index_type(c.inputs[1].type, c.op);
+  if (c.inputs.size() > 3) c.fail("expects 2 or 3 inputs (x, indices, like)");
   if (c.inputs[1].dims.rank() > 1)
     c.fail("indices must be a scalar or a vector, got " + c.inputs[1].dims.to_string());
-  if (x.dims.rank() == 0 || like.dims.rank() == 0)
-    c.fail("x " + x.to_string() + " and like " + like.to_string() + " must have rank >= 1");
-  return {{x.type, with_rows(like.dims[0], element_shape_of(x.dims))}};
+  bool has_like = c.inputs.size() == 3;
+  if (x.dims.rank() == 0 || (has_like && c.inputs[2].dims.rank() == 0))
+    c.fail("x " + x.to_string() + (has_like ? " and like " + c.inputs[2].to_string() : "") +
+           " must have rank >= 1");
+  std::vector<int64_t> like;
+  if (has_like) like = {c.inputs[2].dims[0]};
+  int64_t rows = target_rows(like, c.attr_or<int64_t>("rows", -1), x.dims[0]);
+  return {{x.type, with_rows(rows, element_shape_of(x.dims))}};
 }
 
 void clear_rows_kernel(kernel_context& ctx) {
   tensor x = std::move(ctx.inputs[0]);
-  const tensor& like = ctx.input(2);
   check_index_type(ctx.input(1).type(), ctx.op);
-  if (x.rank() == 0 || like.rank() == 0) ctx.fail("x and like must have rank >= 1");
+  bool has_like = ctx.inputs.size() == 3;
+  if (x.rank() == 0 || (has_like && ctx.input(2).rank() == 0))
+    ctx.fail("x and like must have rank >= 1");
   auto idx = index_values(ctx.input(1));
-  int64_t rows = like.dims()[0], have = x.dims()[0];
+  std::vector<int64_t> like;
+  if (has_like) like = {ctx.input(2).dims()[0]};
+  int64_t have = x.dims()[0];
+  int64_t rows = target_rows(like, ctx.attr_or<int64_t>("rows", -1), have);
   for (int64_t i : idx)
     if (i < 0) ctx.fail("negative index " + std::to_string(i));
   size_t bytes = row_bytes(x);
@@ -324,10 +340,22 @@ void clear_rows_kernel(kernel_context& ctx) {
 
 // ---- gradients -----------------------------------------------------------------
 
+// g with the rows at indices cleared, resized to the capacity of `array`
+// (data, written). The capacity comes from the graph where it is static: a
+// backward pass that held the forward data would make every forward write
+// copy it (the write finds its buffer shared). Where it is not (a dynamic
+// array in a loop), from written: a copy of bools per write, not of data.
+output cleared_for(const output& g, const output& indices, const output& data,
+                   const output& written) {
+  int64_t rows = data.dims()[0];
+  if (rows >= 0) return make_op("tensor_array_clear_rows", {g, indices}, {{"rows", rows}});
+  return tensor_array_clear_rows(g, indices, written);
+}
+
 // The array gets the gradient minus the written rows (they were overwritten);
 // the value gets those rows. written and the indices get none.
 void write_grad(grad_context& c) {
-  c.input_grads = {tensor_array_clear_rows(c.grad(0), c.input(2), c.input(0)),
+  c.input_grads = {cleared_for(c.grad(0), c.input(2), c.input(0), c.input(1)),
                    {},
                    {},
                    gather(c.grad(0), c.input(2))};
@@ -340,7 +368,16 @@ void read_grad(grad_context& c) {
 
 void stack_grad(grad_context& c) {
   auto none = constant(c.g, tensor(dtype::int32, shape{0}));
-  c.input_grads = {tensor_array_clear_rows(c.grad(), none, c.input(0))};
+  c.input_grads = {cleared_for(c.grad(), none, c.input(0), c.input(1))};
+}
+
+// Zeroing rows commutes with resizing, and each is its own adjoint (resizing
+// back): the adjoint is clear_rows back to x's rows.
+void clear_rows_grad(grad_context& c) {
+  const output& x = c.input(0);
+  int64_t rows = x.dims()[0];
+  c.input_grads = {rows >= 0 ? make_op(c.op, {c.grad(), c.input(1)}, {{"rows", rows}})
+                             : tensor_array_clear_rows(c.grad(), c.input(1), x)};
 }
 
 const op_registrar registrations[] = {
@@ -389,17 +426,13 @@ const op_registrar registrations[] = {
                   .summary = "an array holding the rows of value, all written",
                   .gradient = [](grad_context& c) { c.input_grads = {c.grad(0)}; }}),
     op_registrar({.name = "tensor_array_clear_rows",
-                  .num_inputs = 3,
+                  .num_inputs = -1,
+                  .min_inputs = 2,
                   .infer = clear_rows_infer,
                   .kernel = clear_rows_kernel,
-                  .summary = "x with the rows at indices zeroed, resized along dim 0 to input "
-                             "2's dim 0",
-                  // Zeroing rows commutes with resizing, and each is its own
-                  // adjoint (resizing back): the adjoint is clear_rows to x's rows.
-                  .gradient =
-                      [](grad_context& c) {
-                        c.input_grads = {tensor_array_clear_rows(c.grad(), c.input(1), c.input(0))};
-                      }}),
+                  .summary = "x with the rows at indices zeroed, resized along dim 0 to the "
+                             "optional input 2's dim 0 (else to attr rows, else kept)",
+                  .gradient = clear_rows_grad}),
 };
 
 attr_map array_attrs(const tensor_array& ta) {

@@ -82,7 +82,9 @@ tensor_array unstack_to_tensor_array(output value, const std::string& name = "")
 
 /// Gradient helper: x [m, elem...] with the rows at indices (int scalar or [k])
 /// zeroed, truncated or zero-padded along dim 0 to like's dim 0 (only like's
-/// shape is used). The gradient of a write for the array it wrote into.
+/// shape is used). The gradient of a write for the array it wrote into. The
+/// op also takes just (x, indices) with an attr `rows` (the gradients use
+/// that where the capacity is static, so as not to hold the forward array).
 output tensor_array_clear_rows(output x, output indices, output like, const std::string& name = "");
 
 }  // namespace actorflow
