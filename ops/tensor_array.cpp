@@ -1,6 +1,6 @@
 // The tensor array family (see tensor_array.hpp): write/scatter, read/gather,
 // stack, size, unstack, and clear_rows for the gradients. Gradients reuse
-// gather and scatter_add_like; only clear_rows is new for them.
+// scatter_add_like; only clear_rows is new for them.
 #include "ops/tensor_array.hpp"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "ops/array.hpp"
 #include "ops/array_util.hpp"
+#include "ops/math.hpp"
 #include "ops/op_util.hpp"
 #include "ops/state.hpp"
 
@@ -295,10 +296,11 @@ int64_t target_rows(const std::vector<int64_t>& dims_like, int64_t attr_rows, in
 
 std::vector<tensor_spec> clear_rows_infer(const shape_context& c) {
   const auto& x = c.inputs[0];
-  check_index_type(c.inputs[1].type, c.op);
+  const auto& indices = c.inputs[1];
+  check_index_type(indices.type, c.op);
   if (c.inputs.size() > 3) c.fail("expects 2 or 3 inputs (x, indices, like)");
-  if (c.inputs[1].dims.rank() > 1)
-    c.fail("indices must be a scalar or a vector, got " + c.inputs[1].dims.to_string());
+  if (indices.dims.rank() > 1)
+    c.fail("indices must be a scalar or a vector, got " + indices.dims.to_string());
   bool has_like = c.inputs.size() == 3;
   if (x.dims.rank() == 0 || (has_like && c.inputs[2].dims.rank() == 0))
     c.fail("x " + x.to_string() + (has_like ? " and like " + c.inputs[2].to_string() : "") +
@@ -306,30 +308,51 @@ std::vector<tensor_spec> clear_rows_infer(const shape_context& c) {
   std::vector<int64_t> like;
   if (has_like) like = {c.inputs[2].dims[0]};
   int64_t rows = target_rows(like, c.attr_or<int64_t>("rows", -1), x.dims[0]);
-  return {{x.type, with_rows(rows, element_shape_of(x.dims))}};
+  shape element = element_shape_of(x.dims);
+  return {{x.type, with_rows(rows, element)},
+          {x.type, indices.dims.rank() == 0 ? element : with_rows(indices.dims[0], element)}};
 }
 
 void clear_rows_kernel(kernel_context& ctx) {
   tensor x = std::move(ctx.inputs[0]);
-  check_index_type(ctx.input(1).type(), ctx.op);
+  const tensor& indices = ctx.input(1);
+  check_index_type(indices.type(), ctx.op);
   bool has_like = ctx.inputs.size() == 3;
-  if (x.rank() == 0 || (has_like && ctx.input(2).rank() == 0))
-    ctx.fail("x and like must have rank >= 1");
-  auto idx = index_values(ctx.input(1));
+  if (x.rank() == 0 || indices.rank() > 1 || (has_like && ctx.input(2).rank() == 0))
+    ctx.fail("x and like must have rank >= 1, indices rank <= 1");
+  auto idx = index_values(indices);
   std::vector<int64_t> like;
   if (has_like) like = {ctx.input(2).dims()[0]};
   int64_t have = x.dims()[0];
   int64_t rows = target_rows(like, ctx.attr_or<int64_t>("rows", -1), have);
   for (int64_t i : idx)
     if (i < 0) ctx.fail("negative index " + std::to_string(i));
+  // The rows first, then the clearing: one op for both, so that no second
+  // consumer (a gather) shares x and makes the clearing copy it.
+  shape element = element_shape_of(x.dims());
   size_t bytes = row_bytes(x);
+  tensor& taken = ctx.allocate_output(
+      1, x.type(),
+      indices.rank() == 0 ? element : with_rows(static_cast<int64_t>(idx.size()), element));
+  auto* to = static_cast<std::byte*>(taken.raw_mutable_data());
+  // A row past x is zero (x seen as zero-padded): the adjoint of a truncation
+  // clears rows past the gradient it pads.
+  for (size_t j = 0; j < idx.size(); ++j) {
+    auto* row = to + j * bytes;
+    if (idx[j] >= have)
+      std::memset(row, 0, bytes);
+    else
+      copy_rows(row,
+                static_cast<const std::byte*>(x.raw_data()) + static_cast<size_t>(idx[j]) * bytes,
+                1, bytes);
+  }
   // As in write_kernel: a gradient held only here is cleared in place, so the
   // backward pass of a loop of writes stays O(element) per step.
   tensor out;
   if (rows == have && x.is_unique()) {
     out = std::move(x);
   } else {
-    out = tensor::zeros(x.type(), with_rows(rows, element_shape_of(x.dims())));
+    out = tensor::zeros(x.type(), with_rows(rows, element));
     copy_rows(out.raw_mutable_data(), x.raw_data(), std::min(rows, have), bytes);
   }
   auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
@@ -340,25 +363,24 @@ void clear_rows_kernel(kernel_context& ctx) {
 
 // ---- gradients -----------------------------------------------------------------
 
-// g with the rows at indices cleared, resized to the capacity of `array`
-// (data, written). The capacity comes from the graph where it is static: a
-// backward pass that held the forward data would make every forward write
-// copy it (the write finds its buffer shared). Where it is not (a dynamic
-// array in a loop), from written: a copy of bools per write, not of data.
-output cleared_for(const output& g, const output& indices, const output& data,
-                   const output& written) {
+// clear_rows of g to the capacity of the array (data, written). The
+// capacity comes from the graph where it is static: a backward pass that held
+// the forward data would make every forward write copy it (the write finds
+// its buffer shared). Where it is not (a dynamic array in a loop), from
+// written: a copy of bools per write, not of data.
+std::pair<output, output> cleared_for(const output& g, const output& indices, const output& data,
+                                      const output& written) {
   int64_t rows = data.dims()[0];
-  if (rows >= 0) return make_op("tensor_array_clear_rows", {g, indices}, {{"rows", rows}});
-  return tensor_array_clear_rows(g, indices, written);
+  if (rows < 0) return tensor_array_clear_rows(g, indices, written);
+  auto outs = make_op_outputs("tensor_array_clear_rows", {g, indices}, {{"rows", rows}});
+  return {outs[0], outs[1]};
 }
 
 // The array gets the gradient minus the written rows (they were overwritten);
 // the value gets those rows. written and the indices get none.
 void write_grad(grad_context& c) {
-  c.input_grads = {cleared_for(c.grad(0), c.input(2), c.input(0), c.input(1)),
-                   {},
-                   {},
-                   gather(c.grad(0), c.input(2))};
+  auto [rest, rows] = cleared_for(c.grad(0), c.input(2), c.input(0), c.input(1));
+  c.input_grads = {rest, {}, {}, rows};
 }
 
 // A read is a gather along axis 0: its adjoint adds the rows back in place.
@@ -368,16 +390,18 @@ void read_grad(grad_context& c) {
 
 void stack_grad(grad_context& c) {
   auto none = constant(c.g, tensor(dtype::int32, shape{0}));
-  c.input_grads = {cleared_for(c.grad(), none, c.input(0), c.input(1))};
+  c.input_grads = {cleared_for(c.grad(), none, c.input(0), c.input(1)).first};
 }
 
-// Zeroing rows commutes with resizing, and each is its own adjoint (resizing
-// back): the adjoint is clear_rows back to x's rows.
+// Output 0: zeroing rows commutes with resizing, and each is its own adjoint
+// (resizing back), so its adjoint is clear_rows back to x's rows. Output 1 is
+// a gather: its adjoint is scatter_add_like.
 void clear_rows_grad(grad_context& c) {
   const output& x = c.input(0);
   int64_t rows = x.dims()[0];
-  c.input_grads = {rows >= 0 ? make_op(c.op, {c.grad(), c.input(1)}, {{"rows", rows}})
-                             : tensor_array_clear_rows(c.grad(), c.input(1), x)};
+  output back = rows >= 0 ? make_op(c.op, {c.grad(0), c.input(1)}, {{"rows", rows}})
+                          : tensor_array_clear_rows(c.grad(0), c.input(1), x).first;
+  c.input_grads = {add(back, scatter_add_like(c.grad(1), c.input(1), x))};
 }
 
 const op_registrar registrations[] = {
@@ -430,8 +454,8 @@ const op_registrar registrations[] = {
                   .min_inputs = 2,
                   .infer = clear_rows_infer,
                   .kernel = clear_rows_kernel,
-                  .summary = "x with the rows at indices zeroed, resized along dim 0 to the "
-                             "optional input 2's dim 0 (else to attr rows, else kept)",
+                  .summary = "(x with the rows at indices zeroed, resized along dim 0 to the "
+                             "optional input 2's dim 0, else attr rows; those rows of x)",
                   .gradient = clear_rows_grad}),
 };
 
@@ -506,8 +530,10 @@ tensor_array unstack_to_tensor_array(output value, const std::string& name) {
   return ta;
 }
 
-output tensor_array_clear_rows(output x, output indices, output like, const std::string& name) {
-  return make_op("tensor_array_clear_rows", {x, indices, like}, {}, name);
+std::pair<output, output> tensor_array_clear_rows(output x, output indices, output like,
+                                                  const std::string& name) {
+  auto outs = make_op_outputs("tensor_array_clear_rows", {x, indices, like}, {}, name);
+  return {outs[0], outs[1]};
 }
 
 }  // namespace actorflow

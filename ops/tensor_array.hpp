@@ -29,6 +29,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/graph.hpp"
 
@@ -80,11 +81,14 @@ tensor_array make_tensor_array(graph& g, dtype type, int64_t size, shape element
 /// written. data is value itself: no copy.
 tensor_array unstack_to_tensor_array(output value, const std::string& name = "");
 
-/// Gradient helper: x [m, elem...] with the rows at indices (int scalar or [k])
-/// zeroed, truncated or zero-padded along dim 0 to like's dim 0 (only like's
-/// shape is used). The gradient of a write for the array it wrote into. The
-/// op also takes just (x, indices) with an attr `rows` (the gradients use
-/// that where the capacity is static, so as not to hold the forward array).
-output tensor_array_clear_rows(output x, output indices, output like, const std::string& name = "");
+/// Gradient helper: {x [m, elem...] with the rows at indices (int scalar or
+/// [k], not negative) zeroed, truncated or zero-padded along dim 0 to like's
+/// dim 0 (only like's shape is used); those rows of x, as a gather takes
+/// them, zero for an index past x}. The gradient of a write for the array and for the value, in one
+/// op so that the clearing may happen in place. The op also takes just (x, indices) with an attr
+/// `rows` (the gradients use that where the capacity is static, so as not to hold the forward
+/// array).
+std::pair<output, output> tensor_array_clear_rows(output x, output indices, output like,
+                                                  const std::string& name = "");
 
 }  // namespace actorflow
