@@ -8,6 +8,10 @@
 // (write, scatter); nothing is shared behind the graph's back. A write whose
 // incoming buffers no one else holds writes them in place, so a chain of
 // writes (a loop filling an array) costs O(element) per write, not O(array).
+// Any other holder of a version (a fetch, a read that has not run yet, a
+// folded constant) makes the write copy it first. The gradients hold no
+// forward data where the capacity is known at build time; a dynamic array of
+// unknown capacity makes them hold written (a copy of bools per write).
 //
 // The ops: tensor_array_write, _scatter (data, written, index(es), value) ->
 // (data, written); tensor_array_read, _gather (data, written, index(es)) ->
