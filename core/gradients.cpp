@@ -66,20 +66,20 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
   }
   grad_context ctx{g, n.id, n.op, n.name, n.attrs, {}, {}, {}, {}};
   for (size_t i = 0; i < n.inputs.size(); ++i) ctx.inputs.emplace_back(&g, n.inputs[i]);
-  for (size_t i = 0; i < n.outputs.size(); ++i) {
-    output out(&g, {n.id, int(i)});
-    ctx.outputs.push_back(out);
-    if (!out_grads[i].valid() && is_differentiable_type(out.type()))
-      out_grads[i] = add_op("zeros_like", {out});
-  }
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    ctx.outputs.emplace_back(&g, endpoint{n.id, int(i)});
+  // n may move from here on: adding nodes may move the graph's node storage.
+  std::string node_name = n.name, node_device = n.device;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    if (!out_grads[i].valid() && is_differentiable_type(ctx.outputs[i].type()))
+      out_grads[i] = add_op("zeros_like", {ctx.outputs[i]});
   ctx.grads = std::move(out_grads);
   ctx.input_grads.resize(ctx.inputs.size());
-  std::string node_name = n.name;  // n may move once gradient nodes are added
   auto scope = g.name_scope("gradients/" + node_name);
   // A node's gradient runs where the node runs (TensorFlow's
   // colocate_gradients_with_ops): the gradient of a gather on a parameter
   // server stays there, so only the gathered rows cross the network.
-  auto device = g.device_scope(n.device);
+  auto device = g.device_scope(node_device);
   def.gradient(ctx);
   for (size_t i = 0; i < ctx.inputs.size() && i < ctx.input_grads.size(); ++i) {
     auto& grad = ctx.input_grads[i];
@@ -125,18 +125,20 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   int last = int(between.size()) - 1;
   for (int id = last; id >= 0; --id) {
     if (!between[size_t(id)]) continue;
-    const node& n = g.at(id);
-    std::vector<output> out_grads(n.outputs.size());
+    // Read the node before summing: sum_all adds nodes, which may move the
+    // graph's node storage under a reference.
+    size_t num_outputs = g.at(id).outputs.size();
+    bool has_input_between = false;
+    for (auto& in : g.at(id).inputs) has_input_between |= bool(between[size_t(in.node)]);
+    std::vector<output> out_grads(num_outputs);
     bool any = false;
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
+    for (size_t i = 0; i < num_outputs; ++i) {
       auto it = pending.find(endpoint{id, int(i)});
       if (it == pending.end()) continue;
       out_grads[i] = sum_all(it->second);
       done[it->first] = out_grads[i];
       any = true;
     }
-    bool has_input_between = false;
-    for (auto& in : n.inputs) has_input_between |= bool(between[size_t(in.node)]);
     // An x with no x upstream of it is where the backward pass stops.
     if (!any || !has_input_between) continue;
     backprop_node(g, g.at(id), std::move(out_grads), between, pending);

@@ -69,6 +69,22 @@ TEST_CASE("gradients: unconnected xs, stop_gradient, seeds and errors") {
         }).find("grad_ys[0]") != std::string::npos);
 }
 
+// Summing a tensor's many gradient terms, and the zeros for an output with
+// none, add nodes while the driver walks the node: the graph's node storage
+// moves under it (a crash, or an ASan report, before it read the node first).
+TEST_CASE("gradients of a tensor with many consumers and of a split with unused parts") {
+  graph g;
+  auto x = placeholder(g, dtype::float64, {2}, "x");
+  output total = x;
+  for (int i = 1; i <= 500; ++i) total = add(total, mul(x, scalar(g, double(i))));
+  auto parts = split(x, 2);
+  auto loss = add(reduce_sum(total), reduce_sum(parts[1]));
+  auto dx = gradients({loss}, {x})[0];
+  session s(g);
+  auto out = s.eval(dx, {{x, tensor::from_vector<double>({1, 2})}});
+  CHECK(out.to_vector<double>() == std::vector<double>{1 + 500 * 501 / 2, 2 + 500 * 501 / 2});
+}
+
 TEST_CASE("gradients through an op marked not differentiable name the op") {
   graph g;
   auto x = placeholder(g, dtype::float64, {2, 3}, "x");
