@@ -196,6 +196,15 @@ bool is_invariant_enter(const node& n) {
   return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
 }
 
+size_t readers_of_history(const graph& g, const std::vector<bool>& needed, const node& read) {
+  auto history = get_attr<std::string>(read.attrs, "history", read.op);
+  size_t readers = 0;
+  for (auto& n : g.nodes())
+    readers += needed[size_t(n.id)] && n.op == "history_read" &&
+               get_attr<std::string>(n.attrs, "history", n.op) == history;
+  return readers;
+}
+
 // Update ops (and queue ops) go to the actor of the resource at input 0.
 bool is_update(const node& n) { return n.def->acts_on_resource(); }
 
@@ -484,7 +493,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
         coord->histories.push_back(store);
       }
       plan->history = store;
-      plan->history_pop = get_attr_or<bool>(n.attrs, "pop", n.op, false);
+      // A read lets go of what it reads only where it is its history's one
+      // reader and reads each value once (in the saving loop's own gradient).
+      plan->history_pop = get_attr_or<bool>(n.attrs, "pop", n.op, false) &&
+                          readers_of_history(g, needed, n) == 1;
     } else if (n.op == "next_iteration") {
       plan->kind = node_kind::next_iteration;
       plan->loop_name = get_attr<std::string>(n.attrs, "frame", n.op);

@@ -21,20 +21,56 @@ struct endpoint_less {
 };
 using grad_map = std::map<endpoint, std::vector<output>, endpoint_less>;
 
+// A loop merge's back edge: its next_iteration names it in an attribute
+// (the graph stays in topological order), so the sweeps below follow it by hand.
+// The loops whose gradient is being built (innermost last): inside one,
+// gradients() differentiates one iteration of its body, so its back edges
+// (and those of the loops around it) do not count.
+thread_local std::vector<int> loops_in_progress;
+
+std::map<int, int> back_edges(const graph& g) {
+  std::map<int, int> next_of_merge;
+  for (auto& n : g.nodes()) {
+    if (n.op != "next_iteration") continue;
+    auto m = g.find(get_attr_or<std::string>(n.attrs, "merge", n.op, ""));
+    if (m == nullptr) continue;
+    bool in_progress = false;
+    for (int f : loops_in_progress) in_progress |= g.frame_of(m->id) == f;
+    if (!in_progress) next_of_merge[m->id] = n.id;
+  }
+  return next_of_merge;
+}
+
 // Nodes on a path from some x to some y: only they take part in the backward
-// pass. Nodes are in topological order, so one sweep each way suffices.
+// pass. Nodes are in topological order, so one sweep each way suffices, but
+// for loops: their back edges point backwards, so the sweeps repeat until
+// nothing changes (once more per loop nesting level).
 std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
                                 const std::vector<output>& xs) {
   const auto& nodes = g.nodes();
+  auto back = back_edges(g);
   std::vector<char> from_x(nodes.size(), 0), to_y(nodes.size(), 0);
   for (auto& x : xs) from_x[size_t(x.ref().node)] = 1;
-  for (auto& n : nodes)
-    for (auto& in : n.inputs)
-      if (from_x[size_t(in.node)]) from_x[size_t(n.id)] = 1;
   for (auto& y : ys) to_y[size_t(y.ref().node)] = 1;
-  for (size_t id = nodes.size(); id-- > 0;)
-    if (to_y[id])
-      for (auto& in : nodes[id].inputs) to_y[size_t(in.node)] = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto mark = [&](std::vector<char>& set, size_t id) {
+      if (set[id]) return;
+      set[id] = 1;
+      changed = true;
+    };
+    for (auto& n : nodes) {
+      for (auto& in : n.inputs)
+        if (from_x[size_t(in.node)]) mark(from_x, size_t(n.id));
+      if (auto b = back.find(n.id); b != back.end() && from_x[size_t(b->second)])
+        mark(from_x, size_t(n.id));
+    }
+    for (size_t id = nodes.size(); id-- > 0;) {
+      if (!to_y[id]) continue;
+      for (auto& in : nodes[id].inputs) mark(to_y, size_t(in.node));
+      if (auto b = back.find(int(id)); b != back.end()) mark(to_y, size_t(b->second));
+    }
+  }
   std::vector<char> between(nodes.size(), 0);
   for (size_t id = 0; id < nodes.size(); ++id) between[id] = from_x[id] && to_y[id];
   return between;
@@ -91,7 +127,50 @@ void backprop_node(graph& g, const node& n, std::vector<output> out_grads,
   }
 }
 
+loop_gradient_builder& loop_builder() {
+  static loop_gradient_builder builder;
+  return builder;
+}
+
+// The frame an exit leaves: its input's.
+int frame_left_by(const graph& g, const node& exit) { return g.frame_of(exit.inputs[0].node); }
+
+// A loop's gradient, built as a whole when the walk reaches the loop's last
+// exit: every exit's gradient is complete then (their consumers all come
+// later). Marks the loop's nodes, which the walk then skips.
+void backprop_loop(graph& g, int frame, const std::vector<char>& between, grad_map& pending,
+                   std::map<endpoint, output, endpoint_less>& done, std::vector<char>& skip) {
+  if (!loop_builder())
+    fail(kOp, "no builder for loop gradients is registered (ops/control_flow.cpp)");
+  std::vector<int> exits;
+  for (size_t id = 0; id < skip.size(); ++id) {
+    const node& n = g.at(int(id));
+    bool leaves = n.op == "exit" && frame_left_by(g, n) == frame;
+    if (leaves) exits.push_back(n.id);
+    if (leaves || g.frame_within(g.frame_of(n.id), frame)) skip[id] = 1;
+  }
+  std::map<int, output> exit_grads;  // sum_all adds nodes: no node references held here
+  for (int id : exits) {
+    auto it = pending.find(endpoint{id, 0});
+    if (it == pending.end()) continue;
+    exit_grads[id] = sum_all(it->second);
+    done[it->first] = exit_grads[id];
+  }
+  loops_in_progress.push_back(frame);
+  std::vector<std::pair<endpoint, output>> entered;
+  try {
+    entered = loop_builder()(g, frame, exit_grads, between);
+  } catch (...) {
+    loops_in_progress.pop_back();
+    throw;
+  }
+  loops_in_progress.pop_back();
+  for (auto& [to, grad] : entered) pending[to].push_back(grad);
+}
+
 }  // namespace
+
+void register_loop_gradient(loop_gradient_builder builder) { loop_builder() = std::move(builder); }
 
 bool is_differentiable_type(dtype type) { return type == dtype::float32 || type == dtype::float64; }
 
@@ -123,8 +202,13 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   std::map<endpoint, output, endpoint_less> done;  // the summed gradient of each endpoint reached
   // Nodes added from here on (seeds, gradients) are not between any x and y.
   int last = int(between.size()) - 1;
+  std::vector<char> skip(between.size(), 0);  // nodes of loops whose gradient is built
   for (int id = last; id >= 0; --id) {
-    if (!between[size_t(id)]) continue;
+    if (!between[size_t(id)] || skip[size_t(id)]) continue;
+    if (g.at(id).op == "exit") {
+      backprop_loop(g, frame_left_by(g, g.at(id)), between, pending, done, skip);
+      continue;
+    }
     // Read the node before summing: sum_all adds nodes, which may move the
     // graph's node storage under a reference.
     size_t num_outputs = g.at(id).outputs.size();

@@ -1,6 +1,10 @@
 // Reverse-mode automatic differentiation over the graph, as in TensorFlow:
 // gradients(ys, xs) adds the nodes that compute d(sum of ys)/d(x) for each x.
 #pragma once
+#include <functional>
+#include <map>
+#include <utility>
+
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -15,5 +19,14 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
 
 /// True for the dtypes gradients flow through (float32, float64).
 bool is_differentiable_type(dtype type);
+
+/// Builds the gradient of a while loop (frame `frame`) as a backward loop,
+/// given the gradient of each of its exits that has one (exit node id ->
+/// gradient); returns the gradients of the tensors that enter the loop
+/// (loop variables' initial values, loop invariants) that lie in `between`.
+/// Registered by ops/control_flow.cpp: the driver lives below the ops.
+using loop_gradient_builder = std::function<std::vector<std::pair<endpoint, output>>(
+    graph& g, int frame, const std::map<int, output>& exit_grads, const std::vector<char>& between)>;
+void register_loop_gradient(loop_gradient_builder builder);
 
 }  // namespace actorflow

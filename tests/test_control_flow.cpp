@@ -15,10 +15,13 @@
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
+#include "numeric_gradient.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::check_close;
 using actorflow::testing::error_of;
+using actorflow::testing::numeric_gradient;
 
 namespace {
 
@@ -161,34 +164,6 @@ TEST_CASE("a switch refuses a predicate that is not a scalar bool as it is built
   CHECK(error_of([&] { merge({b.x, b.pred}); }).find("[merge] input 1 is bool()") == 0);
 }
 
-namespace {
-
-// d loss / d x by central differences, through the session (float64).
-std::vector<double> numeric_gradient(session& s, const output& loss, const output& x,
-                                     std::vector<double> at, feed_list feeds) {
-  std::vector<double> grad;
-  const double eps = 1e-6;
-  for (size_t i = 0; i < at.size(); ++i) {
-    auto value = [&](double delta) {
-      auto moved = at;
-      moved[i] += delta;
-      auto f = feeds;
-      f.push_back({x, doubles(moved)});
-      return *s.run(f, {loss})[0].data<double>();
-    };
-    grad.push_back((value(eps) - value(-eps)) / (2 * eps));
-  }
-  return grad;
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= 1e-6 * (1 + std::abs(want[i])),
-                  "element " << i << ": analytic " << got[i] << ", numeric " << want[i]);
-}
-
-}  // namespace
 
 TEST_CASE("gradients through a cond agree with finite differences on both sides") {
   branchy b;

@@ -1,0 +1,207 @@
+// The gradient of a while loop, as in TensorFlow's design: a backward loop
+// runs as many iterations as the forward one ran (its exit says how many),
+// in reverse, applying the body's gradient at each. The forward values the
+// body's gradient needs are saved per iteration by history_push nodes in
+// the forward loop and read back by history_read nodes in the backward
+// loop, keyed by the iterations of every frame they live in; a value read
+// by its own loop's gradient is let go of as it is read.
+#include <map>
+#include <tuple>
+
+#include "core/gradients.hpp"
+#include "ops/array.hpp"
+#include "ops/control_flow.hpp"
+#include "ops/math.hpp"
+#include "ops/op_util.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow {
+
+namespace {
+
+// One loop's nodes, per loop variable in order.
+struct loop_parts {
+  std::vector<int> enters, merges, body_inputs, results, exits;
+  std::vector<int> invariants;  // enters of loop invariants
+};
+
+bool is_invariant_enter(const node& n) {
+  return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
+}
+
+loop_parts find_parts(const graph& g, int frame) {
+  loop_parts p;  // results: the body's values, which its next_iterations take
+  std::vector<int> switches;
+  std::map<std::string, int> var_of_merge;
+  for (auto& n : g.nodes()) {
+    if (n.op == "exit" && g.frame_of(n.inputs[0].node) == frame) p.exits.push_back(n.id);
+    if (g.frame_of(n.id) != frame) continue;
+    if (n.op == "enter") (is_invariant_enter(n) ? p.invariants : p.enters).push_back(n.id);
+    if (n.op == "merge" && n.attrs.count("frame")) {
+      var_of_merge[n.name] = int(p.merges.size());
+      p.merges.push_back(n.id);
+    }
+    if (n.op == "switch" && n.attrs.count("frame")) switches.push_back(n.id);
+    if (n.op == "identity" && !switches.empty() && n.inputs[0].index == 1 &&
+        g.at(n.inputs[0].node).op == "switch" && g.at(n.inputs[0].node).attrs.count("frame"))
+      p.body_inputs.push_back(n.id);
+  }
+  p.results.assign(p.merges.size(), -1);
+  for (auto& n : g.nodes())
+    if (n.op == "next_iteration" && g.frame_of(n.id) == frame)
+      p.results[size_t(var_of_merge.at(get_attr<std::string>(n.attrs, "merge", n.op)))] =
+          n.inputs[0].node;
+  auto& name = g.loop_frames()[size_t(frame)].name;
+  if (p.enters.size() != p.merges.size() || p.body_inputs.size() != p.merges.size() ||
+      p.exits.size() != p.merges.size())
+    fail("gradients", "loop '" + name + "' is not shaped as while_loop builds loops");
+  return p;
+}
+
+// Where the backward loop of each forward frame stands while it is built:
+// the forward iteration its body works on, and the backward frame.
+struct backward_frame {
+  output forward_iteration;
+  int frame = -1;
+};
+thread_local std::map<int, backward_frame> backward_of;
+thread_local std::map<std::pair<int, int>, std::string> saved;          // endpoint -> history
+thread_local std::map<std::tuple<int, int, int>, output> read_in_frame;  // (endpoint, frame) -> read
+
+std::string free_name(const graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+// The history that saves forward value `e` per iteration: a push in e's frame.
+std::string history_of(graph& g, const endpoint& e) {
+  auto key = std::make_pair(e.node, e.index);
+  if (auto it = saved.find(key); it != saved.end()) return it->second;
+  const node& n = g.at(e.node);
+  // The push's name, unique in the graph, names the history too.
+  std::string name = free_name(g, "history/" + n.name + "_" + std::to_string(e.index));
+  std::string device = n.device;
+  g.add_node_raw("history_push", {e}, {}, {{"history", name}}, name, device);
+  saved[key] = name;
+  return name;
+}
+
+// A forward loop's value, as the backward loop being built sees it.
+endpoint resolve(graph& g, const endpoint& e, int current) {
+  const node& n = g.at(e.node);
+  if (is_invariant_enter(n)) {  // the same in every iteration: the value that entered
+    endpoint in = n.inputs[0];
+    if (g.frame_within(current, g.frame_of(in.node))) return in;
+    return resolve(g, in, current);
+  }
+  int f = g.frame_of(e.node);
+  auto& frames = g.loop_frames();
+  std::vector<output> indices;
+  for (int x = f; x >= 0; x = frames[size_t(x)].parent) {
+    auto it = backward_of.find(x);
+    if (it == backward_of.end())
+      fail("gradients", "the gradient needs '" + n.name + "' of loop '" + frames[size_t(f)].name +
+                            "' outside that loop's gradient");
+    indices.insert(indices.begin(), it->second.forward_iteration);
+  }
+  auto key = std::make_tuple(e.node, e.index, current);
+  if (auto it = read_in_frame.find(key); it != read_in_frame.end()) return it->second.ref();
+  auto history = history_of(g, e);
+  const tensor_spec spec = g.at(e.node).outputs[size_t(e.index)];
+  std::vector<int64_t> dims(spec.dims.dims().begin(), spec.dims.dims().end());
+  auto device = g.device_scope(g.at(e.node).device);
+  auto read = make_op("history_read", indices,
+                      {{"history", history},
+                       {"type", spec.type},
+                       {"dims", dims},
+                       {"pop", current == backward_of.at(f).frame}},
+                      "history_read");
+  read_in_frame[key] = read;
+  return read.ref();
+}
+
+std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
+                                                       const std::map<int, output>& exit_grads,
+                                                       const std::vector<char>& between) {
+  auto p = find_parts(g, frame);
+  auto& name = g.loop_frames()[size_t(frame)].name;
+  auto out = [&](int id, int index = 0) { return output(&g, {id, index}); };
+  std::vector<size_t> vars;  // the loop variables gradients flow through
+  for (size_t i = 0; i < p.merges.size(); ++i)
+    if (is_differentiable_type(out(p.merges[i]).type())) vars.push_back(i);
+  std::vector<int> invariants;
+  for (int inv : p.invariants) {
+    endpoint in = g.at(inv).inputs[0];
+    if (is_differentiable_type(out(inv).type()) && between[size_t(in.node)])
+      invariants.push_back(inv);
+  }
+  std::vector<output> init{out(p.exits[0], 1)};
+  std::vector<shape> shapes{shape{}};
+  for (size_t i : vars) {
+    auto it = exit_grads.find(p.exits[i]);
+    init.push_back(it != exit_grads.end() ? it->second : zeros_like(out(p.exits[i])));
+    shapes.push_back(out(p.merges[i]).dims());
+  }
+  for (int inv : invariants) {
+    init.push_back(zeros_like(output(&g, g.at(inv).inputs[0])));
+    shapes.push_back(init.back().dims());
+  }
+  auto resolver = g.frame_resolver_scope(
+      [&g](const endpoint& e, int current) { return resolve(g, e, current); });
+  auto body = [&](const std::vector<output>& v) {
+    auto iteration = v[0] - scalar<int64_t>(g, 1);
+    backward_of[frame] = {iteration, g.current_frame()};
+    std::vector<output> ys, grad_ys, xs;
+    for (size_t j = 0; j < vars.size(); ++j) {
+      ys.push_back(out(p.results[vars[j]]));
+      grad_ys.push_back(v[1 + j]);
+      xs.push_back(out(p.body_inputs[vars[j]]));
+    }
+    for (int inv : invariants) xs.push_back(out(inv));
+    auto grads = ys.empty() ? std::vector<output>(xs.size()) : gradients(ys, xs, grad_ys);
+    std::vector<output> next{iteration};
+    for (size_t j = 0; j < vars.size(); ++j)
+      next.push_back(grads[j].valid() ? grads[j] : zeros_like(v[1 + j]));
+    for (size_t j = 0; j < invariants.size(); ++j) {
+      auto& acc = v[1 + vars.size() + j];
+      auto& grad = grads[vars.size() + j];
+      next.push_back(grad.valid() ? acc + grad : identity(acc));
+    }
+    return next;
+  };
+  std::vector<output> backward;
+  // The caches name nodes of this graph: gone with the outermost loop's gradient.
+  auto done = [frame] {
+    backward_of.erase(frame);
+    if (!backward_of.empty()) return;
+    saved.clear();
+    read_in_frame.clear();
+  };
+  try {
+    backward = while_loop(
+        [&](const std::vector<output>& v) { return greater(v[0], scalar<int64_t>(g, 0)); }, body,
+        init, {.shape_invariants = shapes, .name = name + "_grad"});
+  } catch (...) {
+    done();
+    throw;
+  }
+  done();
+  std::vector<std::pair<endpoint, output>> result;
+  for (size_t j = 0; j < vars.size(); ++j) {
+    endpoint in = g.at(p.enters[vars[j]]).inputs[0];
+    if (between[size_t(in.node)]) result.emplace_back(in, backward[1 + j]);
+  }
+  for (size_t j = 0; j < invariants.size(); ++j)
+    result.emplace_back(g.at(invariants[j]).inputs[0], backward[1 + vars.size() + j]);
+  return result;
+}
+
+const bool registered = [] {
+  register_loop_gradient(loop_gradient);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace actorflow
