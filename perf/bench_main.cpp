@@ -16,6 +16,7 @@
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
+#include "perf/bench_control.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
@@ -194,6 +195,26 @@ int main(int argc, char** argv) {
     add_row("cond_free_us", plain, "us",
             fmt::format("the same 10 adds without the cond; the cond adds {:.1f} us",
                         with_cond - plain));
+    auto tf = tf_while_reference(100000);
+    double scalar_loop = while_us_per_iteration(100000);
+    double matmul_loop = while_us_per_iteration_4ops(10000);
+    add_row("while_us_per_iteration", scalar_loop, "us",
+            tf ? fmt::format("100,000 iterations of a scalar add; TensorFlow {:.2f} us in this run "
+                             "(ratio {:.2f}); target <= 1.0",
+                             tf->us_per_iteration, scalar_loop / tf->us_per_iteration)
+               : std::string("100,000 iterations of a scalar add; target <= 1.0 (TensorFlow not "
+                             "found: set ACTORFLOW_TF_PYTHON)"));
+    add_row("while_us_per_iteration_4ops", matmul_loop, "us",
+            tf ? fmt::format("10,000 iterations of tanh(x@w+1)*0.5 on 64x64; TensorFlow {:.2f} us "
+                             "in this run (ratio {:.2f}); target ratio <= 0.6",
+                             tf->us_per_iteration_4ops, matmul_loop / tf->us_per_iteration_4ops)
+               : std::string("10,000 iterations of tanh(x@w+1)*0.5 on 64x64; target <= 0.6 x "
+                             "TensorFlow's"));
+    if (tf) {
+      add_row("tf_while_us_per_iteration", tf->us_per_iteration, "us", "TensorFlow graph mode");
+      add_row("tf_while_us_per_iteration_4ops", tf->us_per_iteration_4ops, "us",
+              "TensorFlow graph mode");
+    }
   }
   if (wanted("gemm"))
     for (auto [m, k, n, tag] :

@@ -1,0 +1,22 @@
+// Dynamic control flow benchmarks (`actorflow-bench --only control`): the
+// cost of a while-loop iteration, beside TensorFlow's graph-mode while_loop
+// when a Python with TensorFlow is at hand.
+#pragma once
+#include <optional>
+
+namespace actorflow::bench {
+
+/// Microseconds per iteration of a loop of `iterations` whose body adds 1 to a scalar.
+double while_us_per_iteration(int iterations);
+/// Microseconds per iteration of `iterations` of tanh(x @ w + 1) * 0.5 on 64x64 float32.
+double while_us_per_iteration_4ops(int iterations);
+
+struct tf_while_figures {
+  double us_per_iteration;
+  double us_per_iteration_4ops;
+};
+/// ../shared/perf-ref/tf_while.py run by $ACTORFLOW_TF_PYTHON (or a python3
+/// that imports tensorflow); nothing when neither is there.
+std::optional<tf_while_figures> tf_while_reference(int iterations);
+
+}  // namespace actorflow::bench
