@@ -259,7 +259,10 @@ std::unordered_map<int, size_t> mark_chain_links(
 // node, so handing either branch to another worker would buy a wake-up for
 // nothing; a merge fires once per step on its first live input. So an edge
 // out of a switch to a one-input node, and an edge into a merge, run their
-// consumer next on the producer's worker, as a chain link does.
+// consumer next on the producer's worker, as a chain link does. So do the
+// edges inside a loop: its iterations mostly follow one another, and a hop
+// to another worker per node would cost a wake-up each (an idle worker
+// still steals from the queue when iterations overlap).
 void mark_cond_links(const std::vector<edge>& edges,
                      const std::vector<std::shared_ptr<node_plan>>& plans,
                      std::vector<placement>& place) {
@@ -269,7 +272,8 @@ void mark_cond_links(const std::vector<edge>& edges,
     auto& consumer = *plans[static_cast<size_t>(to)];
     auto& producer = *plans[static_cast<size_t>(edges[e].from.node)];
     if (consumer.kind == node_kind::merge_values ||
-        (producer.kind == node_kind::switch_value && consumer.num_slots() == 1))
+        (producer.kind == node_kind::switch_value && consumer.num_slots() == 1) ||
+        (producer.in_loop && consumer.in_loop))
       place[e] = placement::same_worker;
   }
 }
@@ -456,6 +460,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     plan->executable_id = executable_id;
     plan->attrs = n.attrs;
     plan->device = rt.cpu_device_actor();
+    plan->in_loop = g.frame_of(id) >= 0;
     plan->output_consumers.resize(n.outputs.size());
     if (n.op == "placeholder") {
       auto f = feed_index.find(id);

@@ -18,6 +18,11 @@ namespace {
 // Kernels on fewer input elements than this run inline on the actor's thread:
 // handing them to the pool would cost more than the work.
 constexpr int64_t inline_element_limit = parallel_grain;
+// Expensive kernels (matmul, conv) go to the pool unless their inputs are
+// small: a 64x64 matmul takes a few microseconds, while the hop to the pool
+// and back costs tens (two thread wake-ups), which a loop that runs one
+// iteration after another pays every time.
+constexpr int64_t expensive_inline_limit = 16 * 1024;
 
 // Delivers one value to a consumer. `self` is the node's actor, or null on a
 // pool thread. No sender goes along (nothing answers these messages): a
@@ -666,7 +671,7 @@ class node_actor : public caf::event_based_actor {
     uint64_t invocation = invocations_++;
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
-    if (!plan_->def->expensive && elements < inline_element_limit) {
+    if (elements < (plan_->def->expensive ? expensive_inline_limit : inline_element_limit)) {
       run_and_emit(this, *plan_, step, tag, inputs_, outputs_, invocation);
       return;
     }
