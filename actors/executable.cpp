@@ -344,27 +344,35 @@ void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan
   }
 }
 
-// Once every actor is spawned: each next_iteration gets its merge's actor
-// (the back edge), and the variables of a loop with several share a gate.
+// A next_iteration gets no actor: its loop merge serves it (see loop_merge
+// in node_plan.hpp). Its input goes to the merge's slot 1, and the merge
+// takes its attributes.
+void fold_next_iteration(const graph& g, const node& next,
+                         std::vector<std::shared_ptr<node_plan>>& plans, std::vector<edge>& edges) {
+  auto merge = g.find(get_attr<std::string>(next.attrs, "merge", next.op));
+  if (merge == nullptr || !plans[static_cast<size_t>(merge->id)])
+    fail("session", "next_iteration '" + next.name + "' has no loop merge in this run");
+  if (g.at(next.inputs[0].node).op == "constant" && g.at(next.inputs[0].node).control_inputs.empty())
+    fail("session", "next_iteration '" + next.name + "' takes a constant: it would not come in every iteration");
+  auto& m = *plans[static_cast<size_t>(merge->id)];
+  m.loop_name = get_attr<std::string>(next.attrs, "frame", next.op);
+  m.max_iterations = get_attr_or<int64_t>(next.attrs, "max_iterations", next.op, 0);
+  edges.push_back({next.inputs[0], merge->id, 1, false});
+}
+
+// Once every actor is spawned: the variables of a loop with several share a
+// gate that bounds the iterations in flight.
 void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
                 const std::vector<caf::actor>& actor_of) {
-  std::unordered_map<std::string, std::vector<node_plan*>> vars_of_loop;
-  for (size_t id = 0; id < plans.size(); ++id) {
-    if (!plans[id] || plans[id]->kind != node_kind::next_iteration) continue;
-    auto& n = g.at(static_cast<int>(id));
-    auto merge = g.find(get_attr<std::string>(n.attrs, "merge", n.op));
-    if (merge == nullptr || !actor_of[static_cast<size_t>(merge->id)])
-      fail("session", "next_iteration '" + n.name + "' has no loop merge in this run");
-    plans[id]->back_edge = consumer{actor_of[static_cast<size_t>(merge->id)], 1,
-                                    placement::same_worker};
-    vars_of_loop[plans[id]->loop_name].push_back(plans[id].get());
-  }
   wire_frame_ends(g, plans, actor_of);
+  std::unordered_map<std::string, std::vector<node_plan*>> vars_of_loop;
+  for (auto& plan : plans)
+    if (plan && plan->kind == node_kind::loop_merge) vars_of_loop[plan->loop_name].push_back(plan.get());
   for (auto& [loop, vars] : vars_of_loop) {
     if (vars.size() < 2) continue;
-    auto& first = g.at(g.find(vars[0]->name)->id);
+    auto& enter = g.at(g.at(g.find(vars[0]->name)->id).inputs[0].node);
     auto gate = std::make_shared<loop_gate>(
-        vars.size(), get_attr_or<int64_t>(first.attrs, "parallel_iterations", first.op, 10));
+        vars.size(), get_attr_or<int64_t>(enter.attrs, "parallel_iterations", enter.op, 10));
     for (size_t v = 0; v < vars.size(); ++v) {
       vars[v]->gate = gate;
       vars[v]->gate_var = v;
@@ -503,9 +511,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       plan->history_pop = get_attr_or<bool>(n.attrs, "pop", n.op, false) &&
                           readers_of_history(g, needed, n) == 1;
     } else if (n.op == "next_iteration") {
-      plan->kind = node_kind::next_iteration;
-      plan->loop_name = get_attr<std::string>(n.attrs, "frame", n.op);
-      plan->max_iterations = get_attr_or<int64_t>(n.attrs, "max_iterations", n.op, 0);
+      fold_next_iteration(g, n, plans, edges);
+      continue;
     } else if (is_update(n)) {
       plan->kind = node_kind::variable_update;
       plan->variable = vars(g.at(n.inputs[0].node));
@@ -571,6 +578,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   auto place = place_chains(edges, plans, coord->num_fetches + coord->num_targets,
                             static_cast<size_t>(rt.options().scheduler_threads));
   size_t e = 0;
+  std::vector<size_t> back_edges;
   for (size_t uid = g.size(); uid-- > 0;) {
     if (!plans[uid]) continue;
     const int id = static_cast<int>(uid);
@@ -579,6 +587,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     while (end < edges.size() && edges[end].from.node == id) ++end;
     for (; e < end; ++e) {
       auto& ed = edges[e];
+      if (ed.to_node >= 0 && ed.to_node < id) {  // a loop's back edge: its merge comes later
+        back_edges.push_back(e);
+        continue;
+      }
       consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot,
                  place[e]};
       if (ed.control)
@@ -597,6 +609,12 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     } else if (starter[uid]) {
       coord->starters.push_back(actor);
     }
+  }
+  // Set before any step starts, so the actors (spawned already) see them.
+  for (size_t b : back_edges) {
+    auto& ed = edges[b];
+    plans[static_cast<size_t>(ed.from.node)]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(
+        consumer{actor_of[static_cast<size_t>(ed.to_node)], ed.slot, placement::same_worker});
   }
   if (coord->has_loops) {
     wire_loops(g, plans, actor_of);

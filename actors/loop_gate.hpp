@@ -40,7 +40,7 @@ class loop_gate {
     std::function<void()> move;
   };
   struct frame_state {
-    std::vector<uint64_t> reached;  // the iteration each variable moved into last
+    std::vector<uint64_t> reached;  // the iteration each variable is in, or waits to move into
     std::vector<bool> finished;
     std::vector<waiting_move> waiting;
   };

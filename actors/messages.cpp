@@ -16,6 +16,8 @@ caf::error tag_error(const std::string& what) {
 caf::error save_frame_tag(caf::serializer& sink, frame_tag& x) {
   std::vector<const frame_tag*> path;
   for (const frame_tag* t = &x; t != nullptr; t = t->parent.get()) path.push_back(t);
+  static const frame_tag root;
+  if (!path.back()->is_root()) path.push_back(&root);  // implied for a first-level frame
   auto depth = static_cast<uint32_t>(path.size());
   if (auto err = sink(depth)) return err;
   for (size_t i = path.size(); i-- > 0;) {
@@ -34,7 +36,7 @@ caf::error load_frame_tag(caf::deserializer& source, frame_tag& x) {
   std::shared_ptr<const frame_tag> parent;
   frame_tag t;
   for (uint32_t i = 0; i < depth; ++i) {
-    if (i > 0) parent = std::make_shared<const frame_tag>(std::move(t));
+    if (i > 1) parent = std::make_shared<const frame_tag>(std::move(t));  // the root stays implied
     t = frame_tag{};
     if (auto err = source(t.frame, t.iteration)) return err;
     if ((t.frame == 0) != (i == 0)) return tag_error("frame 0 is the root, and only the root");

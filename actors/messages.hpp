@@ -47,13 +47,13 @@ struct step_value {
 /// own frame is 0, iteration 0; an enter opens a child frame, whose id mixes
 /// the parent's id and iteration with the loop's (so every enter of one
 /// loop in one parent iteration computes the same id, with no table); an
-/// exit goes back to `parent`. Parents are shared and never change.
+/// exit goes back to `parent`. Parents are shared and never change; a
+/// frame entered from the step's own frame has none (the root is implied).
 struct frame_tag {
   uint64_t frame = 0;
   uint64_t iteration = 0;
   std::shared_ptr<const frame_tag> parent;
   bool is_root() const { return frame == 0; }
-  size_t depth() const { return parent ? parent->depth() + 1 : 0; }
 };
 
 /// The message of every edge (with input_atom): a value for input `slot` of

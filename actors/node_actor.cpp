@@ -332,8 +332,6 @@ class node_actor : public caf::event_based_actor {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
         if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
-        if (plan.kind == node_kind::next_iteration)
-          return next_iteration(step, tag, step_value{tensor(), std::move(error), false});
         emit(this, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag,
              outputs_, error);
         return;
@@ -358,8 +356,6 @@ class node_actor : public caf::event_based_actor {
         tensor value = take_input(0, slots, num_slots);
         return exit_frame(step, tag, &value, "");
       }
-      case node_kind::next_iteration:
-        return next_iteration(step, tag, step_value{take_input(0, slots, num_slots), "", false});
       case node_kind::variable_read:
         return read_variable(step, tag);
       case node_kind::history_push:
@@ -384,19 +380,15 @@ class node_actor : public caf::event_based_actor {
   }
 
   // A node with a dead input: it does not run. An enter opens a dead frame,
-  // an exit drops what its loop switch sent in an iteration that went on,
-  // and a next_iteration takes its variable out of the loop.
+  // and an exit passes on only what leaves a dead frame.
   void fire_dead(uint64_t step, const frame_tag& tag, const step_value& first, dead_kind why) {
     switch (plan_->kind) {
       case node_kind::enter_frame:
         return emit_dead(this, *plan_, step, child_tag(tag), why);
       case node_kind::exit_frame:
         if (first.why_dead == dead_kind::not_exit) return;
-        if (!tag.parent) return emit_missing_parent(step, tag);
-        return emit_dead(this, *plan_, step, *tag.parent, why);
-      case node_kind::next_iteration:
-        if (plan_->gate) plan_->gate->finish(step, tag.frame, plan_->gate_var);
-        return;
+        if (tag.is_root()) return emit_missing_parent(step, tag);
+        return emit_dead(this, *plan_, step, parent_of(tag), why);
       case node_kind::history_push:
         // An untaken branch's value: its gradient reads a dead value back,
         // so that it does not wait. A loop's last iteration is never read.
@@ -416,20 +408,23 @@ class node_actor : public caf::event_based_actor {
     return tensor();
   }
 
+  // A frame entered from the step's own frame keeps no parent (the root is
+  // implied): no shared count to touch on every message of a plain loop.
   frame_tag child_tag(const frame_tag& parent) const {
     return frame_tag{child_frame_id(parent, plan_->frame_id), 0,
-                     std::make_shared<const frame_tag>(parent)};
+                     parent.is_root() ? nullptr : std::make_shared<const frame_tag>(parent)};
   }
+  static frame_tag parent_of(const frame_tag& tag) { return tag.parent ? *tag.parent : frame_tag{}; }
 
   // A live value leaves the loop with how many iterations it ran; an error
   // leaves it too, so that the step fails.
   void exit_frame(uint64_t step, const frame_tag& tag, tensor* value, const std::string& error) {
-    if (!tag.parent) return emit_missing_parent(step, tag);
+    if (tag.is_root()) return emit_missing_parent(step, tag);
     if (value) {
       outputs_.push_back(std::move(*value));
       outputs_.push_back(tensor::scalar<int64_t>(static_cast<int64_t>(tag.iteration)));
     }
-    emit(this, *plan_, step, *tag.parent, outputs_, error);
+    emit(this, *plan_, step, parent_of(tag), outputs_, error);
     outputs_.clear();
   }
 
@@ -442,7 +437,7 @@ class node_actor : public caf::event_based_actor {
   static loop_history::path iterations_of(const frame_tag& tag) {
     loop_history::path at;
     for (const frame_tag* t = &tag; t != nullptr && !t->is_root(); t = t->parent.get())
-      at.push_back(t->iteration);
+      at.push_back(t->iteration);  // a first-level frame's parent (the root) is implied
     std::reverse(at.begin(), at.end());
     return at;
   }
@@ -471,29 +466,6 @@ class node_actor : public caf::event_based_actor {
         in.value = step_value::dead_value();
       caf::anon_send(self, input_atom::value, std::move(in));
     });
-  }
-
-  // Moves a loop variable's value into the next iteration, when the loop's
-  // gate lets it (parallel_iterations) and the loop's bound is not passed.
-  void next_iteration(uint64_t step, const frame_tag& tag, step_value v) {
-    const node_plan& plan = *plan_;
-    frame_tag next{tag.frame, tag.iteration + 1, tag.parent};
-    if (plan.max_iterations > 0 && next.iteration > static_cast<uint64_t>(plan.max_iterations) &&
-        v.ok())
-      v = step_value{tensor(), "[while_loop] '" + plan.loop_name + "' ran past max_iterations=" +
-                                   std::to_string(plan.max_iterations),
-                     false};
-    step_input in{step, plan.back_edge.slot, std::move(v), std::move(next)};
-    if (!plan.gate) return deliver(this, plan.back_edge, std::move(in));
-    auto target = plan.back_edge;
-    auto iteration = in.tag.iteration;
-    auto move = [target, in = std::move(in)]() mutable {
-      deliver(nullptr, target, std::move(in));
-    };
-    // Admitted at once: the gate hands the move back only when it waited.
-    auto held = std::make_shared<decltype(move)>(std::move(move));
-    if (plan.gate->admit(step, tag.frame, plan.gate_var, iteration, [held] { (*held)(); }))
-      (*held)();
   }
 
   // Inputs (data, pred): the data goes to output 1 when pred is true, else
@@ -562,9 +534,12 @@ class node_actor : public caf::event_based_actor {
       for (auto& listener : plan.frame_end_listeners)
         send(listener, frame_end_atom::value, step, tag.frame, tag.iteration);
     const step_value* outs[2] = {&to_exit, &to_body};
-    for (size_t out = 0; out < plan.output_consumers.size() && out < 2; ++out)
+    for (size_t out = 0; out < plan.output_consumers.size() && out < 2; ++out) {
+      // The exit would drop it: an iteration that goes on sends it nothing.
+      if (outs[out]->dead && outs[out]->why_dead == dead_kind::not_exit) continue;
       for (auto& c : plan.output_consumers[out])
         deliver(this, c, step_input{step, c.slot, *outs[out], tag});
+    }
     for (auto& c : plan.control_consumers)
       deliver(this, c, step_input{step, c.slot, to_body.dead ? to_body : step_value{}, tag});
   }
@@ -602,15 +577,49 @@ class node_actor : public caf::event_based_actor {
   }
 
   // A loop's merge passes on each value as it comes: from the enter in
-  // iteration 0, from the next_iteration (slot 1) after; with its index.
+  // iteration 0 (slot 0); from the body (slot 1, the next_iteration's input,
+  // which the merge serves itself) one iteration on, once the loop's gate
+  // lets it (slot 2: let through later) and within max_iterations. A dead
+  // value from the body ends the variable's loop.
   void loop_merge_input(step_input& in) {
+    const node_plan& plan = *plan_;
     auto& v = in.value;
-    if (v.dead) return emit_dead(this, *plan_, in.step, in.tag, v.why_dead);
+    if (in.slot == 0) {
+      if (v.dead) return emit_dead(this, plan, in.step, in.tag, v.why_dead);
+      return emit_merged(in.step, in.tag, std::move(v), 0);
+    }
+    if (in.slot == 2) return emit_merged(in.step, in.tag, std::move(v), 1);
+    if (v.dead) {
+      if (plan.gate) plan.gate->finish(in.step, in.tag.frame, plan.gate_var);
+      return;
+    }
+    frame_tag next{in.tag.frame, in.tag.iteration + 1, std::move(in.tag.parent)};
+    if (plan.max_iterations > 0 && next.iteration > static_cast<uint64_t>(plan.max_iterations) &&
+        v.ok())
+      v = step_value{tensor(), "[while_loop] '" + plan.loop_name + "' ran past max_iterations=" +
+                                   std::to_string(plan.max_iterations),
+                     false};
+    if (plan.gate) {
+      auto self = caf::actor_cast<caf::actor>(this);
+      auto later = std::make_shared<step_input>(step_input{in.step, 2, v, next});
+      bool now = plan.gate->admit(in.step, next.frame, plan.gate_var, next.iteration, [self, later] {
+        caf::anon_send(self, input_atom::value, std::move(*later));
+      });
+      if (!now) return;
+    }
+    emit_merged(in.step, next, std::move(v), 1);
+  }
+
+  void emit_merged(uint64_t step, const frame_tag& tag, step_value&& v, int32_t index) {
     if (v.ok()) {
       outputs_.push_back(std::move(v.value));
-      outputs_.push_back(tensor::scalar<int32_t>(in.slot == 0 ? 0 : 1));
+      // The index is rarely used: no tensor for it unless someone takes it.
+      if (plan_->output_consumers.size() > 1 && !plan_->output_consumers[1].empty())
+        outputs_.push_back(tensor::scalar<int32_t>(index));
+      else
+        outputs_.emplace_back();
     }
-    emit(this, *plan_, in.step, in.tag, outputs_, v.error);
+    emit(this, *plan_, step, tag, outputs_, v.error);
     outputs_.clear();
   }
 

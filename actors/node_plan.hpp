@@ -38,8 +38,8 @@ enum class node_kind : uint8_t {
   merge_values,     // control flow: the first live input, and which one it was
   enter_frame,      // a loop: its input, in the child frame (iteration 0)
   exit_frame,       // a loop: its live input, in the parent frame; drops the others
-  next_iteration,   // a loop: its live input, to its merge one iteration on
-  loop_merge,       // a loop: each input as it comes (enter, then the back edge)
+  loop_merge,       // a loop: each input as it comes (from its enter, then one iteration on
+                    // from the body: it serves its next_iteration, which gets no actor)
   history_push,     // a loop's gradient: saves its input per iteration
   history_read,     // a loop's gradient: the saved value its index inputs name
 };
@@ -102,14 +102,12 @@ struct node_plan {
   std::vector<caf::actor> frame_end_listeners;
   /// enter: the id of the frame it opens (mixed with the parent's).
   uint64_t frame_id = 0;
-  /// next_iteration: its loop's name (for errors), the bound on iterations
-  /// (0: none), and the gate shared by the loop's variables (null: one variable).
+  /// A loop merge: its loop's name (for errors), the bound on iterations (0:
+  /// none), and the gate shared by the loop's variables (null: one variable).
   std::string loop_name;
   int64_t max_iterations = 0;
   std::shared_ptr<loop_gate> gate;
   size_t gate_var = 0;
-  /// next_iteration: its merge's actor (slot 1), set once the merge is spawned.
-  consumer back_edge;
   /// history_push / history_read: the store they share; whether a read
   /// lets go of the value (see loop_history::take).
   std::shared_ptr<loop_history> history;

@@ -289,12 +289,13 @@ std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& 
       fail("while_loop", "'" + options.name + "': the condition must return a scalar bool, not " +
                              pred.spec().to_string());
     for (auto& m : merges) {
-      switches.push_back(output());
       auto outs = make_op_outputs("switch", {m, pred}, {{"frame", frame_name}}, "switch");
-      switches.back() = outs[0];
-      body_inputs.push_back(identity(outs[1], "body_input"));
+      switches.push_back(outs[0]);
+      body_inputs.push_back(outs[1]);
     }
-    g.set_loop_pivot(body_inputs[0].ref().node);
+    // The first switch fires in every iteration, and its control consumers
+    // hear when the loop ends: it is the body's pivot.
+    g.set_loop_pivot(switches[0].ref().node);
     auto results = body_fn(body_inputs);
     if (results.size() != merges.size())
       fail("while_loop", "'" + options.name + "': the body returns " +

@@ -21,7 +21,7 @@ namespace {
 
 // One loop's nodes, per loop variable in order.
 struct loop_parts {
-  std::vector<int> enters, merges, body_inputs, results, exits;
+  std::vector<int> enters, merges, switches, results, exits;  // the body's inputs: switches' output 1
   std::vector<int> invariants;  // enters of loop invariants
 };
 
@@ -31,7 +31,6 @@ bool is_invariant_enter(const node& n) {
 
 loop_parts find_parts(const graph& g, int frame) {
   loop_parts p;  // results: the body's values, which its next_iterations take
-  std::vector<int> switches;
   std::map<std::string, int> var_of_merge;
   for (auto& n : g.nodes()) {
     if (n.op == "exit" && g.frame_of(n.inputs[0].node) == frame) p.exits.push_back(n.id);
@@ -41,10 +40,7 @@ loop_parts find_parts(const graph& g, int frame) {
       var_of_merge[n.name] = int(p.merges.size());
       p.merges.push_back(n.id);
     }
-    if (n.op == "switch" && n.attrs.count("frame")) switches.push_back(n.id);
-    if (n.op == "identity" && !switches.empty() && n.inputs[0].index == 1 &&
-        g.at(n.inputs[0].node).op == "switch" && g.at(n.inputs[0].node).attrs.count("frame"))
-      p.body_inputs.push_back(n.id);
+    if (n.op == "switch" && n.attrs.count("frame")) p.switches.push_back(n.id);
   }
   p.results.assign(p.merges.size(), -1);
   for (auto& n : g.nodes())
@@ -52,7 +48,7 @@ loop_parts find_parts(const graph& g, int frame) {
       p.results[size_t(var_of_merge.at(get_attr<std::string>(n.attrs, "merge", n.op)))] =
           n.inputs[0].node;
   auto& name = g.loop_frames()[size_t(frame)].name;
-  if (p.enters.size() != p.merges.size() || p.body_inputs.size() != p.merges.size() ||
+  if (p.enters.size() != p.merges.size() || p.switches.size() != p.merges.size() ||
       p.exits.size() != p.merges.size())
     fail("gradients", "loop '" + name + "' is not shaped as while_loop builds loops");
   return p;
@@ -156,7 +152,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     for (size_t j = 0; j < vars.size(); ++j) {
       ys.push_back(out(p.results[vars[j]]));
       grad_ys.push_back(v[1 + j]);
-      xs.push_back(out(p.body_inputs[vars[j]]));
+      xs.push_back(out(p.switches[vars[j]], 1));
     }
     for (int inv : invariants) xs.push_back(out(inv));
     auto grads = ys.empty() ? std::vector<output>(xs.size()) : gradients(ys, xs, grad_ys);
