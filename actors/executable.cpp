@@ -191,8 +191,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
 
 // ---- compiling a signature ------------------------------------------------
 
-// An enter of a loop invariant: its value serves every iteration of the frame.
+// An enter of a loop invariant (or the recv of one from another partition):
+// its value serves every iteration of the frame.
 bool is_invariant_enter(const node& n) {
+  if (n.op == "recv") return get_attr_or<bool>(n.attrs, "invariant", n.op, false);  // one, cut
   return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
 }
 
@@ -309,7 +311,8 @@ std::vector<placement> place_chains(const std::vector<edge>& edges,
 void check_not_in_loop(const graph& g, const run_signature& sig) {
   std::vector<int> ends;
   for (auto& f : sig.fetches) ends.push_back(f.node);
-  for (int t : sig.targets) ends.push_back(t);
+  for (int t : sig.targets)
+    if (!get_attr_or<bool>(g.at(t).attrs, "in_loop", g.at(t).op, false)) ends.push_back(t);
   for (int id : ends)
     if (int f = g.frame_of(id); f >= 0)
       fail("session", "'" + g.at(id).name + "' lies inside loop '" +
@@ -559,13 +562,18 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   }
   for (size_t i = 0; i < sig.fetches.size(); ++i)
     edges.push_back({sig.fetches[i], -1, static_cast<int32_t>(i), false});
-  for (size_t i = 0; i < sig.targets.size(); ++i)
-    edges.push_back({{sig.targets[i], 0}, -1, static_cast<int32_t>(sig.fetches.size() + i), true});
+  // A send of a loop's values (actors/partition.cpp) sends once per
+  // iteration: it runs, but does not report to the coordinator.
+  std::vector<int> reporting;
+  for (int t : sig.targets)
+    if (!get_attr_or<bool>(g.at(t).attrs, "in_loop", g.at(t).op, false)) reporting.push_back(t);
+  for (size_t i = 0; i < reporting.size(); ++i)
+    edges.push_back({{reporting[i], 0}, -1, static_cast<int32_t>(sig.fetches.size() + i), true});
   coord->num_feeds = sig.feeds.size();
   coord->num_fetches = sig.fetches.size();
   for (auto& f : sig.fetches)
     coord->fetch_names.push_back(g.at(f.node).name + ":" + std::to_string(f.index));
-  coord->num_targets = sig.targets.size();
+  coord->num_targets = reporting.size();
   check_not_in_loop(g, sig);
 
   // Spawn consumers before producers, so each plan can name its consumers' actors.

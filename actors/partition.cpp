@@ -118,6 +118,10 @@ class partitioner {
     return {recv_for(e, task), 0};
   }
 
+  static bool is_loop_invariant(const node& n) {
+    return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
+  }
+
   int constant_copy(const node& src, const std::string& task) {
     auto& local = local_ids(task)[static_cast<size_t>(src.id)];
     if (local < 0) local = part_of(task).g->add_node_raw(src.op, {}, {}, src.attrs, src.name, "").id;
@@ -141,9 +145,15 @@ class partitioner {
     std::vector<int> control;
     if (e.index < 0) control.push_back(src_local);
     else data.push_back({src_local, e.index});
-    from.g->add_node_raw("send", data, control,
-                         {{transfer_peer_attr, recv_name}, {transfer_peer_task_attr, task}},
-                         send_name, "");
+    // A send inside a loop sends once per iteration: it runs as a target of
+    // its partition but does not report (a target reports once per step);
+    // the partitions that need its values wait for them, and its errors
+    // reach the client through them.
+    bool in_loop = g_.frame_of(e.node) >= 0;
+    from.g->add_node_raw(
+        "send", data, control,
+        {{transfer_peer_attr, recv_name}, {transfer_peer_task_attr, task}, {"in_loop", in_loop}},
+        send_name, "");
     from.targets.push_back(send_name);
     // A control edge carries an empty value; its recv's output is a dummy.
     tensor_spec spec = e.index < 0 ? tensor_spec{dtype::float32, shape{}}
@@ -154,7 +164,9 @@ class partitioner {
                                   {{"dtype", spec.type},
                                    {"shape", spec.dims.dims()},
                                    {transfer_peer_attr, send_name},
-                                   {transfer_peer_task_attr, src_task}},
+                                   {transfer_peer_task_attr, src_task},
+                                   // a loop invariant comes once per frame
+                                   {"invariant", is_loop_invariant(src)}},
                                   recv_name, "")
                    .id;
     result_.cuts.push_back({src_task, send_name, task, recv_name});

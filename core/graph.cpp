@@ -213,7 +213,8 @@ bool graph::frame_within(int inner, int outer) const {
 // cut edge) carries whatever frame its send's value had.
 bool graph::fits_every_frame(int id) const {
   auto& n = nodes_[static_cast<size_t>(id)];
-  return (n.op == "constant" && n.control_inputs.empty()) || n.op == "recv";
+  return (n.op == "constant" && n.control_inputs.empty()) || n.op == "recv" ||
+         node_frame_[static_cast<size_t>(id)] == follows_recv;
 }
 
 endpoint graph::into_context(const endpoint& e) {
@@ -330,7 +331,16 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
   for (size_t i = first; i < inputs.size(); ++i) meet(inputs[i].node);
   if (op != "exit")
     for (int c : control_inputs) meet(c);
-  if (frame == -2) frame = -1;
+  if (frame == -2) {
+    // Only recvs, and what follows them alone, may carry a loop's values in
+    // a partition that holds none of its enters: such a node fits any frame.
+    bool after_recv = false;
+    for (size_t i = first; i < inputs.size(); ++i) {
+      auto& src = nodes_[static_cast<size_t>(inputs[i].node)];
+      after_recv |= src.op == "recv" || node_frame_[static_cast<size_t>(src.id)] == follows_recv;
+    }
+    frame = after_recv && op != "exit" ? follows_recv : -1;
+  }
   if (op == "exit") {
     if (frame < 0) fail(op, "node '" + name + "' is an exit without an enter: its input is in no loop");
     return frames_[static_cast<size_t>(frame)].parent;

@@ -4,6 +4,7 @@
 // nodes, so a graph can hold no cycle. Shapes and dtypes are inferred as each
 // node is added; a mismatch throws at once, naming the op and the shapes.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -197,7 +198,7 @@ class graph {
   };
   const std::vector<loop_frame_info>& loop_frames() const { return frames_; }
   /// The frame node `id` lives in: an index into loop_frames(), or -1.
-  int frame_of(int id) const { return node_frame_.at(static_cast<size_t>(id)); }
+  int frame_of(int id) const { return std::max(-1, node_frame_.at(static_cast<size_t>(id))); }
   /// Whether frame `inner` is `outer` or lies inside it (-1: the step's frame).
   bool frame_within(int inner, int outer) const;
   /// Nodes added while the guard lives form the body (or predicate) of loop
@@ -254,6 +255,9 @@ class graph {
   std::vector<loop_frame_info> frames_;
   std::unordered_map<std::string, int> frame_by_name_;
   std::vector<int> node_frame_;  // node id -> frame index, -1: the step's frame
+  // A node of a partition fed by recvs alone: its frame is its sender's,
+  // which this graph may not know.
+  static constexpr int follows_recv = -3;
   // The open loop bodies, innermost last.
   struct loop_body {
     int frame = -1;

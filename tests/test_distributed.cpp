@@ -670,3 +670,42 @@ TEST_CASE("a cond whose branch runs on a ps task: dead values cross, gradients m
       CHECK(got[1].to_vector<double>() == want[1].to_vector<double>());
     }
 }
+
+TEST_CASE("a loop whose body's matmul runs on a ps task: values and gradients match one process") {
+  auto build = [](graph& g, bool placed) {
+    auto n = placeholder(g, dtype::int64, {}, "n");
+    auto x = placeholder(g, dtype::float64, {1, 3}, "x");
+    auto w = placeholder(g, dtype::float64, {3, 3}, "w");
+    auto outs = while_loop(
+        [&](const std::vector<output>& v) { return less(v[0], n); },
+        [&](const std::vector<output>& v) {
+          output product;
+          {
+            auto on_ps = g.device_scope(placed ? "/job:ps/task:0" : "");
+            product = matmul(v[1], w);
+          }
+          return std::vector<output>{v[0] + scalar<int64_t>(g, 1), tanh(product) + v[1] * 0.5};
+        },
+        {scalar<int64_t>(g, 0), x});
+    auto loss = reduce_sum(square(outs[1]));
+    auto grads = gradients({loss}, {x, w});
+    return std::make_tuple(n, x, w, loss, grads[0], grads[1]);
+  };
+  graph local_graph, placed_graph;
+  auto [ln, lx, lw, lloss, lgx, lgw] = build(local_graph, false);
+  auto [pn, px, pw, ploss, pgx, pgw] = build(placed_graph, true);
+  test_cluster c;
+  auto ps = c.start("ps", 0);
+  session local(local_graph);
+  session placed(placed_graph, c.connect());
+  auto xv = tensor::from_vector<double>({0.5, -0.2, 0.1}, shape{1, 3});
+  auto wv = tensor::from_vector<double>({0.3, -0.1, 0.2, 0.4, 0.1, -0.5, 0.2, 0.3, 0.1}, shape{3, 3});
+  for (int64_t iterations : {0, 1, 6}) {
+    CAPTURE(iterations);
+    auto nv = tensor::scalar<int64_t>(iterations);
+    auto want = local.run({{ln, nv}, {lx, xv}, {lw, wv}}, {lloss, lgx, lgw});
+    auto got = placed.run({{pn, nv}, {px, xv}, {pw, wv}}, {ploss, pgx, pgw});
+    for (size_t i = 0; i < want.size(); ++i)
+      CHECK(got[i].to_vector<double>() == want[i].to_vector<double>());
+  }
+}
