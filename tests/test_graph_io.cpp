@@ -15,7 +15,12 @@
 #include <limits>
 #include <random>
 
+#include "actors/session.hpp"
+#include "core/gradients.hpp"
 #include "core/graph.hpp"
+#include "ops/control_flow.hpp"
+#include "ops/math.hpp"
+#include "ops/reduce.hpp"
 #include "ops/op_util.hpp"
 #include "ops/state.hpp"
 #include "schema/graph.capnp.h"
@@ -653,4 +658,78 @@ TEST_CASE("tensor_io round trips every dtype and rejects bad tensors") {
         "[checkpoint] ckpt: variable 'w': tensor int64(2) needs 16 data bytes, got 8");
   CHECK(error_of([&] { tensor_from_capnp(b.asReader()); }) ==
         "[tensor_io]: tensor int64(2) needs 16 data bytes, got 8");
+}
+
+TEST_CASE("a while loop and its gradient save, load and run alike") {
+  graph g;
+  auto n = placeholder(g, dtype::int64, {}, "n");
+  auto x = placeholder(g, dtype::float64, {2}, "x");
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], n); },
+      [&](const std::vector<output>& v) {
+        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), tanh(v[1] * x)};
+      },
+      {scalar<int64_t>(g, 0), x}, {.parallel_iterations = 3, .max_iterations = 50});
+  auto grad = gradients({reduce_sum(outs[1])}, {x})[0];
+  auto loaded = deserialize_graph(serialize_graph(g), "loop");
+  session a(g), b(*loaded);
+  feed_list feeds{{n, tensor::scalar<int64_t>(5)},
+                  {x, tensor::from_vector<double>({0.4, -0.3}, shape{2})}};
+  feed_list loaded_feeds{{loaded->output_by_name("n"), feeds[0].second},
+                         {loaded->output_by_name("x"), feeds[1].second}};
+  auto want = a.run(feeds, {outs[1], grad});
+  auto got = b.run(loaded_feeds, {loaded->output_by_name(outs[1].name()),
+                                  loaded->output_by_name(grad.name())});
+  CHECK(got[0].to_vector<double>() == want[0].to_vector<double>());
+  CHECK(got[1].to_vector<double>() == want[1].to_vector<double>());
+  CHECK(loaded->loop_frames().size() == g.loop_frames().size());
+  // max_iterations travels with the graph.
+  auto e = error_of([&] {
+    b.run({{loaded->output_by_name("n"), tensor::scalar<int64_t>(51)}, loaded_feeds[1]},
+          {loaded->output_by_name(outs[1].name())});
+  });
+  CHECK(contains(e, "max_iterations=50"));
+}
+
+TEST_CASE("a graph file with a malformed loop frame is refused") {
+  {
+    crafted c(2);
+    c.placeholder(0, "p");
+    c.identity(1, "exit", 0).setOp("exit");
+    CHECK(contains(load_error(c.bytes()), "exit without an enter"));
+  }
+  {
+    crafted c(4);
+    c.placeholder(0, "p");
+    auto enter = c.identity(1, "enter", 0);
+    enter.setOp("enter");
+    auto ea = enter.initAttrs(1);
+    ea[0].setName("frame");
+    ea[0].initValue().setString("L");
+    auto merge = c.identity(2, "merge", 1);
+    merge.setOp("merge");
+    auto ma = merge.initAttrs(1);
+    ma[0].setName("frame");
+    ma[0].initValue().setString("L");
+    auto next = c.identity(3, "next", 2);
+    next.setOp("next_iteration");
+    auto na = next.initAttrs(1);
+    na[0].setName("merge");
+    na[0].initValue().setString("nowhere");
+    CHECK(contains(load_error(c.bytes()), "feeds no loop merge"));
+  }
+  {
+    crafted c(3);
+    c.placeholder(0, "p");
+    auto enter = c.identity(1, "enter", 0);
+    enter.setOp("enter");
+    auto ea = enter.initAttrs(1);
+    ea[0].setName("frame");
+    ea[0].initValue().setString("L");
+    auto add = c.node(2, "mixed", "add");
+    auto in = add.initInputs(2);
+    in[0].setNode(0);
+    in[1].setNode(1);
+    CHECK(contains(load_error(c.bytes()), "takes inputs from the step's frame and from loop 'L'"));
+  }
 }
