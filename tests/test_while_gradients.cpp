@@ -15,6 +15,8 @@
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
+#include "ops/tensor_array.hpp"
+#include "ops/array.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -159,5 +161,29 @@ TEST_CASE("steps in flight each get their own saved values") {
     }
     CHECK(runs[size_t(k)].get()[0].item<double>() == doctest::Approx(d).epsilon(1e-12));
   }
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("the gradient of a loop over tensor arrays (read each step, write each step, stack)") {
+  graph g;
+  auto x = placeholder(g, dtype::float64, {4, 3}, "x");
+  auto w = placeholder(g, dtype::float64, {3}, "w");
+  auto inputs = unstack_to_tensor_array(x, "inputs");
+  auto results = make_tensor_array(g, dtype::float64, 4, shape{3}, false, "results");
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], scalar<int32_t>(g, 4)); },
+      [&](const std::vector<output>& v) {
+        auto t = v[0];
+        auto h = tanh(inputs.read(t) * w + v[1]);
+        auto written = results.with(v[2], v[3]).write(t, h);
+        return std::vector<output>{t + scalar<int32_t>(g, 1), h, written.data, written.written};
+      },
+      {scalar<int32_t>(g, 0), zeros_like(w), results.data, results.written});
+  auto stacked = results.with(outs[2], outs[3]).stack();
+  auto loss = reduce_sum(square(stacked) * scalar<double>(g, 0.5)) + reduce_sum(outs[1]);
+  check_gradients(g, loss, {x, w},
+                  {f64s({0.1, 0.2, -0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 0.2, 0.1, -0.4}, {4, 3}),
+                   f64s({0.5, -0.7, 1.1}, {3})},
+                  {});
   CHECK(no_loop_state_left());
 }

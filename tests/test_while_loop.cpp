@@ -3,7 +3,9 @@
 // state freed after every step, and many steps in flight.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "actors/node_plan.hpp"
@@ -12,6 +14,7 @@
 #include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/queue.hpp"
 #include "ops/state.hpp"
 #include "test_util.hpp"
 
@@ -251,4 +254,66 @@ TEST_CASE("a value inside a loop cannot be fetched or used outside it") {
   CHECK(error_of([&] { inside * scalar<int64_t>(g, 2); }).find("hidden") != std::string::npos);
   session s(g);
   CHECK(error_of([&] { s.eval(inside); }).find("inside loop 'hidden'") != std::string::npos);
+}
+
+TEST_CASE("steps in flight from several threads run loops of different lengths over a variable") {
+  graph g;
+  auto n = placeholder(g, dtype::int64, {}, "n");
+  auto counter = make_variable(scalar<int64_t>(g, 0), "counter");
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], n); },
+      [&](const std::vector<output>& v) {
+        auto bumped = assign_add(counter, scalar<int64_t>(g, 1));
+        return std::vector<output>{v[0] + scalar<int64_t>(g, 1),
+                                   v[1] + v[0] + bumped * scalar<int64_t>(g, 0)};
+      },
+      {scalar<int64_t>(g, 0), scalar<int64_t>(g, 0)}, {.parallel_iterations = 4});
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  std::atomic<int64_t> wrong{0}, total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<int64_t, std::future<std::vector<tensor>>>> runs;
+      for (int k = 0; k < 40; ++k) {
+        int64_t len = (t * 7 + k * 5) % 23;
+        total += len;
+        runs.emplace_back(len, s.run_async({{n, tensor::scalar<int64_t>(len)}}, {outs[1]}));
+      }
+      for (auto& [len, r] : runs)
+        if (r.get()[0].item<int64_t>() != len * (len - 1) / 2) ++wrong;
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
+  CHECK(s.eval(counter).item<int64_t>() == total.load());
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("a loop dequeues from a queue") {
+  graph g;
+  auto q = fifo_queue(g, {dtype::float32}, {shape{}}, 16, "q");
+  auto item = placeholder(g, dtype::float32, {}, "item");
+  auto enqueue = queue_enqueue(q, {item});
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 5)); },
+      [&](const std::vector<output>& v) {
+        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), v[1] + queue_dequeue(q)[0]};
+      },
+      {scalar<int64_t>(g, 0), scalar<float>(g, 0)});
+  session s(g);
+  for (int i = 1; i <= 10; ++i) s.run({{item, tensor::scalar<float>(float(i))}}, {}, {enqueue});
+  CHECK(s.eval(outs[1]).item<float>() == 15.0f);  // 1..5, in order
+  CHECK(s.eval(outs[1]).item<float>() == 40.0f);  // 6..10
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("parallel_iterations bounds how far a variable runs ahead, 1 included") {
+  for (int64_t p : {1, 2, 10}) {
+    counting_loop l({.parallel_iterations = p});
+    session s(l.g);
+    auto r = s.run({{l.n, i64(300)}}, l.outs);
+    CHECK(r[0].item<int64_t>() == 300);
+    CHECK(r[1].item<int64_t>() == 300 * 299 / 2);
+  }
+  CHECK(no_loop_state_left());
 }
