@@ -159,6 +159,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         self->state.aborted.add(step);
         cancel_waiting_requests(self, *plan, step,
                                 "step " + std::to_string(step) + " was aborted by its client");
+        // A loop's part here would otherwise go on with the step's values.
+        for (auto& h : plan->histories) h->forget(step);
+        if (plan->has_loops)
+          for (auto& n : plan->nodes) self->send(n, drop_atom::value, step);
         auto it = self->state.steps.find(step);
         if (it == self->state.steps.end()) return;
         auto& st = it->second;
