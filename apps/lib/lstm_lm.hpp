@@ -28,6 +28,11 @@ struct lstm_state {
 /// time: its initializer sets the forget gate's bias to 1 (lstm_initial_bias).
 lstm_state lstm_cell(output x, output h, output c, output kernel, output bias);
 
+/// The recurrent half of lstm_cell: `projected_x` = x @ kernel[:E] + bias
+/// [batch, 4H], computed beforehand; recurrent_kernel = kernel[E:] [H, 4H].
+/// lstm_over_time projects every step's input at once and runs this per step.
+lstm_state lstm_recurrent_step(output projected_x, output h, output c, output recurrent_kernel);
+
 /// The LSTM over a whole sequence.
 struct lstm_sequence {
   output outputs;  ///< [T, batch, H]: h after each step
