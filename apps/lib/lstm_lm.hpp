@@ -4,8 +4,10 @@
 //
 // The recurrence lives behind lstm_over_time() alone: today a static unroll over
 // the segment's time steps; the LSTM cell itself is lstm_cell(), written with
-// graph ops, so an unroll by while_loop can replace the body of lstm_over_time()
-// without touching the rest of the model.
+// graph ops (lstm_recurrent_step() is its per-step half, after the input
+// projection that lstm_over_time() does for all steps at once), so an unroll by
+// while_loop can replace the body of lstm_over_time() without touching the rest
+// of the model.
 #pragma once
 #include <cstdint>
 #include <vector>
