@@ -1,5 +1,6 @@
 // actorflow-train: trains the Fashion-MNIST models of the PyTorch reference
-// on the actor runtime. A reader actor feeds batches into a FIFO queue that the
+// on the actor runtime (and, with --model lstm_lm, the LSTM language model of
+// apps/lib/lm_training.hpp). A reader actor feeds batches into a FIFO queue that the
 // training graph dequeues from, so loading overlaps computation; checkpoints
 // make a stopped run resumable with exactly the losses it would have had.
 #include "ops/train.hpp"
@@ -16,14 +17,17 @@
 
 #include "actors/checkpoint.hpp"
 #include "actors/dataset.hpp"
+#include "actors/fortunes.hpp"
 #include "actors/idx_reader.hpp"
 #include "actors/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/cluster_training.hpp"
 #include "apps/lib/flag_checks.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/lm_training.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/train_report.hpp"
+#include "apps/lib/train_steps.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 
@@ -53,75 +57,6 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data) 
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
 }
 
-// Restores the newest readable checkpoint when asked; otherwise initializes.
-int64_t start_step(session& s, training_graph& t, const train_config& c, checkpoint_manager* ckpt) {
-  if (c.resume && ckpt) {
-    auto r = ckpt->restore_latest(s);
-    for (auto& e : r.errors) fmt::print(stderr, "warning: skipped checkpoint: {}\n", e);
-    if (r.restored) {
-      fmt::print("resumed from {} (step {})\n", r.path, r.step);
-      return r.step;
-    }
-    fmt::print("no checkpoint to resume from in {}; starting afresh\n", c.checkpoint_dir);
-  }
-  s.run({global_variables_initializer(t.g)});
-  return 0;
-}
-
-// Checks the output directories before anything slow starts (the runtime,
-// the data load): a bad path or another run's checkpoints cost seconds, not
-// an epoch. Returns the checkpoint manager, or null without --checkpoint-dir.
-std::unique_ptr<checkpoint_manager> prepare_outputs(const train_config& c) {
-  apps::require_writable_dir(c.out, "--out");
-  if (c.checkpoint_dir.empty()) return nullptr;
-  apps::require_writable_dir(c.checkpoint_dir, "--checkpoint-dir");
-  // Made here, so that a killed save's temporaries go before anything else.
-  auto ckpt = std::make_unique<checkpoint_manager>(c.checkpoint_dir, size_t(c.keep_checkpoints));
-  apps::claim_checkpoint_dir(*ckpt, c.resume ? apps::existing_checkpoints::resume
-                                    : c.overwrite_checkpoints
-                                        ? apps::existing_checkpoints::overwrite
-                                        : apps::existing_checkpoints::refuse);
-  return ckpt;
-}
-
-// What a diverged run leaves behind, for its error message.
-std::string kept_checkpoint(const checkpoint_manager* ckpt) {
-  auto saved = ckpt ? ckpt->list() : std::vector<checkpoint_manager::entry>{};
-  return saved.empty() ? "no checkpoint was saved"
-                       : "the last checkpoint, " + saved.front().path + ", is kept";
-}
-
-// TensorFlow's NanTensorHook: a diverged run stops at the first non-finite
-// loss. The loss is fetched every step anyway, so the check costs nothing.
-void require_finite_loss(float loss, int64_t step, const checkpoint_manager* ckpt) {
-  if (std::isfinite(loss)) return;
-  fail("train", fmt::format("the loss is {} at step {}: training diverged (try a lower --lr); "
-                            "stopping; {}",
-                            loss, step, kept_checkpoint(ckpt)));
-}
-
-bool has_non_finite(const tensor& t) {
-  if (!t.valid() || t.type() != dtype::float32) return false;
-  const float* p = t.data<float>();
-  return !std::all_of(p, p + t.num_elements(), [](float v) { return std::isfinite(v); });
-}
-
-// Saves unless a variable (or an optimizer slot) is NaN or infinite: the loss
-// is computed before the step's update, so an update that overflows shows
-// only in the next loss, and the checkpoint in between must not keep it.
-// Scanning the variables costs far less than writing them.
-void save_finite(session& s, checkpoint_manager& ckpt, int64_t step) {
-  for (auto& [name, state] : s.snapshot_variables()) {
-    bool bad = has_non_finite(state.value);
-    for (auto& [slot, value] : state.slots) bad = bad || has_non_finite(value);
-    if (bad)
-      fail("train", fmt::format("variable '{}' is not finite after step {}: training diverged "
-                                "(try a lower --lr); stopping without saving it; {}",
-                                name, step, kept_checkpoint(&ckpt)));
-  }
-  ckpt.save(s, step);
-}
-
 struct epoch_result {
   double loss_sum = 0;
   int64_t steps = 0;
@@ -135,17 +70,17 @@ epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int
   for (; step < end; ++r.steps) {
     float loss = s.run({}, {t.loss}, {t.train})[0].item<float>();
     ++step;
-    require_finite_loss(loss, step, ckpt);
+    apps::require_finite_loss(loss, step, ckpt);
     r.loss_sum += double(loss);
     bar.update(epoch + 1, c.epochs, step * c.batch);
     if (ckpt && c.checkpoint_every > 0 && step % c.checkpoint_every == 0)
-      save_finite(s, *ckpt, step);
+      apps::save_finite(s, *ckpt, step);
   }
   return r;
 }
 
 int train(const train_config& c) {
-  auto ckpt = prepare_outputs(c);
+  auto ckpt = apps::prepare_outputs(c);
   auto rt = std::make_shared<runtime>(
       runtime_options{.scheduler_threads = c.threads, .compute_threads = c.threads});
   double t0 = now_seconds();
@@ -162,7 +97,7 @@ int train(const train_config& c) {
   training_graph t;
   build_graph(t, c, *train_data);
   session s(t.g, rt);
-  int64_t step = start_step(s, t, c, ckpt.get());
+  int64_t step = apps::restore_or_initialize(s, t.g, c, ckpt.get());
 
   const int64_t per_epoch = train_data->batches_per_epoch();
   const int64_t last_step =
@@ -191,7 +126,7 @@ int train(const train_config& c) {
     bar.clear();
     // The checkpoint first: a report that cannot be written (a full --out)
     // must not cost the epoch's checkpoint.
-    if (ckpt) save_finite(s, *ckpt, step);
+    if (ckpt) apps::save_finite(s, *ckpt, step);
     report.add_epoch({epoch + 1, step, r.loss_sum / double(r.steps), acc, seconds,
                       double(r.steps * c.batch) / seconds});
   }
@@ -204,20 +139,38 @@ int train(const train_config& c) {
   return 0;
 }
 
+void add_lm_flags(CLI::App& app, train_config& c) {
+  const char* group = "Language model (--model lstm_lm)";
+  app.add_flag("--full-softmax", c.full_softmax,
+               "train with the full softmax (default: sampled softmax, 512 candidates)")
+      ->group(group);
+  app.add_option("--max-train-tokens", c.max_train_tokens,
+                 "use only the first N training tokens (0: all)")
+      ->check(apps::whole_at_least<int64_t>(0))
+      ->group(group);
+  app.add_option("--max-valid-tokens", c.max_valid_tokens,
+                 "use only the first N validation tokens (0: all)")
+      ->check(apps::whole_at_least<int64_t>(0))
+      ->group(group);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"actorflow-train: trains a classifier on Fashion-MNIST on the actor runtime"};
   train_config c;
-  app.add_option("--model", c.model, "mlp (784-512-512-10) or cnn (2 conv + 2 fc)")
-      ->check(CLI::IsMember({"mlp", "cnn"}))
+  app.add_option("--model", c.model,
+                 "mlp (784-512-512-10) or cnn (2 conv + 2 fc) on Fashion-MNIST, or lstm_lm "
+                 "(an LSTM language model on Debian's fortunes)")
+      ->check(CLI::IsMember({"mlp", "cnn", "lstm_lm"}))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")
       ->check(apps::whole_at_least<int>(1))
       ->capture_default_str();
-  app.add_option("--batch", c.batch, "examples per step")
-      ->check(apps::whole_between(1, 60000))
-      ->capture_default_str();
+  auto* batch =
+      app.add_option("--batch", c.batch, "examples per step (lstm_lm: streams, default 32)")
+          ->check(apps::whole_between(1, 60000))
+          ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
       ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
       ->capture_default_str();
@@ -243,8 +196,13 @@ int main(int argc, char** argv) {
                "delete the checkpoints already in --checkpoint-dir and start afresh (without "
                "it or --resume, a directory that holds checkpoints is refused)")
       ->excludes(resume);
-  app.add_option("--data-dir", c.data_dir, "where the Fashion-MNIST .gz files are")
-      ->capture_default_str();
+  auto* data_dir =
+      app.add_option("--data-dir", c.data_dir,
+                     "where the Fashion-MNIST .gz files are (lstm_lm: the fortunes' text files, "
+                     "default " +
+                         std::string(fortunes_dir) + ")")
+          ->capture_default_str();
+  add_lm_flags(app, c);
   apps::cluster_flags cluster;
   apps::add_cluster_flags(app, cluster);
   app.add_flag("--sync", c.sync, "in a cluster: synchronous steps (default: asynchronous)")
@@ -266,8 +224,16 @@ int main(int argc, char** argv) {
               << " needs --checkpoint-dir\n";
     return 2;
   }
+  if (c.model == "lstm_lm") {
+    if (!batch->count()) c.batch = 32;
+    if (!data_dir->count()) c.data_dir = fortunes_dir;
+  }
   try {
     auto setup = apps::resolve_cluster(cluster);
+    if (c.model == "lstm_lm") {
+      if (setup.enabled()) fail("train", "--model lstm_lm runs in one process only, for now");
+      return apps::train_lstm_lm(c);
+    }
     // A ps task only serves; its shards go to --checkpoint-dir.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);

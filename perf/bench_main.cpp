@@ -149,6 +149,23 @@ std::optional<double> torch_chain_us_per_op() {
 
 }  // namespace
 
+// The LSTM LM's training rate: a few hundred steps, not an epoch. TensorFlow's
+// figure (../shared/perf-ref/tf_lstm_lm.py) takes a full epoch in a venv, so it
+// is measured beside actorflow-train, not here.
+template <class add_row_fn, class add_failure_fn>
+void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
+  const char* note = "LSTM LM on fortunes, 35x32 words per step";
+  for (auto [full, key, steps] : {std::tuple{false, "lstm_lm_words_per_s", 200},
+                                  std::tuple{true, "lstm_lm_words_per_s_full", 60}}) {
+    try {
+      add_row(key, lstm_lm_words_per_s(full, steps), "words/s",
+              fmt::format("{}, {} softmax", note, full ? "full" : "sampled (512)"));
+    } catch (const std::exception& e) {
+      add_failure(key, e.what());
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   // Eigen's baseline uses OpenMP; idle OpenMP threads must not spin while
   // the session runs.
@@ -215,6 +232,7 @@ int main(int argc, char** argv) {
       add_row("tf_while_us_per_iteration_4ops", tf->us_per_iteration_4ops, "us",
               "TensorFlow graph mode");
     }
+    add_lstm_lm_rows(add_row, add_failure);
   }
   if (wanted("gemm"))
     for (auto [m, k, n, tag] :

@@ -6,6 +6,7 @@
 
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/lm_training.hpp"
 #include "ops/embedding.hpp"
 #include "ops/math.hpp"
 #include "ops/random.hpp"
@@ -59,7 +60,9 @@ struct embedding_bench_model {
   explicit embedding_bench_model(int64_t rows, int64_t cols, int batch) {
     auto table = make_partitioned_variable(
         g, shape{rows, cols}, 4,
-        [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 0.1, 3, k); },
+        [](graph& gr, shape dims, int k) {
+          return random_normal(gr, dims, dtype::float32, 0, 0.1, 3, k);
+        },
         "table");
     ids = placeholder(g, dtype::int64, {batch}, "ids");
     loss = reduce_sum(square(embedding_lookup(table, ids)));
@@ -111,6 +114,21 @@ double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batc
     a.get();
     b.get();
   });
+}
+
+double lstm_lm_words_per_s(bool full_softmax, int steps) {
+  auto corpus = load_fortunes();
+  lm::lm_config config;
+  config.vocab = corpus.vocab_size();
+  config.full_softmax = full_softmax;
+  apps::lm_trainer lm(config, std::move(corpus.train), std::move(corpus.valid));
+  lm.sess().run({global_variables_initializer(lm.g())});
+  // The first steps compile the signatures and grow the allocator's pools.
+  const int warmup = 5;
+  for (int64_t step = 0; step < warmup; ++step) lm.run_step(step);
+  double start = now_seconds();
+  for (int64_t step = warmup; step < warmup + steps; ++step) lm.run_step(step);
+  return double(steps * lm.words_per_step()) / (now_seconds() - start);
 }
 
 }  // namespace actorflow::bench

@@ -34,4 +34,9 @@ double embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, in
 /// accumulators and row updates; false: dense accumulators and updates.
 double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batch, int steps);
 
+/// Training words per second of the LSTM language model (apps/lib/lm_training.hpp)
+/// on Debian's fortunes: `steps` global steps after a few warm-up ones, sampled
+/// or full softmax. Throws `[fortunes] ...` when the package is missing.
+double lstm_lm_words_per_s(bool full_softmax, int steps);
+
 }  // namespace actorflow::bench

@@ -19,8 +19,6 @@ double now_seconds() {
 
 namespace {
 
-const char* const kCsvHeader = "epoch,step,train_loss,test_acc,seconds,examples_per_s";
-
 std::string clock_text(double seconds) {
   auto s = int64_t(std::max(0.0, seconds) + 0.5);
   return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
@@ -63,15 +61,19 @@ void draw_panel(std::ostream& out, const panel& p, const std::vector<epoch_metri
 
 }  // namespace
 
-train_report::train_report(std::string dir, std::string title, bool resumed)
-    : dir_(std::move(dir)), title_(std::move(title)) {
+train_report::train_report(std::string dir, std::string title, bool resumed, report_columns columns)
+    : dir_(std::move(dir)), title_(std::move(title)), columns_(std::move(columns)) {
   if (resumed) load_csv();
+}
+
+std::string train_report::csv_header() const {
+  return fmt::format("epoch,step,train_loss,{},seconds,{}_per_s", columns_.eval, columns_.unit);
 }
 
 void train_report::load_csv() {
   std::ifstream in(csv_path());
   std::string line;
-  if (!std::getline(in, line) || line != kCsvHeader) return;  // none, or not ours
+  if (!std::getline(in, line) || line != csv_header()) return;  // none, or not ours
   while (std::getline(in, line)) {
     epoch_metrics m;
     char comma;
@@ -86,8 +88,8 @@ void train_report::add_epoch(const epoch_metrics& m) {
   // A resumed run redoes epochs after its checkpoint: the new rows replace them.
   std::erase_if(epochs_, [&](const epoch_metrics& e) { return e.epoch >= m.epoch; });
   epochs_.push_back(m);
-  fmt::print("epoch {:>3}  train_loss={:.4f}  test_acc={:.4f}  time={:.1f}s  ({:.0f} examples/s)\n",
-             m.epoch, m.train_loss, m.test_acc, m.seconds, m.examples_per_s);
+  fmt::print("epoch {:>3}  train_loss={:.4f}  {}={:.4f}  time={:.1f}s  ({:.0f} {}/s)\n", m.epoch,
+             m.train_loss, columns_.eval, m.test_acc, m.seconds, m.examples_per_s, columns_.unit);
   std::fflush(stdout);
   write_files();
 }
@@ -109,7 +111,7 @@ void train_report::write_files() {
 }
 
 void train_report::write_csv() const {
-  std::string text = std::string(kCsvHeader) + "\n";
+  std::string text = csv_header() + "\n";
   for (auto& m : epochs_)
     text += fmt::format("{},{},{:.6f},{:.6f},{:.3f},{:.1f}\n", m.epoch, m.step, m.train_loss,
                         m.test_acc, m.seconds, m.examples_per_s);
@@ -126,14 +128,14 @@ void train_report::write_svg() const {
       out, {60, 60, 320, 220, "train loss"}, epochs_,
       [](const epoch_metrics& m) { return m.train_loss; }, "#c0392b");
   draw_panel(
-      out, {470, 60, 320, 220, "test accuracy"}, epochs_,
+      out, {470, 60, 320, 220, columns_.eval_title}, epochs_,
       [](const epoch_metrics& m) { return m.test_acc; }, "#2471a3");
   out << "</svg>\n";
   write_file_atomically(svg_path(), {out.str()}, "[train_report] ");
 }
 
-progress_bar::progress_bar(bool terminal, int64_t total_examples)
-    : terminal_(terminal), total_(total_examples), start_(now_seconds()) {}
+progress_bar::progress_bar(bool terminal, int64_t total_examples, std::string unit)
+    : terminal_(terminal), total_(total_examples), unit_(std::move(unit)), start_(now_seconds()) {}
 
 void progress_bar::update(int64_t epoch, int64_t epochs, int64_t done) {
   double now = now_seconds();
@@ -148,15 +150,15 @@ void progress_bar::update(int64_t epoch, int64_t epochs, int64_t done) {
   double frac = total_ > 0 ? double(done) / double(total_) : 1.0;
   if (terminal_) {
     int filled = int(frac * 30);
-    std::fputs(fmt::format("\repoch {}/{} [{}{}] {:3.0f}%  {:.0f} ex/s  ETA {} ", epoch, epochs,
+    std::fputs(fmt::format("\repoch {}/{} [{}{}] {:3.0f}%  {:.0f} {}/s  ETA {} ", epoch, epochs,
                            std::string(size_t(filled), '#'), std::string(size_t(30 - filled), ' '),
-                           100 * frac, rate, clock_text(eta))
+                           100 * frac, rate, unit_ == "examples" ? "ex" : unit_, clock_text(eta))
                    .c_str(),
                stdout);
     drawn_ = true;
   } else {
-    std::fputs(fmt::format("progress epoch {}/{} {:.0f}%  {:.0f} examples/s  ETA {}\n", epoch,
-                           epochs, 100 * frac, rate, clock_text(eta))
+    std::fputs(fmt::format("progress epoch {}/{} {:.0f}%  {:.0f} {}/s  ETA {}\n", epoch, epochs,
+                           100 * frac, rate, unit_, clock_text(eta))
                    .c_str(),
                stdout);
   }

@@ -20,12 +20,16 @@ struct training_options {
   int keep_checkpoints = 5;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  bool overwrite_checkpoints = false;  // delete the directory's checkpoints first
-  std::string data_dir = fashion_mnist_dir;
+  bool overwrite_checkpoints = false;        // delete the directory's checkpoints first
+  std::string data_dir = fashion_mnist_dir;  // the LM's default: fortunes_dir
+  // The LSTM language model (--model lstm_lm):
+  bool full_softmax = false;     // train with the full softmax (default: sampled)
+  int64_t max_train_tokens = 0;  // use only the first N training tokens (0: all)
+  int64_t max_valid_tokens = 0;  // the same for validation
   // In a cluster:
-  bool sync = false;       // synchronous steps (default: asynchronous)
-  int backup_workers = 0;  // with sync: each step drops the slowest b workers
-  int64_t max_steps = 0;   // stop at this global step (0: after --epochs)
+  bool sync = false;              // synchronous steps (default: asynchronous)
+  int backup_workers = 0;         // with sync: each step drops the slowest b workers
+  int64_t max_steps = 0;          // stop at this global step (0: after --epochs)
   double recovery_seconds = 120;  // how long to wait for a lost task to come back
 };
 

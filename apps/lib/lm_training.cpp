@@ -1,0 +1,146 @@
+#include "apps/lib/lm_training.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "actors/fortunes.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/train_report.hpp"
+#include "apps/lib/train_steps.hpp"
+
+namespace actorflow::apps {
+
+lm::lm_config lm_config_from(const training_options& o, int64_t vocab) {
+  lm::lm_config c;
+  c.vocab = vocab;
+  c.streams = o.batch;
+  c.full_softmax = o.full_softmax;
+  c.lr = o.lr;
+  c.seed = o.seed;
+  return c;
+}
+
+lm_trainer::lm_trainer(const lm::lm_config& config, std::vector<int64_t> train_ids,
+                       std::vector<int64_t> valid_ids, std::shared_ptr<runtime> rt)
+    : config_(config),
+      train_(std::move(train_ids), {.streams = config.streams, .steps = config.steps}),
+      valid_(std::move(valid_ids), {.streams = config.streams, .steps = config.steps}),
+      vars_(lm::make_lm_variables(graph_, config_)),
+      train_graph_(lm::make_training_graph(graph_, vars_, config_)),
+      eval_graph_(lm::make_eval_graph(graph_, vars_, config_)),
+      session_(graph_, std::move(rt)) {}
+
+float lm_trainer::run_step(int64_t step) {
+  const auto& t = train_graph_;
+  if (step % steps_per_epoch() == 0) session_.run({t.reset_state});
+  auto batch = train_.batch(train_.position_at_step(step));
+  return session_.run({{t.inputs, batch[0]}, {t.targets, batch[1]}}, {t.loss}, {t.train})[0]
+      .item<float>();
+}
+
+double lm_trainer::validation_perplexity() {
+  const auto& e = eval_graph_;
+  tensor h = tensor::zeros(dtype::float32, {config_.streams, config_.hidden}), c = h;
+  double nll = 0;
+  int64_t words = 0;
+  dataset_position pos;
+  for (int64_t k = 0; k < valid_.segments_per_epoch(); ++k, pos = valid_.next(pos)) {
+    auto batch = valid_.batch(pos);
+    auto out = session_.run({{e.inputs, batch[0]}, {e.targets, batch[1]}, {e.h0, h}, {e.c0, c}},
+                            {e.nll_sum, e.final_state.h, e.final_state.c});
+    nll += double(out[0].item<float>());
+    words += batch[1].num_elements();
+    h = out[1], c = out[2];
+  }
+  return std::exp(nll / double(words));
+}
+
+namespace {
+
+void keep_first(std::vector<int64_t>& ids, int64_t limit) {
+  if (limit > 0 && int64_t(ids.size()) > limit) ids.resize(size_t(limit));
+}
+
+fortunes_corpus load_corpus(const training_options& o) {
+  double t0 = now_seconds();
+  auto corpus = load_fortunes(o.data_dir);
+  keep_first(corpus.train, o.max_train_tokens);
+  keep_first(corpus.valid, o.max_valid_tokens);
+  fmt::print("loaded fortunes from {} in {:.2f} s: {} training, {} validation tokens, {} words\n",
+             o.data_dir, now_seconds() - t0, corpus.train.size(), corpus.valid.size(),
+             corpus.vocab_size());
+  return corpus;
+}
+
+struct epoch_run {
+  double loss_sum = 0;
+  int64_t steps = 0;
+};
+
+// Steps from `step` up to `end` (within one epoch), saving every
+// --checkpoint-every steps.
+epoch_run run_epoch(lm_trainer& lm, const training_options& o, int64_t& step, int64_t end,
+                    checkpoint_manager* ckpt, progress_bar& bar) {
+  epoch_run r;
+  const int64_t per_epoch = lm.steps_per_epoch();
+  for (; step < end; ++r.steps) {
+    float loss = lm.run_step(step);
+    ++step;
+    require_finite_loss(loss, step, ckpt);
+    r.loss_sum += double(loss);
+    bar.update((step - 1) / per_epoch + 1, o.epochs, step * lm.words_per_step());
+    if (ckpt && o.checkpoint_every > 0 && step % o.checkpoint_every == 0)
+      save_finite(lm.sess(), *ckpt, step);
+  }
+  return r;
+}
+
+std::string report_title(const lm::lm_config& c) {
+  return fmt::format("lstm_lm on fortunes: {} softmax, adam lr={} streams={} seed={}",
+                     c.full_softmax ? "full" : "sampled", c.lr, c.streams, c.seed);
+}
+
+}  // namespace
+
+int train_lstm_lm(const training_options& o) {
+  auto ckpt = prepare_outputs(o);
+  auto rt = std::make_shared<runtime>(
+      runtime_options{.scheduler_threads = o.threads, .compute_threads = o.threads});
+  auto corpus = load_corpus(o);
+  lm_trainer lm(lm_config_from(o, corpus.vocab_size()), std::move(corpus.train),
+                std::move(corpus.valid), rt);
+  auto& s = lm.sess();
+  int64_t step = restore_or_initialize(s, lm.g(), o, ckpt.get());
+
+  const int64_t per_epoch = lm.steps_per_epoch();
+  const int64_t last_step =
+      o.max_steps > 0 ? std::min(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
+  train_report report(
+      o.out, report_title(lm.config()), step > 0,
+      {.eval = "valid_ppl", .eval_title = "validation perplexity", .unit = "words"});
+  if (step >= last_step) fmt::print("already trained {} epochs (step {})\n", o.epochs, step);
+  progress_bar bar(isatty(STDOUT_FILENO), last_step * lm.words_per_step(), "words");
+  double train_seconds = 0, ppl = NAN;
+  int64_t steps_run = 0;
+  while (step < last_step) {
+    int64_t epoch = step / per_epoch;
+    double start = now_seconds();
+    auto r = run_epoch(lm, o, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar);
+    double seconds = now_seconds() - start;
+    train_seconds += seconds, steps_run += r.steps;
+    ppl = lm.validation_perplexity();
+    bar.clear();
+    if (ckpt) save_finite(s, *ckpt, step);  // before the report, as the image models do
+    report.add_epoch({epoch + 1, step, r.loss_sum / double(r.steps), ppl, seconds,
+                      double(r.steps * lm.words_per_step()) / seconds});
+  }
+  if (std::isnan(ppl)) ppl = lm.validation_perplexity();
+  double words = train_seconds > 0 ? double(steps_run * lm.words_per_step()) / train_seconds : 0.0;
+  fmt::print("valid_ppl={:.2f} words_per_s={:.0f}\n", ppl, words);
+  return 0;
+}
+
+}  // namespace actorflow::apps

@@ -1,0 +1,183 @@
+#include "apps/lib/lstm_lm.hpp"
+
+#include <Eigen/Dense>
+#include <random>
+
+#include "core/error.hpp"
+#include "ops/array.hpp"
+#include "ops/linalg.hpp"
+#include "ops/math.hpp"
+#include "ops/random.hpp"
+#include "ops/reduce.hpp"
+#include "ops/sampled_softmax.hpp"
+#include "ops/softmax.hpp"
+#include "ops/train.hpp"
+
+namespace actorflow::lm {
+
+lstm_state lstm_recurrent_step(output projected_x, output h, output c, output recurrent_kernel) {
+  auto gates = split(projected_x + matmul(h, recurrent_kernel), 4, 1);
+  auto input_gate = sigmoid(gates[0]);
+  auto forget_gate = sigmoid(gates[1]);
+  auto candidate = tanh(gates[2]);
+  auto output_gate = sigmoid(gates[3]);
+  auto next_c = forget_gate * c + input_gate * candidate;
+  return {output_gate * tanh(next_c), next_c};
+}
+
+namespace {
+
+// The kernel's input rows [E, 4H] and recurrent rows [H, 4H].
+std::vector<output> kernel_parts(output kernel, int64_t input_size) {
+  const int64_t hidden = kernel.dims().dim(1) / 4;
+  return split_sizes(kernel, {input_size, hidden}, 0);
+}
+
+}  // namespace
+
+lstm_state lstm_cell(output x, output h, output c, output kernel, output bias) {
+  auto w = kernel_parts(kernel, x.dims().dim(1));
+  return lstm_recurrent_step(bias_add(matmul(x, w[0]), bias), h, c, w[1]);
+}
+
+// A static unroll: one recurrent step per time step, each in the graph. A
+// while_loop over a tensor_array will replace this body; nothing else depends
+// on it. The input projection of all steps is one matmul before the loop (as
+// Keras and cuDNN do): a larger product runs faster than T small ones, and its
+// gradient is one product too instead of T summed.
+lstm_sequence lstm_over_time(output inputs, output h0, output c0, output kernel, output bias) {
+  const int64_t steps = inputs.dims().dim(0), input_size = inputs.dims().dim(2);
+  if (steps <= 0 || input_size <= 0)
+    fail("lstm_over_time", "the inputs' time dim (0) and feature dim (2) must be known");
+  auto w = kernel_parts(kernel, input_size);
+  auto projected = bias_add(matmul(reshape(inputs, {-1, input_size}), w[0]), bias);
+  auto per_step = split(reshape(projected, {steps, -1, kernel.dims().dim(1)}), steps, 0);
+  lstm_state state{h0, c0};
+  std::vector<output> hs;
+  hs.reserve(size_t(steps));
+  for (auto& xw : per_step) {
+    state = lstm_recurrent_step(squeeze(xw, {0}), state.h, state.c, w[1]);
+    hs.push_back(expand_dims(state.h, 0));
+  }
+  return {concat(hs, 0), state.h, state.c};
+}
+
+namespace {
+
+// Keras's Orthogonal initializer for a [rows, cols] matrix with rows <= cols:
+// the transposed thin Q of a normal [cols, rows] matrix, signs fixed by R's
+// diagonal, so that the rows are orthonormal. Computed here once, at build time.
+tensor orthogonal_rows(int64_t rows, int64_t cols, int64_t seed) {
+  std::mt19937_64 rng(uint64_t(seed) * 7919 + 17);
+  std::normal_distribution<double> normal;
+  Eigen::MatrixXd a(cols, rows);
+  for (int64_t i = 0; i < a.size(); ++i) a.data()[i] = normal(rng);
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+  Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(cols, rows);
+  for (int64_t j = 0; j < rows; ++j)
+    if (qr.matrixQR()(j, j) < 0) q.col(j) *= -1;
+  tensor t(dtype::float32, {rows, cols});
+  float* out = t.mutable_data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = float(q(c, r));
+  return t;
+}
+
+// Keras's LSTM bias with unit_forget_bias: zeros, except 1 for the forget gate.
+tensor lstm_initial_bias(int64_t hidden) {
+  std::vector<float> b(size_t(4 * hidden), 0.0f);
+  std::fill(b.begin() + hidden, b.begin() + 2 * hidden, 1.0f);
+  return tensor::from_vector<float>(b, {4 * hidden});
+}
+
+output uniform_init(graph& g, shape dims, int64_t seed, int64_t stream) {
+  return random_uniform(g, std::move(dims), dtype::float32, -0.05, 0.05, seed, stream);
+}
+
+}  // namespace
+
+lm_variables make_lm_variables(graph& g, const lm_config& c) {
+  const int64_t e = c.embedding, h = c.hidden, s = c.seed;
+  // Keras: Embedding and the reference's softmax_w uniform in +-0.05; the
+  // LSTM's input kernel Glorot-uniform, its recurrent kernel orthogonal.
+  auto input_kernel = glorot_uniform(g, {e, 4 * h}, s * 4 + 1);
+  auto recurrent_kernel = constant(g, orthogonal_rows(h, 4 * h, s));
+  return {make_variable(uniform_init(g, {c.vocab, e}, s, 2), "embedding"),
+          make_variable(concat({input_kernel, recurrent_kernel}, 0), "lstm_kernel"),
+          make_variable(constant(g, lstm_initial_bias(h)), "lstm_bias"),
+          make_variable(uniform_init(g, {c.vocab, h}, s, 3), "softmax_w"),
+          make_variable(fill(g, {c.vocab}, 0.0), "softmax_b")};
+}
+
+lm_forward run_lm(const lm_variables& v, output ids, output targets, lstm_state initial) {
+  // Time-major, as the unroll slices it: [steps, streams].
+  auto embedded = gather(v.embedding.value(), transpose(ids, {1, 0}));
+  auto seq = lstm_over_time(embedded, initial.h, initial.c, v.kernel.value(), v.bias.value());
+  const int64_t hidden = v.kernel.dims().dim(1) / 4;
+  return {reshape(seq.outputs, {-1, hidden}),
+          reshape(transpose(targets, {1, 0}), {-1}),
+          {seq.h, seq.c}};
+}
+
+namespace {
+
+cross_entropy full_softmax(const lm_variables& v, const lm_forward& f) {
+  auto logits = bias_add(matmul(f.hidden, v.softmax_w.value(), false, true), v.softmax_b.value());
+  return sparse_softmax_cross_entropy_with_logits(logits, f.labels);
+}
+
+output training_loss(graph& g, const lm_variables& v, const lm_forward& f, const lm_config& c) {
+  if (c.full_softmax) return reduce_mean(full_softmax(v, f).loss);
+  // The global step draws the candidates, so a resumed run draws the same ones.
+  auto counter = global_step(g).value();
+  return reduce_mean(sampled_softmax_loss(v.softmax_w.value(), v.softmax_b.value(),
+                                          expand_dims(f.labels, 1), f.hidden, c.sampled, c.vocab,
+                                          counter, {.seed = c.seed}));
+}
+
+operation op_of(const output& o) { return operation(&o.owner(), o.ref().node); }
+
+variable zero_state_variable(graph& g, const lm_config& c, const std::string& name) {
+  return make_variable(fill(g, {c.streams, c.hidden}, 0.0), name);
+}
+
+}  // namespace
+
+output full_softmax_nll_sum(const lm_variables& v, const lm_forward& f) {
+  return reduce_sum(full_softmax(v, f).loss);
+}
+
+lm_training_graph make_training_graph(graph& g, const lm_variables& v, const lm_config& c) {
+  lm_training_graph t;
+  t.inputs = placeholder(g, dtype::int64, {c.streams, c.steps}, "inputs");
+  t.targets = placeholder(g, dtype::int64, {c.streams, c.steps}, "targets");
+  t.state_h = zero_state_variable(g, c, "state_h");
+  t.state_c = zero_state_variable(g, c, "state_c");
+  auto f = run_lm(v, t.inputs, t.targets, {t.state_h.value(), t.state_c.value()});
+  t.loss = training_loss(g, v, f, c);
+  // Keras's Adam: epsilon 1e-7; global_clipnorm 5.
+  adam opt(c.lr, 0.9, 0.999, 1e-7, {.clip_global_norm = c.clip_norm});
+  auto update = opt.minimize(t.loss, v.all());
+  t.train = group(g,
+                  {update, op_of(assign(t.state_h, f.final_state.h)),
+                   op_of(assign(t.state_c, f.final_state.c))},
+                  "train_step");
+  auto zeros = fill(g, {c.streams, c.hidden}, 0.0);
+  t.reset_state =
+      group(g, {op_of(assign(t.state_h, zeros)), op_of(assign(t.state_c, zeros))}, "reset_state");
+  return t;
+}
+
+lm_eval_graph make_eval_graph(graph& g, const lm_variables& v, const lm_config& c) {
+  lm_eval_graph e;
+  e.inputs = placeholder(g, dtype::int64, {c.streams, c.steps}, "eval_inputs");
+  e.targets = placeholder(g, dtype::int64, {c.streams, c.steps}, "eval_targets");
+  e.h0 = placeholder(g, dtype::float32, {c.streams, c.hidden}, "eval_h0");
+  e.c0 = placeholder(g, dtype::float32, {c.streams, c.hidden}, "eval_c0");
+  auto f = run_lm(v, e.inputs, e.targets, {e.h0, e.c0});
+  e.nll_sum = full_softmax_nll_sum(v, f);
+  e.final_state = f.final_state;
+  return e;
+}
+
+}  // namespace actorflow::lm

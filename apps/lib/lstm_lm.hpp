@@ -1,0 +1,110 @@
+// A word-level LSTM language model, as ../shared/perf-ref/tf_lstm_lm.py builds it
+// with Keras: embedding -> one LSTM layer -> projection to the vocabulary, trained
+// by truncated BPTT with the recurrent state carried across segments.
+//
+// The recurrence lives behind lstm_over_time() alone: today a static unroll over
+// the segment's time steps; the LSTM cell itself is lstm_cell(), written with
+// graph ops (lstm_recurrent_step() is its per-step half, after the input
+// projection that lstm_over_time() does for all steps at once), so an unroll by
+// while_loop can replace the body of lstm_over_time() without touching the rest
+// of the model.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "ops/state.hpp"
+
+namespace actorflow::lm {
+
+/// An LSTM's state: output h and cell c, [batch, hidden] each.
+struct lstm_state {
+  output h;
+  output c;
+};
+
+/// One step of Keras's LSTMCell (the reference's cell): z = [x, h] @ kernel +
+/// bias, split into the gates i, f, g, o (Keras's order); c' = sigmoid(f) * c +
+/// sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c'). x [batch, E], h and c
+/// [batch, H], kernel [E + H, 4H], bias [4H]. Keras adds no forget bias at run
+/// time: its initializer sets the forget gate's bias to 1 (lstm_initial_bias).
+lstm_state lstm_cell(output x, output h, output c, output kernel, output bias);
+
+/// The recurrent half of lstm_cell: `projected_x` = x @ kernel[:E] + bias
+/// [batch, 4H], computed beforehand; recurrent_kernel = kernel[E:] [H, 4H].
+/// lstm_over_time projects every step's input at once and runs this per step.
+lstm_state lstm_recurrent_step(output projected_x, output h, output c, output recurrent_kernel);
+
+/// The LSTM over a whole sequence.
+struct lstm_sequence {
+  output outputs;  ///< [T, batch, H]: h after each step
+  output h;        ///< final state, [batch, H]
+  output c;
+};
+
+/// Runs lstm_cell over time: inputs [T, batch, E] (T known), h0 and c0 [batch, H].
+lstm_sequence lstm_over_time(output inputs, output h0, output c0, output kernel, output bias);
+
+/// The model's sizes and training settings (the reference's).
+struct lm_config {
+  int64_t vocab = 10001;  ///< classes: the corpus's words plus <unk>
+  int64_t embedding = 256;
+  int64_t hidden = 256;
+  int64_t steps = 35;         ///< truncated-BPTT segment length
+  int64_t streams = 32;       ///< parallel streams (the batch)
+  int64_t sampled = 512;      ///< sampled-softmax candidates per step
+  bool full_softmax = false;  ///< train with the full softmax instead
+  double lr = 1e-3;           ///< Adam's learning rate
+  double clip_norm = 5;       ///< gradients' global norm is clipped to this
+  int64_t seed = 0;
+};
+
+/// The trainable variables (Keras's initializers, see lstm_lm.cpp).
+struct lm_variables {
+  variable embedding;  ///< [vocab, E]
+  variable kernel;     ///< [E + H, 4H]: input rows, then recurrent rows
+  variable bias;       ///< [4H]
+  variable softmax_w;  ///< [vocab, H], as tf.nn.sampled_softmax_loss takes it
+  variable softmax_b;  ///< [vocab]
+  std::vector<variable> all() const { return {embedding, kernel, bias, softmax_w, softmax_b}; }
+};
+
+lm_variables make_lm_variables(graph& g, const lm_config& config);
+
+/// The model from word ids to the hidden states the softmax reads.
+struct lm_forward {
+  output hidden;  ///< [steps * streams, H], time-major rows
+  output labels;  ///< int64 [steps * streams]: targets in the same row order
+  lstm_state final_state;
+};
+
+/// ids and targets int64 [streams, steps] (as bptt_batcher gives them).
+lm_forward run_lm(const lm_variables& vars, output ids, output targets, lstm_state initial);
+
+/// Summed full-softmax negative log-likelihood of the forward's labels.
+output full_softmax_nll_sum(const lm_variables& vars, const lm_forward& f);
+
+/// One training step's graph. The state carried between segments lives in two
+/// non-trainable variables, so a checkpoint holds it and --resume continues
+/// exactly; `train` updates the weights, the state and the global step.
+struct lm_training_graph {
+  output inputs, targets;  ///< int64 placeholders [streams, steps]
+  variable state_h, state_c;
+  output loss;  ///< mean loss per word of the step (sampled or full softmax)
+  operation train;
+  operation reset_state;  ///< zeroes the carried state: run it at each epoch's start
+};
+
+lm_training_graph make_training_graph(graph& g, const lm_variables& vars, const lm_config& config);
+
+/// The validation graph on the same variables: the state is fed and fetched,
+/// so validation never disturbs the training state.
+struct lm_eval_graph {
+  output inputs, targets, h0, c0;  ///< placeholders
+  output nll_sum;                  ///< summed over the segment's words
+  lstm_state final_state;
+};
+
+lm_eval_graph make_eval_graph(graph& g, const lm_variables& vars, const lm_config& config);
+
+}  // namespace actorflow::lm

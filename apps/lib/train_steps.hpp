@@ -1,0 +1,32 @@
+// What every actorflow-train model shares around its steps: the output
+// directories checked before anything slow, the start (a restored checkpoint
+// or fresh variables), and the guards that stop a diverged run without
+// saving what diverged.
+#pragma once
+#include <memory>
+
+#include "actors/checkpoint.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/training_options.hpp"
+
+namespace actorflow::apps {
+
+/// Checks the output directories before anything slow starts (the runtime,
+/// the data load): a bad path or another run's checkpoints cost seconds, not
+/// an epoch. Returns the checkpoint manager, or null without --checkpoint-dir.
+std::unique_ptr<checkpoint_manager> prepare_outputs(const training_options& c);
+
+/// Restores the newest readable checkpoint when --resume asks for it and
+/// returns its step; otherwise initializes the variables and returns 0.
+int64_t restore_or_initialize(session& s, graph& g, const training_options& c,
+                              checkpoint_manager* ckpt);
+
+/// TensorFlow's NanTensorHook: throws at the first non-finite loss, saying
+/// which checkpoint is kept.
+void require_finite_loss(float loss, int64_t step, const checkpoint_manager* ckpt);
+
+/// Saves a checkpoint at `step` unless a variable (or an optimizer slot) is
+/// NaN or infinite, which throws instead.
+void save_finite(session& s, checkpoint_manager& ckpt, int64_t step);
+
+}  // namespace actorflow::apps
