@@ -52,6 +52,10 @@ output gather(output params, output indices, int64_t axis = 0, const std::string
 /// repeated indices add up. updates must have the shape gather(like, indices, axis) has.
 output scatter_add_like(output updates, output indices, output like, int64_t axis = 0,
                         const std::string& name = "");
+/// base with each slice of updates added at its index along dim 0 (repeated
+/// indices add up); updates have the shape gather(base, indices) has. Writes
+/// into base's buffer when nothing else holds it.
+output scatter_add_into(output base, output updates, output indices, const std::string& name = "");
 /// indices.shape + (depth): on_value where the last coordinate equals the index,
 /// off_value elsewhere; an out-of-range index gives an all-off row.
 output one_hot(output indices, int64_t depth, double on_value = 1, double off_value = 0,

@@ -206,6 +206,54 @@ void one_hot_kernel(kernel_context& ctx) {
   });
 }
 
+// ---- scatter_add_into ---------------------------------------------------------
+
+std::vector<tensor_spec> scatter_add_into_infer(const shape_context& c) {
+  auto& base = c.inputs[0];
+  auto& updates = c.inputs[1];
+  auto& indices = c.inputs[2];
+  check_index_type(indices.type, c.op);
+  if (updates.type != base.type) c.fail("updates are " + updates.to_string() + ", base is " + base.to_string());
+  if (base.dims.rank() == 0) c.fail("cannot scatter into a scalar");
+  shape want = gathered_shape(base.dims, indices.dims, 0);
+  if (!updates.dims.compatible_with(want))
+    c.fail("updates " + updates.dims.to_string() + " do not match " + want.to_string() +
+           ", the shape of gathering from " + base.dims.to_string() + " at indices " +
+           indices.dims.to_string());
+  return {base};
+}
+
+// base with the updates added at indices (dim 0). In place when base's
+// buffer has no other holder: a loop's gradient adds one row per iteration
+// into an accumulator that goes round the loop, and a copy of the whole
+// accumulator per row would cost more than the rest of the iteration.
+void scatter_add_into_kernel(kernel_context& ctx) {
+  tensor base = std::move(ctx.inputs[0]);
+  const tensor& updates = ctx.input(1);
+  const tensor& indices = ctx.input(2);
+  check_index_type(indices.type(), ctx.op);
+  if (base.rank() == 0) ctx.fail("cannot scatter into a scalar");
+  if (updates.type() != base.type()) ctx.fail("updates and base differ in dtype");
+  shape want = gathered_shape(base.dims(), indices.dims(), 0);
+  if (updates.dims() != want)
+    ctx.fail("updates " + updates.dims().to_string() + " do not match " + want.to_string() +
+             ", the shape of gathering from " + base.dims().to_string() + " at indices " +
+             indices.dims().to_string());
+  const auto& bd = base.dims().dims();
+  int64_t d = bd[0], inner = 1;
+  for (size_t k = 1; k < bd.size(); ++k) inner *= bd[k];
+  auto idx = checked_indices(ctx, indices, 0, d, "the base " + base.dims().to_string());
+  if (!base.is_unique()) base = base.clone();
+  visit_numeric(base.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      if (updates.num_elements() > 0)
+        scatter_add<T>(updates.data<T>(), idx, base.mutable_data<T>(), 1, d, inner);
+    }
+  });
+  ctx.set_output(0, std::move(base));
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "gather",
                   .num_inputs = 2,
@@ -234,6 +282,16 @@ const op_registrar registrations[] = {
                         c.input_grads = {
                             gather(c.grad(), c.input(1), c.attr_or<int64_t>("axis", 0))};
                       }}),
+    op_registrar({.name = "scatter_add_into",
+                  .num_inputs = 3,
+                  .infer = scatter_add_into_infer,
+                  .kernel = scatter_add_into_kernel,
+                  .summary = "base with the updates added at indices along dim 0 (in place "
+                             "when base has no other holder)",
+                  .gradient =
+                      [](grad_context& c) {
+                        c.input_grads = {c.grad(), gather(c.grad(), c.input(2))};
+                      }}),
 };
 
 }  // namespace
@@ -247,6 +305,10 @@ output one_hot(output indices, int64_t depth, double on_value, double off_value,
   return make_op(
       "one_hot", {indices},
       {{"depth", depth}, {"on_value", on_value}, {"off_value", off_value}, {"dtype", type}}, name);
+}
+
+output scatter_add_into(output base, output updates, output indices, const std::string& name) {
+  return make_op("scatter_add_into", {base, updates, indices}, {}, name);
 }
 
 output scatter_add_like(output updates, output indices, output like, int64_t axis,

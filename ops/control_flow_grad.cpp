@@ -117,6 +117,28 @@ endpoint resolve(graph& g, const endpoint& e, int current) {
   return read.ref();
 }
 
+// Per invariant: the tensor_array_read nodes that are its only consumers in
+// the loop (it is a tensor array's data read one row per iteration), or
+// none. Such an invariant's gradient adds each iteration's row into its
+// accumulator in place, instead of a whole array of zeros with the row in it.
+std::vector<std::vector<int>> row_reads(const graph& g, const std::vector<int>& invariants) {
+  std::vector<std::vector<int>> rows(invariants.size());
+  for (size_t j = 0; j < invariants.size(); ++j) {
+    bool only_reads = true;
+    for (auto& n : g.nodes())
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.inputs[i].node != invariants[j]) continue;
+        if (n.op == "tensor_array_read" && i == 0 && n.inputs[2].node != invariants[j] &&
+            g.at(n.inputs[2].node).outputs[size_t(n.inputs[2].index)].dims.rank() == 0)
+          rows[j].push_back(n.id);
+        else
+          only_reads = false;
+      }
+    if (!only_reads) rows[j].clear();
+  }
+  return rows;
+}
+
 std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
                                                        const std::map<int, output>& exit_grads,
                                                        const std::vector<char>& between) {
@@ -143,6 +165,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     init.push_back(zeros_like(output(&g, g.at(inv).inputs[0])));
     shapes.push_back(init.back().dims());
   }
+  auto rows = row_reads(g, invariants);
   auto resolver = g.frame_resolver_scope(
       [&g](const endpoint& e, int current) { return resolve(g, e, current); });
   auto body = [&](const std::vector<output>& v) {
@@ -154,15 +177,27 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
       grad_ys.push_back(v[1 + j]);
       xs.push_back(out(p.switches[vars[j]], 1));
     }
-    for (int inv : invariants) xs.push_back(out(inv));
+    std::vector<size_t> first_x;  // per invariant: where its xs start
+    for (size_t j = 0; j < invariants.size(); ++j) {
+      first_x.push_back(xs.size());
+      if (rows[j].empty()) xs.push_back(out(invariants[j]));
+      for (int read : rows[j]) xs.push_back(out(read));
+    }
     auto grads = ys.empty() ? std::vector<output>(xs.size()) : gradients(ys, xs, grad_ys);
     std::vector<output> next{iteration};
     for (size_t j = 0; j < vars.size(); ++j)
       next.push_back(grads[j].valid() ? grads[j] : zeros_like(v[1 + j]));
     for (size_t j = 0; j < invariants.size(); ++j) {
-      auto& acc = v[1 + vars.size() + j];
-      auto& grad = grads[vars.size() + j];
-      next.push_back(grad.valid() ? acc + grad : identity(acc));
+      output acc = v[1 + vars.size() + j];
+      if (rows[j].empty()) {
+        auto& grad = grads[first_x[j]];
+        next.push_back(grad.valid() ? acc + grad : identity(acc));
+        continue;
+      }
+      for (size_t r = 0; r < rows[j].size(); ++r)
+        if (auto& grad = grads[first_x[j] + r]; grad.valid())
+          acc = scatter_add_into(acc, grad, output(&g, g.at(rows[j][r]).inputs[2]));
+      next.push_back(g.fires_every_iteration(acc) ? acc : identity(acc));
     }
     return next;
   };

@@ -1,16 +1,21 @@
 #include "apps/lib/lstm_lm.hpp"
 
+#include "ops/control_flow.hpp"
+#include "ops/tensor_array.hpp"
+
 #include <Eigen/Dense>
 #include <random>
 
 #include "core/error.hpp"
 #include "ops/array.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/sampled_softmax.hpp"
 #include "ops/softmax.hpp"
+#include "ops/tensor_array.hpp"
 #include "ops/train.hpp"
 
 namespace actorflow::lm {
@@ -40,26 +45,34 @@ lstm_state lstm_cell(output x, output h, output c, output kernel, output bias) {
   return lstm_recurrent_step(bias_add(matmul(x, w[0]), bias), h, c, w[1]);
 }
 
-// A static unroll: one recurrent step per time step, each in the graph. A
-// while_loop over a tensor_array will replace this body; nothing else depends
-// on it. The input projection of all steps is one matmul before the loop (as
-// Keras and cuDNN do): a larger product runs faster than T small ones, and its
-// gradient is one product too instead of T summed.
+// The recurrence unrolled over time by a while loop (frames and iterations
+// in the runtime, not T copies of the cell in the graph): the input
+// projection of all steps is one matmul before the loop (as Keras and cuDNN
+// do; a larger product runs faster than T small ones), read one row per
+// iteration from a tensor array; each step's h goes into another, stacked
+// after the loop. The gradient is a backward loop over the same steps.
 lstm_sequence lstm_over_time(output inputs, output h0, output c0, output kernel, output bias) {
-  const int64_t steps = inputs.dims().dim(0), input_size = inputs.dims().dim(2);
-  if (steps <= 0 || input_size <= 0)
-    fail("lstm_over_time", "the inputs' time dim (0) and feature dim (2) must be known");
+  const int64_t steps = inputs.dims().dim(0), batch = inputs.dims().dim(1),
+                input_size = inputs.dims().dim(2), gates = kernel.dims().dim(1);
+  if (steps <= 0 || batch <= 0 || input_size <= 0)
+    fail("lstm_over_time", "the inputs' dims (time, batch, features) must be known, not " +
+                               inputs.dims().to_string());
+  graph& g = inputs.owner();
   auto w = kernel_parts(kernel, input_size);
   auto projected = bias_add(matmul(reshape(inputs, {-1, input_size}), w[0]), bias);
-  auto per_step = split(reshape(projected, {steps, -1, kernel.dims().dim(1)}), steps, 0);
-  lstm_state state{h0, c0};
-  std::vector<output> hs;
-  hs.reserve(size_t(steps));
-  for (auto& xw : per_step) {
-    state = lstm_recurrent_step(squeeze(xw, {0}), state.h, state.c, w[1]);
-    hs.push_back(expand_dims(state.h, 0));
-  }
-  return {concat(hs, 0), state.h, state.c};
+  auto per_step = unstack_to_tensor_array(reshape(projected, {steps, batch, gates}), "lstm_inputs");
+  auto hs = make_tensor_array(g, h0.type(), steps, shape{batch, gates / 4}, false, "lstm_outputs");
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], scalar<int32_t>(g, int32_t(steps))); },
+      [&](const std::vector<output>& v) {
+        auto t = v[0];
+        auto next = lstm_recurrent_step(per_step.read(t), v[1], v[2], w[1]);
+        auto written = hs.with(v[3], v[4]).write(t, next.h);
+        return std::vector<output>{t + scalar<int32_t>(g, 1), next.h, next.c, written.data,
+                                   written.written};
+      },
+      {scalar<int32_t>(g, 0), h0, c0, hs.data, hs.written}, {.name = "lstm"});
+  return {hs.with(outs[3], outs[4]).stack(), outs[1], outs[2]};
 }
 
 namespace {

@@ -2,12 +2,10 @@
 // with Keras: embedding -> one LSTM layer -> projection to the vocabulary, trained
 // by truncated BPTT with the recurrent state carried across segments.
 //
-// The recurrence lives behind lstm_over_time() alone: today a static unroll over
-// the segment's time steps; the LSTM cell itself is lstm_cell(), written with
-// graph ops (lstm_recurrent_step() is its per-step half, after the input
-// projection that lstm_over_time() does for all steps at once), so an unroll by
-// while_loop can replace the body of lstm_over_time() without touching the rest
-// of the model.
+// The recurrence lives behind lstm_over_time() alone: a while_loop over the
+// segment's time steps whose body is lstm_recurrent_step(), the per-step half
+// of the LSTM cell (lstm_cell(), written with graph ops), after the input
+// projection that lstm_over_time() does for all steps at once.
 #pragma once
 #include <cstdint>
 #include <vector>

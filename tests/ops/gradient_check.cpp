@@ -353,6 +353,10 @@ std::vector<grad_case> array_cases() {
   c.push_back({.op = "dynamic_stitch",
                .label = "two parts of (2,3) rows into 4 rows",
                .inputs = {ids({2}, {0, 2}), ids({2}, {3, 1}), uniform({2, 3}), uniform({2, 3})}});
+  c.push_back({.op = "scatter_add_into",
+               .label = "rows at indices",
+               .inputs = {make<double>({3, 2}, {1, 2, 3, 4, 5, 6}),
+                          make<double>({2, 2}, {0.5, -1, 2, 0.25}), make<int32_t>({2}, {2, 0})}});
   c.push_back({.op = "scatter_add_like",
                .label = "axis 0, repeated indices",
                .inputs = {uniform({3, 2}), ids({3}, {2, 0, 2}), uniform({4, 2})},
