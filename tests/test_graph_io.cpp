@@ -691,6 +691,17 @@ TEST_CASE("a while loop and its gradient save, load and run alike") {
   CHECK(contains(e, "max_iterations=50"));
 }
 
+// A crafted node of op `op` on node `input`, with one text attribute.
+schema::Node::Builder loop_node(crafted& c, unsigned i, const char* name, const char* op,
+                                uint32_t input, const char* attr, const char* value) {
+  auto n = c.identity(i, name, input);
+  n.setOp(op);
+  auto attrs = n.initAttrs(1);
+  attrs[0].setName(attr);
+  attrs[0].initValue().setString(value);
+  return n;
+}
+
 TEST_CASE("a graph file with a malformed loop frame is refused") {
   {
     crafted c(2);
@@ -701,31 +712,15 @@ TEST_CASE("a graph file with a malformed loop frame is refused") {
   {
     crafted c(4);
     c.placeholder(0, "p");
-    auto enter = c.identity(1, "enter", 0);
-    enter.setOp("enter");
-    auto ea = enter.initAttrs(1);
-    ea[0].setName("frame");
-    ea[0].initValue().setString("L");
-    auto merge = c.identity(2, "merge", 1);
-    merge.setOp("merge");
-    auto ma = merge.initAttrs(1);
-    ma[0].setName("frame");
-    ma[0].initValue().setString("L");
-    auto next = c.identity(3, "next", 2);
-    next.setOp("next_iteration");
-    auto na = next.initAttrs(1);
-    na[0].setName("merge");
-    na[0].initValue().setString("nowhere");
+    loop_node(c, 1, "enter", "enter", 0, "frame", "L");
+    loop_node(c, 2, "merge", "merge", 1, "frame", "L");
+    loop_node(c, 3, "next", "next_iteration", 2, "merge", "nowhere");
     CHECK(contains(load_error(c.bytes()), "feeds no loop merge"));
   }
   {
     crafted c(3);
     c.placeholder(0, "p");
-    auto enter = c.identity(1, "enter", 0);
-    enter.setOp("enter");
-    auto ea = enter.initAttrs(1);
-    ea[0].setName("frame");
-    ea[0].initValue().setString("L");
+    loop_node(c, 1, "enter", "enter", 0, "frame", "L");
     auto add = c.node(2, "mixed", "add");
     auto in = add.initInputs(2);
     in[0].setNode(0);
