@@ -359,8 +359,10 @@ void fold_next_iteration(const graph& g, const node& next,
   auto merge = g.find(get_attr<std::string>(next.attrs, "merge", next.op));
   if (merge == nullptr || !plans[static_cast<size_t>(merge->id)])
     fail("session", "next_iteration '" + next.name + "' has no loop merge in this run");
-  if (g.at(next.inputs[0].node).op == "constant" && g.at(next.inputs[0].node).control_inputs.empty())
-    fail("session", "next_iteration '" + next.name + "' takes a constant: it would not come in every iteration");
+  if (g.at(next.inputs[0].node).op == "constant" &&
+      g.at(next.inputs[0].node).control_inputs.empty())
+    fail("session", "next_iteration '" + next.name +
+                        "' takes a constant: it would not come in every iteration");
   auto& m = *plans[static_cast<size_t>(merge->id)];
   m.loop_name = get_attr<std::string>(next.attrs, "frame", next.op);
   m.max_iterations = get_attr_or<int64_t>(next.attrs, "max_iterations", next.op, 0);
@@ -374,7 +376,8 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   wire_frame_ends(g, plans, actor_of);
   std::unordered_map<std::string, std::vector<node_plan*>> vars_of_loop;
   for (auto& plan : plans)
-    if (plan && plan->kind == node_kind::loop_merge) vars_of_loop[plan->loop_name].push_back(plan.get());
+    if (plan && plan->kind == node_kind::loop_merge)
+      vars_of_loop[plan->loop_name].push_back(plan.get());
   for (auto& [loop, vars] : vars_of_loop) {
     if (vars.size() < 2) continue;
     auto& enter = g.at(g.at(g.find(vars[0]->name)->id).inputs[0].node);
@@ -417,7 +420,8 @@ std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool fo
   auto back_edges = next_iteration_of_merge(g);
   std::unordered_map<std::string, std::vector<int>> pushes;
   for (auto& n : g.nodes())
-    if (n.op == "history_push") pushes[get_attr<std::string>(n.attrs, "history", n.op)].push_back(n.id);
+    if (n.op == "history_push")
+      pushes[get_attr<std::string>(n.attrs, "history", n.op)].push_back(n.id);
   std::vector<int> stack;
   for (auto& f : sig.fetches) stack.push_back(f.node);
   for (int t : sig.targets) stack.push_back(t);
@@ -433,7 +437,8 @@ std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool fo
     if (n.op == "merge" && n.attrs.count("frame"))
       if (auto it = back_edges.find(n.name); it != back_edges.end()) stack.push_back(it->second);
     if (n.op == "history_read")  // it reads what the pushes of its history save
-      for (int push : pushes[get_attr<std::string>(n.attrs, "history", n.op)]) stack.push_back(push);
+      for (int push : pushes[get_attr<std::string>(n.attrs, "history", n.op)])
+        stack.push_back(push);
   }
   return needed;
 }
@@ -515,8 +520,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       plan->history = store;
       // A read lets go of what it reads only where it is its history's one
       // reader and reads each value once (in the saving loop's own gradient).
-      plan->history_pop = get_attr_or<bool>(n.attrs, "pop", n.op, false) &&
-                          readers_of_history(g, needed, n) == 1;
+      plan->history_pop =
+          get_attr_or<bool>(n.attrs, "pop", n.op, false) && readers_of_history(g, needed, n) == 1;
     } else if (n.op == "next_iteration") {
       fold_next_iteration(g, n, plans, edges);
       continue;
@@ -625,8 +630,10 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   // Set before any step starts, so the actors (spawned already) see them.
   for (size_t b : back_edges) {
     auto& ed = edges[b];
-    plans[static_cast<size_t>(ed.from.node)]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(
-        consumer{actor_of[static_cast<size_t>(ed.to_node)], ed.slot, placement::same_worker});
+    plans[static_cast<size_t>(ed.from.node)]
+        ->output_consumers[static_cast<size_t>(ed.from.index)]
+        .push_back(
+            consumer{actor_of[static_cast<size_t>(ed.to_node)], ed.slot, placement::same_worker});
   }
   if (coord->has_loops) {
     wire_loops(g, plans, actor_of);

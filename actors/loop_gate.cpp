@@ -6,7 +6,8 @@
 namespace actorflow {
 
 loop_gate::loop_gate(size_t num_vars, int64_t parallel_iterations)
-    : num_vars_(num_vars), parallel_iterations_(static_cast<uint64_t>(std::max<int64_t>(1, parallel_iterations))) {}
+    : num_vars_(num_vars),
+      parallel_iterations_(static_cast<uint64_t>(std::max<int64_t>(1, parallel_iterations))) {}
 
 loop_gate::frame_state& loop_gate::state_of(uint64_t step, uint64_t frame) {
   auto [it, fresh] = frames_.try_emplace({step, frame});
@@ -30,7 +31,8 @@ std::vector<std::function<void()>> loop_gate::release(frame_state& f) {
     moved = false;
     uint64_t low = slowest(f);
     for (auto it = f.waiting.begin(); it != f.waiting.end();) {
-      if (low == std::numeric_limits<uint64_t>::max() || it->iteration < low + parallel_iterations_) {
+      if (low == std::numeric_limits<uint64_t>::max() ||
+          it->iteration < low + parallel_iterations_) {
         f.reached[it->var] = it->iteration;
         ready.push_back(std::move(it->move));
         it = f.waiting.erase(it);

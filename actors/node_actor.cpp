@@ -332,8 +332,8 @@ class node_actor : public caf::event_based_actor {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
         if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
-        emit(this, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag,
-             outputs_, error);
+        emit(this, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag, outputs_,
+             error);
         return;
       }
       dead |= slots[s].dead;
@@ -414,7 +414,9 @@ class node_actor : public caf::event_based_actor {
     return frame_tag{child_frame_id(parent, plan_->frame_id), 0,
                      parent.is_root() ? nullptr : std::make_shared<const frame_tag>(parent)};
   }
-  static frame_tag parent_of(const frame_tag& tag) { return tag.parent ? *tag.parent : frame_tag{}; }
+  static frame_tag parent_of(const frame_tag& tag) {
+    return tag.parent ? *tag.parent : frame_tag{};
+  }
 
   // A live value leaves the loop with how many iterations it ran; an error
   // leaves it too, so that the step fails.
@@ -451,8 +453,8 @@ class node_actor : public caf::event_based_actor {
       if (!index.valid() || index.type() != dtype::int64 || index.num_elements() != 1 ||
           index.item<int64_t>() < 0) {
         emit(this, *plan_, step, tag, outputs_,
-             describe_failure(*plan_, "iteration index " + std::to_string(i) +
-                                          " must be an int64 scalar >= 0"));
+             describe_failure(
+                 *plan_, "iteration index " + std::to_string(i) + " must be an int64 scalar >= 0"));
         return;
       }
       at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
@@ -596,15 +598,16 @@ class node_actor : public caf::event_based_actor {
     frame_tag next{in.tag.frame, in.tag.iteration + 1, std::move(in.tag.parent)};
     if (plan.max_iterations > 0 && next.iteration > static_cast<uint64_t>(plan.max_iterations) &&
         v.ok())
-      v = step_value{tensor(), "[while_loop] '" + plan.loop_name + "' ran past max_iterations=" +
-                                   std::to_string(plan.max_iterations),
+      v = step_value{tensor(),
+                     "[while_loop] '" + plan.loop_name +
+                         "' ran past max_iterations=" + std::to_string(plan.max_iterations),
                      false};
     if (plan.gate) {
       auto self = caf::actor_cast<caf::actor>(this);
       auto later = std::make_shared<step_input>(step_input{in.step, 2, v, next});
-      bool now = plan.gate->admit(in.step, next.frame, plan.gate_var, next.iteration, [self, later] {
-        caf::anon_send(self, input_atom::value, std::move(*later));
-      });
+      bool now = plan.gate->admit(
+          in.step, next.frame, plan.gate_var, next.iteration,
+          [self, later] { caf::anon_send(self, input_atom::value, std::move(*later)); });
       if (!now) return;
     }
     emit_merged(in.step, next, std::move(v), 1);
@@ -735,9 +738,7 @@ class node_actor : public caf::event_based_actor {
 
 }  // namespace
 
-int64_t loop_states_held() {
-  return loop_states.load() + loop_history::entries_held_in_process();
-}
+int64_t loop_states_held() { return loop_states.load() + loop_history::entries_held_in_process(); }
 
 caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan) {
   return system.spawn<node_actor>(std::move(plan));

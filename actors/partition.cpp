@@ -113,7 +113,8 @@ class partitioner {
   endpoint input_in(endpoint e, const std::string& task) {
     const node& src = g_.at(e.node);
     const std::string& src_task = tasks_[static_cast<size_t>(e.node)];
-    if (src_task == task) return {local_ids(task)[static_cast<size_t>(e.node)], std::max(e.index, 0)};
+    if (src_task == task)
+      return {local_ids(task)[static_cast<size_t>(e.node)], std::max(e.index, 0)};
     if (is_copied_constant(src)) return {constant_copy(src, task), e.index};
     return {recv_for(e, task), 0};
   }
@@ -124,7 +125,8 @@ class partitioner {
 
   int constant_copy(const node& src, const std::string& task) {
     auto& local = local_ids(task)[static_cast<size_t>(src.id)];
-    if (local < 0) local = part_of(task).g->add_node_raw(src.op, {}, {}, src.attrs, src.name, "").id;
+    if (local < 0)
+      local = part_of(task).g->add_node_raw(src.op, {}, {}, src.attrs, src.name, "").id;
     return local;
   }
 
@@ -143,8 +145,10 @@ class partitioner {
     partition& from = part_of(src_task);
     std::vector<endpoint> data;
     std::vector<int> control;
-    if (e.index < 0) control.push_back(src_local);
-    else data.push_back({src_local, e.index});
+    if (e.index < 0)
+      control.push_back(src_local);
+    else
+      data.push_back({src_local, e.index});
     // A send inside a loop sends once per iteration: it runs as a target of
     // its partition but does not report (a target reports once per step);
     // the partitions that need its values wait for them, and its errors
@@ -189,7 +193,8 @@ class partitioner {
         continue;
       }
       endpoint local = input_in(f, client_);
-      part_of(client_).fetches.push_back(output_name(part_of(client_).g->at(local.node), local.index));
+      part_of(client_).fetches.push_back(
+          output_name(part_of(client_).g->at(local.node), local.index));
     }
     for (int t : sig_.targets) {
       auto& targets = part_of(tasks_[static_cast<size_t>(t)]).targets;

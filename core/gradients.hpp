@@ -26,7 +26,8 @@ bool is_differentiable_type(dtype type);
 /// (loop variables' initial values, loop invariants) that lie in `between`.
 /// Registered by ops/control_flow.cpp: the driver lives below the ops.
 using loop_gradient_builder = std::function<std::vector<std::pair<endpoint, output>>(
-    graph& g, int frame, const std::map<int, output>& exit_grads, const std::vector<char>& between)>;
+    graph& g, int frame, const std::map<int, output>& exit_grads,
+    const std::vector<char>& between)>;
 void register_loop_gradient(loop_gradient_builder builder);
 
 }  // namespace actorflow

@@ -270,7 +270,8 @@ graph::scope_guard graph::loop_body_scope(int frame, int pivot) {
   b.outer_control = std::exchange(control_deps_, {});
   // The frame's nodes made so far (its enters and merges) fire every iteration.
   for (size_t id = 0; id < nodes_.size(); ++id)
-    if (node_frame_[id] == frame && !get_attr_or<bool>(nodes_[id].attrs, "is_constant", "enter", false))
+    if (node_frame_[id] == frame &&
+        !get_attr_or<bool>(nodes_[id].attrs, "is_constant", "enter", false))
       b.per_iteration.insert(static_cast<int>(id));
   loop_bodies_.push_back(std::move(b));
   return scope_guard(std::function<void()>([this] {
@@ -291,7 +292,8 @@ graph::scope_guard graph::frame_resolver_scope(frame_resolver fn) {
 }
 
 static std::string frame_label(const std::vector<graph::loop_frame_info>& frames, int f) {
-  return f < 0 ? std::string("the step's frame") : "loop '" + frames[static_cast<size_t>(f)].name + "'";
+  return f < 0 ? std::string("the step's frame")
+               : "loop '" + frames[static_cast<size_t>(f)].name + "'";
 }
 
 // The frame a new node lives in, from its inputs (see loop_frame_info); a
@@ -308,8 +310,9 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
     int f = node_frame_[static_cast<size_t>(id)];
     if (frame == -2) frame = f;
     if (f != frame)
-      fail(op, "node '" + name + "' takes inputs from " + frame_label(frames_, frame) + " and from " +
-                   frame_label(frames_, f) + " ('" + nodes_[static_cast<size_t>(id)].name +
+      fail(op, "node '" + name + "' takes inputs from " + frame_label(frames_, frame) +
+                   " and from " + frame_label(frames_, f) + " ('" +
+                   nodes_[static_cast<size_t>(id)].name +
                    "'); a value enters a loop through an enter and leaves it through an exit");
   };
   if (op == "enter") {
@@ -342,20 +345,23 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
     frame = after_recv && op != "exit" ? follows_recv : -1;
   }
   if (op == "exit") {
-    if (frame < 0) fail(op, "node '" + name + "' is an exit without an enter: its input is in no loop");
+    if (frame < 0)
+      fail(op, "node '" + name + "' is an exit without an enter: its input is in no loop");
     return frames_[static_cast<size_t>(frame)].parent;
   }
   if (op == "next_iteration") {
     auto merge_name = get_attr_or<std::string>(attrs, "merge", op, "");
     auto m = find(merge_name);
-    if (frame < 0 || m == nullptr || m->op != "merge" || node_frame_[static_cast<size_t>(m->id)] != frame ||
-        !m->attrs.count("frame"))
+    if (frame < 0 || m == nullptr || m->op != "merge" ||
+        node_frame_[static_cast<size_t>(m->id)] != frame || !m->attrs.count("frame"))
       fail(op, "node '" + name + "' is a next_iteration that feeds no loop merge of its frame ('" +
                    merge_name + "')");
   }
   if (op == "merge" && attrs.count("frame") &&
-      (frame < 0 || frames_[static_cast<size_t>(frame)].name != get_attr<std::string>(attrs, "frame", op)))
-    fail(op, "node '" + name + "' is a loop merge whose input does not come from an enter of its loop");
+      (frame < 0 ||
+       frames_[static_cast<size_t>(frame)].name != get_attr<std::string>(attrs, "frame", op)))
+    fail(op,
+         "node '" + name + "' is a loop merge whose input does not come from an enter of its loop");
   return frame;
 }
 

@@ -264,8 +264,8 @@ class graph {
     int pivot = -1;
     int first_node = 0;
     std::map<std::pair<int, int>, endpoint> invariants;  // outside output -> its enter
-    std::unordered_set<int> per_iteration;                // nodes that fire every iteration
-    std::vector<int> outer_control;                       // control_deps_ when it opened
+    std::unordered_set<int> per_iteration;               // nodes that fire every iteration
+    std::vector<int> outer_control;                      // control_deps_ when it opened
   };
   std::vector<loop_body> loop_bodies_;
   std::vector<frame_resolver> resolvers_;

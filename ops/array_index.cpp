@@ -13,7 +13,6 @@ using detail::visit_index;
 
 namespace {
 
-
 // ---- gather ----------------------------------------------------------------
 
 std::vector<tensor_spec> gather_infer(const shape_context& c) {
@@ -213,7 +212,8 @@ std::vector<tensor_spec> scatter_add_into_infer(const shape_context& c) {
   auto& updates = c.inputs[1];
   auto& indices = c.inputs[2];
   check_index_type(indices.type, c.op);
-  if (updates.type != base.type) c.fail("updates are " + updates.to_string() + ", base is " + base.to_string());
+  if (updates.type != base.type)
+    c.fail("updates are " + updates.to_string() + ", base is " + base.to_string());
   if (base.dims.rank() == 0) c.fail("cannot scatter into a scalar");
   shape want = gathered_shape(base.dims, indices.dims, 0);
   if (!updates.dims.compatible_with(want))

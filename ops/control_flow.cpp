@@ -245,12 +245,11 @@ void check_body_value(const std::string& loop, size_t i, const output& entered,
   for (int d = 0; fits && d < invariant.rank(); ++d)
     fits = invariant[d] == shape::unknown || got.dims[d] == invariant[d];
   if (!fits)
-    fail("while_loop", "'" + loop + "': loop variable " + std::to_string(i) + " enters as " +
-                           entered.spec().to_string() + " (shape invariant " +
-                           invariant.to_string() + ") but the body returns " + got.to_string() +
-                           (got.type == entered.type()
-                                ? "; give a shape invariant that lets it change"
-                                : ""));
+    fail("while_loop",
+         "'" + loop + "': loop variable " + std::to_string(i) + " enters as " +
+             entered.spec().to_string() + " (shape invariant " + invariant.to_string() +
+             ") but the body returns " + got.to_string() +
+             (got.type == entered.type() ? "; give a shape invariant that lets it change" : ""));
 }
 
 }  // namespace
@@ -278,8 +277,8 @@ std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& 
     auto body = g.loop_body_scope(frame, enters[0].ref().node);
     for (size_t i = 0; i < enters.size(); ++i) {
       std::vector<int64_t> dims(invariants[i].dims().begin(), invariants[i].dims().end());
-      merges.push_back(make_op("merge", {enters[i]}, {{"frame", frame_name}, {"dims", dims}},
-                               "merge"));
+      merges.push_back(
+          make_op("merge", {enters[i]}, {{"frame", frame_name}, {"dims", dims}}, "merge"));
     }
     g.set_loop_pivot(merges[0].ref().node);
     output pred = cond_fn(merges);

@@ -21,7 +21,8 @@ namespace {
 
 // One loop's nodes, per loop variable in order.
 struct loop_parts {
-  std::vector<int> enters, merges, switches, results, exits;  // the body's inputs: switches' output 1
+  std::vector<int> enters, merges, switches, results,
+      exits;                    // the body's inputs: switches' output 1
   std::vector<int> invariants;  // enters of loop invariants
 };
 
@@ -61,8 +62,9 @@ struct backward_frame {
   int frame = -1;
 };
 thread_local std::map<int, backward_frame> backward_of;
-thread_local std::map<std::pair<int, int>, std::string> saved;          // endpoint -> history
-thread_local std::map<std::tuple<int, int, int>, output> read_in_frame;  // (endpoint, frame) -> read
+thread_local std::map<std::pair<int, int>, std::string> saved;  // endpoint -> history
+thread_local std::map<std::tuple<int, int, int>, output>
+    read_in_frame;  // (endpoint, frame) -> read
 
 std::string free_name(const graph& g, const std::string& base) {
   std::string name = base;

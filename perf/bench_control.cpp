@@ -34,12 +34,12 @@ double per_iteration_us(session& s, const feed_list& feeds, const output& result
 double while_us_per_iteration(int iterations) {
   graph g;
   auto n = placeholder(g, dtype::int32, {}, "n");
-  auto outs = while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
-                         [&](const std::vector<output>& v) {
-                           return std::vector<output>{v[0] + scalar<int32_t>(g, 1),
-                                                      v[1] + scalar<float>(g, 1)};
-                         },
-                         {scalar<int32_t>(g, 0), scalar<float>(g, 0)});
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], n); },
+      [&](const std::vector<output>& v) {
+        return std::vector<output>{v[0] + scalar<int32_t>(g, 1), v[1] + scalar<float>(g, 1)};
+      },
+      {scalar<int32_t>(g, 0), scalar<float>(g, 0)});
   session s(g);
   return per_iteration_us(s, {{n, tensor::scalar<int32_t>(iterations)}}, outs[1], iterations);
 }
@@ -51,12 +51,12 @@ double while_us_per_iteration_4ops(int iterations) {
   tensor weights(dtype::float32, shape{64, 64});
   for (int i = 0; i < 64 * 64; ++i) weights.mutable_data<float>()[i] = 0.1f * std::sin(float(i));
   auto w = constant(g, weights);
-  auto outs = while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
-                         [&](const std::vector<output>& v) {
-                           return std::vector<output>{v[0] + scalar<int32_t>(g, 1),
-                                                      tanh(matmul(v[1], w) + 1.0) * 0.5};
-                         },
-                         {scalar<int32_t>(g, 0), x});
+  auto outs = while_loop(
+      [&](const std::vector<output>& v) { return less(v[0], n); },
+      [&](const std::vector<output>& v) {
+        return std::vector<output>{v[0] + scalar<int32_t>(g, 1), tanh(matmul(v[1], w) + 1.0) * 0.5};
+      },
+      {scalar<int32_t>(g, 0), x});
   session s(g);
   tensor ones(dtype::float32, shape{64, 64});
   std::fill(ones.mutable_data<float>(), ones.mutable_data<float>() + 64 * 64, 1.0f);
@@ -68,7 +68,8 @@ std::optional<tf_while_figures> tf_while_reference(int iterations) {
   auto python = tensorflow_python();
   if (!python) return std::nullopt;
   std::string script = std::string(ACTORFLOW_PERF_REF_DIR) + "/tf_while.py";
-  FILE* p = popen((*python + " " + script + " " + std::to_string(iterations) + " 2>/dev/null").c_str(), "r");
+  FILE* p = popen(
+      (*python + " " + script + " " + std::to_string(iterations) + " 2>/dev/null").c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;
   char buf[512];

@@ -9,13 +9,13 @@
 
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
+#include "numeric_gradient.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
-#include "numeric_gradient.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -163,7 +163,6 @@ TEST_CASE("a switch refuses a predicate that is not a scalar bool as it is built
   CHECK_MESSAGE(e.find("[switch] the predicate must be a scalar bool, not bool(?)") == 0, e);
   CHECK(error_of([&] { merge({b.x, b.pred}); }).find("[merge] input 1 is bool()") == 0);
 }
-
 
 TEST_CASE("gradients through a cond agree with finite differences on both sides") {
   branchy b;

@@ -699,7 +699,8 @@ TEST_CASE("a loop whose body's matmul runs on a ps task: values and gradients ma
   session local(local_graph);
   session placed(placed_graph, c.connect());
   auto xv = tensor::from_vector<double>({0.5, -0.2, 0.1}, shape{1, 3});
-  auto wv = tensor::from_vector<double>({0.3, -0.1, 0.2, 0.4, 0.1, -0.5, 0.2, 0.3, 0.1}, shape{3, 3});
+  auto wv =
+      tensor::from_vector<double>({0.3, -0.1, 0.2, 0.4, 0.1, -0.5, 0.2, 0.3, 0.1}, shape{3, 3});
   for (int64_t iterations : {0, 1, 6}) {
     CAPTURE(iterations);
     auto nv = tensor::scalar<int64_t>(iterations);

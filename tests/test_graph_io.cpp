@@ -20,8 +20,8 @@
 #include "core/graph.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/math.hpp"
-#include "ops/reduce.hpp"
 #include "ops/op_util.hpp"
+#include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "schema/graph.capnp.h"
 #include "schema/graph_io.hpp"
@@ -664,12 +664,12 @@ TEST_CASE("a while loop and its gradient save, load and run alike") {
   graph g;
   auto n = placeholder(g, dtype::int64, {}, "n");
   auto x = placeholder(g, dtype::float64, {2}, "x");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], n); },
-      [&](const std::vector<output>& v) {
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), tanh(v[1] * x)};
-      },
-      {scalar<int64_t>(g, 0), x}, {.parallel_iterations = 3, .max_iterations = 50});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                 [&](const std::vector<output>& v) {
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), tanh(v[1] * x)};
+                 },
+                 {scalar<int64_t>(g, 0), x}, {.parallel_iterations = 3, .max_iterations = 50});
   auto grad = gradients({reduce_sum(outs[1])}, {x})[0];
   auto loaded = deserialize_graph(serialize_graph(g), "loop");
   session a(g), b(*loaded);
@@ -678,8 +678,8 @@ TEST_CASE("a while loop and its gradient save, load and run alike") {
   feed_list loaded_feeds{{loaded->output_by_name("n"), feeds[0].second},
                          {loaded->output_by_name("x"), feeds[1].second}};
   auto want = a.run(feeds, {outs[1], grad});
-  auto got = b.run(loaded_feeds, {loaded->output_by_name(outs[1].name()),
-                                  loaded->output_by_name(grad.name())});
+  auto got = b.run(loaded_feeds,
+                   {loaded->output_by_name(outs[1].name()), loaded->output_by_name(grad.name())});
   CHECK(got[0].to_vector<double>() == want[0].to_vector<double>());
   CHECK(got[1].to_vector<double>() == want[1].to_vector<double>());
   CHECK(loaded->loop_frames().size() == g.loop_frames().size());

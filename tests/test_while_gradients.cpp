@@ -10,13 +10,13 @@
 #include "actors/node_plan.hpp"
 #include "core/gradients.hpp"
 #include "numeric_gradient.hpp"
+#include "ops/array.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/tensor_array.hpp"
-#include "ops/array.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -62,13 +62,12 @@ TEST_CASE("the gradient of a loop of 0, 1 and 7 iterations") {
   auto x0 = placeholder(g, dtype::float64, {1, 3}, "x0");
   auto w = placeholder(g, dtype::float64, {3, 3}, "w");
   auto b = placeholder(g, dtype::float64, {3}, "b");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], n); },
-      [&](const std::vector<output>& v) {
-        auto x = tanh(matmul(v[1], w) + b) * 0.9 + v[1] * 0.1;
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), x};
-      },
-      {scalar<int64_t>(g, 0), x0});
+  auto outs = while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                         [&](const std::vector<output>& v) {
+                           auto x = tanh(matmul(v[1], w) + b) * 0.9 + v[1] * 0.1;
+                           return std::vector<output>{v[0] + scalar<int64_t>(g, 1), x};
+                         },
+                         {scalar<int64_t>(g, 0), x0});
   auto loss = reduce_sum(square(outs[1]) * x0);
   std::vector<tensor> values{f64s({0.3, -0.2, 0.5}, {1, 3}),
                              f64s({0.5, -0.3, 0.2, 0.1, 0.4, -0.6, 0.7, 0.2, -0.1}, {3, 3}),
@@ -99,19 +98,19 @@ TEST_CASE("the gradient of nested loops") {
   auto x0 = placeholder(g, dtype::float64, {2}, "x0");
   auto w = placeholder(g, dtype::float64, {2}, "w");
   auto one = scalar<int64_t>(g, 1);
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 3)); },
-      [&](const std::vector<output>& v) {
-        auto i = v[0];
-        auto inner = while_loop(
-            [&](const std::vector<output>& u) { return less(u[0], i + one); },
-            [&](const std::vector<output>& u) {
-              return std::vector<output>{u[0] + one, tanh(u[1] * w + v[1] * 0.1)};
-            },
-            {scalar<int64_t>(g, 0), v[1]}, {.name = "inner"});
-        return std::vector<output>{i + one, inner[1] * 1.1};
-      },
-      {scalar<int64_t>(g, 0), x0}, {.name = "outer"});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 3)); },
+                 [&](const std::vector<output>& v) {
+                   auto i = v[0];
+                   auto inner = while_loop(
+                       [&](const std::vector<output>& u) { return less(u[0], i + one); },
+                       [&](const std::vector<output>& u) {
+                         return std::vector<output>{u[0] + one, tanh(u[1] * w + v[1] * 0.1)};
+                       },
+                       {scalar<int64_t>(g, 0), v[1]}, {.name = "inner"});
+                   return std::vector<output>{i + one, inner[1] * 1.1};
+                 },
+                 {scalar<int64_t>(g, 0), x0}, {.name = "outer"});
   auto loss = reduce_sum(outs[1] * scalar<double>(g, 2.0) + square(outs[1]));
   check_gradients(g, loss, {x0, w}, {f64s({0.3, -0.4}, {2}), f64s({0.8, -1.1}, {2})}, {});
   CHECK(no_loop_state_left());
@@ -121,16 +120,16 @@ TEST_CASE("the gradient of a cond inside a loop") {
   graph g;
   auto x0 = placeholder(g, dtype::float64, {2}, "x0");
   auto w = placeholder(g, dtype::float64, {2}, "w");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 6)); },
-      [&](const std::vector<output>& v) {
-        auto x = v[1];
-        auto y = cond(
-            greater(reduce_sum(x), scalar<double>(g, 0)), [&] { return x * w; },
-            [&] { return x - w * 0.5; });
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), y};
-      },
-      {scalar<int64_t>(g, 0), x0});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 6)); },
+                 [&](const std::vector<output>& v) {
+                   auto x = v[1];
+                   auto y = cond(
+                       greater(reduce_sum(x), scalar<double>(g, 0)), [&] { return x * w; },
+                       [&] { return x - w * 0.5; });
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), y};
+                 },
+                 {scalar<int64_t>(g, 0), x0});
   auto loss = reduce_sum(square(outs[1]));
   check_gradients(g, loss, {x0, w}, {f64s({0.3, 0.4}, {2}), f64s({0.9, -0.7}, {2})}, {});
   CHECK(no_loop_state_left());
@@ -150,9 +149,9 @@ TEST_CASE("steps in flight each get their own saved values") {
   session s(g);
   std::vector<std::future<std::vector<tensor>>> runs;
   for (int64_t k = 0; k < 40; ++k)
-    runs.push_back(s.run_async({{n, tensor::scalar<int64_t>(k % 9)},
-                                {x0, tensor::scalar<double>(0.1 * double(k % 7))}},
-                               {grad}));
+    runs.push_back(s.run_async(
+        {{n, tensor::scalar<int64_t>(k % 9)}, {x0, tensor::scalar<double>(0.1 * double(k % 7))}},
+        {grad}));
   for (int64_t k = 0; k < 40; ++k) {
     double x = 0.1 * double(k % 7), d = 1;
     for (int64_t i = 0; i < k % 9; ++i) {

@@ -74,12 +74,12 @@ TEST_CASE("a loop invariant from outside serves every iteration") {
   graph g;
   auto x = placeholder(g, dtype::float64, {}, "x");
   auto w = placeholder(g, dtype::float64, {}, "w");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 5)); },
-      [&](const std::vector<output>& v) {
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), v[1] * w};
-      },
-      {scalar<int64_t>(g, 0), x});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 5)); },
+                 [&](const std::vector<output>& v) {
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), v[1] * w};
+                 },
+                 {scalar<int64_t>(g, 0), x});
   session s(g);
   CHECK(s.run({{x, f64(3)}, {w, f64(2)}}, {outs[1]})[0].item<double>() == 96.0);
   CHECK(no_loop_state_left());
@@ -88,12 +88,12 @@ TEST_CASE("a loop invariant from outside serves every iteration") {
 TEST_CASE("a body that uses only invariants still runs once per iteration") {
   graph g;
   auto w = placeholder(g, dtype::float64, {}, "w");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 4)); },
-      [&](const std::vector<output>& v) {
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), w * 2.0};
-      },
-      {scalar<int64_t>(g, 0), scalar<double>(g, 0)});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 4)); },
+                 [&](const std::vector<output>& v) {
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), w * 2.0};
+                 },
+                 {scalar<int64_t>(g, 0), scalar<double>(g, 0)});
   session s(g);
   CHECK(s.run({{w, f64(5)}}, {outs[1]})[0].item<double>() == 10.0);
   CHECK(no_loop_state_left());
@@ -104,24 +104,24 @@ TEST_CASE("nested loops and a cond inside a loop") {
   auto n = placeholder(g, dtype::int64, {}, "n");
   auto one = scalar<int64_t>(g, 1);
   // for i < n: for j < i: total += j if j even else 10*j
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], n); },
-      [&](const std::vector<output>& v) {
-        auto i = v[0];
-        auto inner = while_loop(
-            [&](const std::vector<output>& w) { return less(w[0], i); },
-            [&](const std::vector<output>& w) {
-              auto j = w[0];
-              auto even = equal(j - (j / scalar<int64_t>(g, 2)) * scalar<int64_t>(g, 2),
-                                scalar<int64_t>(g, 0));
-              auto term = cond(
-                  even, [&] { return j; }, [&] { return j * scalar<int64_t>(g, 10); });
-              return std::vector<output>{j + one, w[1] + term};
-            },
-            {scalar<int64_t>(g, 0), v[1]}, {.name = "inner"});
-        return std::vector<output>{i + one, inner[1]};
-      },
-      {scalar<int64_t>(g, 0), scalar<int64_t>(g, 0)}, {.name = "outer"});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                 [&](const std::vector<output>& v) {
+                   auto i = v[0];
+                   auto inner = while_loop(
+                       [&](const std::vector<output>& w) { return less(w[0], i); },
+                       [&](const std::vector<output>& w) {
+                         auto j = w[0];
+                         auto even = equal(j - (j / scalar<int64_t>(g, 2)) * scalar<int64_t>(g, 2),
+                                           scalar<int64_t>(g, 0));
+                         auto term = cond(
+                             even, [&] { return j; }, [&] { return j * scalar<int64_t>(g, 10); });
+                         return std::vector<output>{j + one, w[1] + term};
+                       },
+                       {scalar<int64_t>(g, 0), v[1]}, {.name = "inner"});
+                   return std::vector<output>{i + one, inner[1]};
+                 },
+                 {scalar<int64_t>(g, 0), scalar<int64_t>(g, 0)}, {.name = "outer"});
   session s(g);
   for (int64_t nn : {0, 1, 2, 6}) {
     int64_t want = 0;
@@ -139,11 +139,14 @@ TEST_CASE("a loop inside an untaken cond branch does not run") {
   auto r = cond(
       pred,
       [&] {
-        return while_loop([&](const std::vector<output>& x) { return less(x[0], scalar<int64_t>(g, 3)); },
-                          [&](const std::vector<output>& x) {
-                            return std::vector<output>{assign_add(v, scalar<int64_t>(g, 1)) * scalar<int64_t>(g, 0) + x[0] + scalar<int64_t>(g, 1)};
-                          },
-                          {scalar<int64_t>(g, 0)})[0];
+        return while_loop(
+            [&](const std::vector<output>& x) { return less(x[0], scalar<int64_t>(g, 3)); },
+            [&](const std::vector<output>& x) {
+              return std::vector<output>{assign_add(v, scalar<int64_t>(g, 1)) *
+                                             scalar<int64_t>(g, 0) +
+                                         x[0] + scalar<int64_t>(g, 1)};
+            },
+            {scalar<int64_t>(g, 0)})[0];
       },
       [&] { return scalar<int64_t>(g, -1); });
   session s(g);
@@ -171,12 +174,12 @@ TEST_CASE("a failing body fails its step, frees its frames, and the session goes
   auto n = placeholder(g, dtype::int64, {}, "n");
   auto x = placeholder(g, dtype::float32, {2, 2}, "x");
   auto bad = placeholder(g, dtype::float32, {-1, -1}, "bad");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], n); },
-      [&](const std::vector<output>& v) {
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1), matmul(v[1], bad)};
-      },
-      {scalar<int64_t>(g, 0), x}, {.shape_invariants = {shape{}, shape{2, -1}}});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                 [&](const std::vector<output>& v) {
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), matmul(v[1], bad)};
+                 },
+                 {scalar<int64_t>(g, 0), x}, {.shape_invariants = {shape{}, shape{2, -1}}});
   session s(g);
   auto eye = tensor::from_vector<float>({1, 0, 0, 1}, {2, 2});
   auto wrong = tensor::from_vector<float>({1, 2, 3}, {3, 1});
@@ -190,13 +193,13 @@ TEST_CASE("a failing body fails its step, frees its frames, and the session goes
 TEST_CASE("variables are read and updated inside a loop") {
   graph g;
   auto v = make_variable(scalar<double>(g, 1), "v");
-  auto outs = while_loop(
-      [&](const std::vector<output>& x) { return less(x[0], scalar<int64_t>(g, 5)); },
-      [&](const std::vector<output>& x) {
-        auto updated = assign_add(v, scalar<double>(g, 1));
-        return std::vector<output>{x[0] + scalar<int64_t>(g, 1), x[1] + updated};
-      },
-      {scalar<int64_t>(g, 0), scalar<double>(g, 0)});
+  auto outs =
+      while_loop([&](const std::vector<output>& x) { return less(x[0], scalar<int64_t>(g, 5)); },
+                 [&](const std::vector<output>& x) {
+                   auto updated = assign_add(v, scalar<double>(g, 1));
+                   return std::vector<output>{x[0] + scalar<int64_t>(g, 1), x[1] + updated};
+                 },
+                 {scalar<int64_t>(g, 0), scalar<double>(g, 0)});
   session s(g);
   s.run({global_variables_initializer(g)});
   CHECK(s.eval(outs[1]).item<double>() == 2 + 3 + 4 + 5 + 6);
@@ -220,12 +223,11 @@ TEST_CASE("build-time errors name the loop") {
   });
   CHECK(e.find("'count': the body returns 1 values for 2") != std::string::npos);
   e = error_of([&] {
-    while_loop(
-        cond_fn,
-        [&](const std::vector<output>& v) {
-          return std::vector<output>{v[0] + scalar<int64_t>(g, 1), concat({v[1], v[1]}, 0)};
-        },
-        {i0, x}, {.name = "grow"});
+    while_loop(cond_fn,
+               [&](const std::vector<output>& v) {
+                 return std::vector<output>{v[0] + scalar<int64_t>(g, 1), concat({v[1], v[1]}, 0)};
+               },
+               {i0, x}, {.name = "grow"});
   });
   CHECK(e.find("'grow': loop variable 1") != std::string::npos);
   CHECK(e.find("shape invariant") != std::string::npos);
@@ -244,14 +246,14 @@ TEST_CASE("build-time errors name the loop") {
 TEST_CASE("a value inside a loop cannot be fetched or used outside it") {
   graph g;
   output inside;
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 3)); },
-      [&](const std::vector<output>& v) {
-        inside = v[0] + scalar<int64_t>(g, 1);
-        return std::vector<output>{inside};
-      },
-      {scalar<int64_t>(g, 0)}, {.name = "hidden"});
-  CHECK(error_of([&] { inside * scalar<int64_t>(g, 2); }).find("hidden") != std::string::npos);
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 3)); },
+                 [&](const std::vector<output>& v) {
+                   inside = v[0] + scalar<int64_t>(g, 1);
+                   return std::vector<output>{inside};
+                 },
+                 {scalar<int64_t>(g, 0)}, {.name = "hidden"});
+  CHECK(error_of([&] { inside* scalar<int64_t>(g, 2); }).find("hidden") != std::string::npos);
   session s(g);
   CHECK(error_of([&] { s.eval(inside); }).find("inside loop 'hidden'") != std::string::npos);
 }
@@ -260,14 +262,14 @@ TEST_CASE("steps in flight from several threads run loops of different lengths o
   graph g;
   auto n = placeholder(g, dtype::int64, {}, "n");
   auto counter = make_variable(scalar<int64_t>(g, 0), "counter");
-  auto outs = while_loop(
-      [&](const std::vector<output>& v) { return less(v[0], n); },
-      [&](const std::vector<output>& v) {
-        auto bumped = assign_add(counter, scalar<int64_t>(g, 1));
-        return std::vector<output>{v[0] + scalar<int64_t>(g, 1),
-                                   v[1] + v[0] + bumped * scalar<int64_t>(g, 0)};
-      },
-      {scalar<int64_t>(g, 0), scalar<int64_t>(g, 0)}, {.parallel_iterations = 4});
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                 [&](const std::vector<output>& v) {
+                   auto bumped = assign_add(counter, scalar<int64_t>(g, 1));
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1),
+                                              v[1] + v[0] + bumped * scalar<int64_t>(g, 0)};
+                 },
+                 {scalar<int64_t>(g, 0), scalar<int64_t>(g, 0)}, {.parallel_iterations = 4});
   session s(g);
   s.run({global_variables_initializer(g)});
   std::atomic<int64_t> wrong{0}, total{0};

@@ -1,8 +1,5 @@
 #include "apps/lib/lstm_lm.hpp"
 
-#include "ops/control_flow.hpp"
-#include "ops/tensor_array.hpp"
-
 #include <Eigen/Dense>
 #include <random>
 
