@@ -324,11 +324,75 @@ void check_not_in_loop(const graph& g, const run_signature& sig) {
                           "': fetch or run the loop's outputs instead");
 }
 
+// Which actor runs each node. A loop's nodes share one, per outermost loop
+// frame: its iterations run one after another on one worker anyway (see
+// mark_cond_links), and between nodes of one actor a value is a call, not
+// a message (about a third of a microsecond each, several per iteration).
+// Every other node has its own actor, as do a loop's sends and recvs (the
+// other process addresses a recv as a whole actor) and the nodes the
+// coordinator starts.
+class node_hosts {
+ public:
+  node_hosts(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
+             const std::vector<bool>& starter)
+      : host_of_(plans.size(), -1), member_of_(plans.size(), 0) {
+    std::unordered_map<int, int> host_of_loop;  // outermost frame -> host
+    for (size_t uid = 0; uid < plans.size(); ++uid) {
+      if (!plans[uid]) continue;
+      int id = static_cast<int>(uid);
+      int loop = shares_loop_host(g, *plans[uid], id, starter[uid]) ? outermost_frame(g, id) : -1;
+      auto [it, fresh] = host_of_loop.try_emplace(loop, static_cast<int>(members_.size()));
+      if (loop < 0 || fresh) {
+        host_of_[uid] = static_cast<int>(members_.size());
+        members_.emplace_back();
+      } else {
+        host_of_[uid] = it->second;
+      }
+      auto& members = members_[static_cast<size_t>(host_of_[uid])];
+      member_of_[uid] = static_cast<uint32_t>(members.size());
+      members.push_back(id);
+    }
+  }
+
+  // Spawns the actors; the plans may still change until the first step.
+  void spawn(caf::actor_system& system, const std::vector<std::shared_ptr<node_plan>>& plans) {
+    for (auto& nodes : members_) {
+      std::vector<node_plan_ptr> members;
+      for (int id : nodes) members.push_back(plans[static_cast<size_t>(id)]);
+      actors_.push_back(spawn_node_host(system, std::move(members)));
+    }
+  }
+
+  const caf::actor& actor_of(int id) const {
+    return actors_[static_cast<size_t>(host_of_[static_cast<size_t>(id)])];
+  }
+  consumer consumer_of(int id, int32_t slot, placement place = placement::scheduler) const {
+    return consumer{actor_of(id), slot, place, member_of_[static_cast<size_t>(id)]};
+  }
+  const std::vector<caf::actor>& actors() const { return actors_; }
+
+ private:
+  static bool shares_loop_host(const graph& g, const node_plan& plan, int id, bool starter) {
+    return plan.in_loop && !starter && plan.kind != node_kind::send && g.at(id).op != "recv";
+  }
+  static int outermost_frame(const graph& g, int id) {
+    int f = g.frame_of(id);
+    while (g.loop_frames()[static_cast<size_t>(f)].parent >= 0)
+      f = g.loop_frames()[static_cast<size_t>(f)].parent;
+    return f;
+  }
+
+  std::vector<int> host_of_;
+  std::vector<uint32_t> member_of_;
+  std::vector<std::vector<int>> members_;  // host -> its nodes
+  std::vector<caf::actor> actors_;
+};
+
 // The nodes of a frame that hold loop invariants and lie before its switches
 // (the predicate's) hear where the frame ends from its first switch: they
 // see only live values, and would not learn it otherwise.
 void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
-                     const std::vector<caf::actor>& actor_of) {
+                     const node_hosts& hosts) {
   std::vector<char> after_switch(plans.size(), 0);
   std::unordered_map<int, node_plan*> first_switch;  // frame -> its first loop switch
   for (size_t id = 0; id < plans.size(); ++id) {
@@ -347,7 +411,8 @@ void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan
   for (size_t id = 0; id < plans.size(); ++id) {
     if (!plans[id] || after_switch[id] || plans[id]->num_invariant_slots == 0) continue;
     auto sw = first_switch.find(g.frame_of(static_cast<int>(id)));
-    if (sw != first_switch.end()) sw->second->frame_end_listeners.push_back(actor_of[id]);
+    if (sw != first_switch.end())
+      sw->second->frame_end_listeners.push_back(hosts.consumer_of(static_cast<int>(id), 0));
   }
 }
 
@@ -372,8 +437,8 @@ void fold_next_iteration(const graph& g, const node& next,
 // Once every actor is spawned: the variables of a loop with several share a
 // gate that bounds the iterations in flight.
 void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& plans,
-                const std::vector<caf::actor>& actor_of) {
-  wire_frame_ends(g, plans, actor_of);
+                const node_hosts& hosts) {
+  wire_frame_ends(g, plans, hosts);
   std::unordered_map<std::string, std::vector<node_plan*>> vars_of_loop;
   for (auto& plan : plans)
     if (plan && plan->kind == node_kind::loop_merge)
@@ -585,39 +650,31 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   coord->num_targets = reporting.size();
   check_not_in_loop(g, sig);
 
-  // Spawn consumers before producers, so each plan can name its consumers' actors.
-  // The coordinator's plan gets its routes below; it reads them only once a
-  // step starts, after this constructor has returned.
+  // The actors first, then the consumers each plan names (loops make the
+  // edges a cycle); the coordinator's plan gets its routes below; it reads
+  // them only once a step starts, after this constructor has returned.
   coordinator_ = rt.system().spawn(coordinate, coord);
-  std::vector<caf::actor> actor_of(g.size());
+  node_hosts hosts(g, plans, starter);
+  hosts.spawn(rt.system(), plans);
+  actors_ = hosts.actors();
   std::sort(edges.begin(), edges.end(),
             [](const edge& a, const edge& b) { return a.from.node > b.from.node; });
   auto place = place_chains(edges, plans, coord->num_fetches + coord->num_targets,
                             static_cast<size_t>(rt.options().scheduler_threads));
-  size_t e = 0;
-  std::vector<size_t> back_edges;
-  for (size_t uid = g.size(); uid-- > 0;) {
+  for (size_t e = 0; e < edges.size(); ++e) {
+    auto& ed = edges[e];
+    if (!plans[static_cast<size_t>(ed.from.node)]) continue;  // from a node with no actor
+    auto& producer = *plans[static_cast<size_t>(ed.from.node)];
+    consumer c = ed.to_node < 0 ? consumer{coordinator_, ed.slot, place[e]}
+                                : hosts.consumer_of(ed.to_node, ed.slot, place[e]);
+    if (ed.control)
+      producer.control_consumers.push_back(c);
+    else
+      producer.output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
+  }
+  for (size_t uid = 0; uid < plans.size(); ++uid) {
     if (!plans[uid]) continue;
-    const int id = static_cast<int>(uid);
-    while (e < edges.size() && edges[e].from.node > id) ++e;  // from nodes with no actor
-    size_t end = e;
-    while (end < edges.size() && edges[end].from.node == id) ++end;
-    for (; e < end; ++e) {
-      auto& ed = edges[e];
-      if (ed.to_node >= 0 && ed.to_node < id) {  // a loop's back edge: its merge comes later
-        back_edges.push_back(e);
-        continue;
-      }
-      consumer c{ed.to_node < 0 ? coordinator_ : actor_of[static_cast<size_t>(ed.to_node)], ed.slot,
-                 place[e]};
-      if (ed.control)
-        plans[uid]->control_consumers.push_back(c);
-      else
-        plans[uid]->output_consumers[static_cast<size_t>(ed.from.index)].push_back(c);
-    }
-    auto actor = spawn_node_actor(rt.system(), plans[uid]);
-    actor_of[uid] = actor;
-    actors_.push_back(actor);
+    const caf::actor& actor = hosts.actor_of(static_cast<int>(uid));
     if (g.at(static_cast<int>(uid)).op == "recv") {
       recvs_.emplace(plans[uid]->name, actor);
     } else if (plans[uid]->kind == node_kind::placeholder) {
@@ -627,16 +684,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       coord->starters.push_back(actor);
     }
   }
-  // Set before any step starts, so the actors (spawned already) see them.
-  for (size_t b : back_edges) {
-    auto& ed = edges[b];
-    plans[static_cast<size_t>(ed.from.node)]
-        ->output_consumers[static_cast<size_t>(ed.from.index)]
-        .push_back(
-            consumer{actor_of[static_cast<size_t>(ed.to_node)], ed.slot, placement::same_worker});
-  }
   if (coord->has_loops) {
-    wire_loops(g, plans, actor_of);
+    wire_loops(g, plans, hosts);
     coord->nodes = actors_;
   }
 }

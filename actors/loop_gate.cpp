@@ -45,24 +45,12 @@ std::vector<std::function<void()>> loop_gate::release(frame_state& f) {
   return ready;
 }
 
-bool loop_gate::admit(uint64_t step, uint64_t frame, size_t var, uint64_t iteration,
-                      std::function<void()> move) {
-  std::vector<std::function<void()>> ready;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& f = state_of(step, frame);
-    // A variable that waits to move has left its iteration: it counts where
-    // it waits to go, or with parallel_iterations 1 the first to finish an
-    // iteration would wait for the others, which would wait for it.
-    f.reached[var] = iteration;
-    if (iteration >= slowest(f) + parallel_iterations_) {
-      f.waiting.push_back({var, iteration, std::move(move)});
-      return false;
-    }
-    ready = release(f);
-  }
-  for (auto& m : ready) m();
-  return true;
+bool loop_gate::must_wait(frame_state& f, size_t var, uint64_t iteration) const {
+  // A variable that waits to move has left its iteration: it counts where
+  // it waits to go, or with parallel_iterations 1 the first to finish an
+  // iteration would wait for the others, which would wait for it.
+  f.reached[var] = iteration;
+  return iteration >= slowest(f) + parallel_iterations_;
 }
 
 void loop_gate::finish(uint64_t step, uint64_t frame, size_t var) {

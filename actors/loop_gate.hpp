@@ -21,10 +21,24 @@ class loop_gate {
   loop_gate(size_t num_vars, int64_t parallel_iterations);
 
   /// Variable `var` of frame (step, frame) would move into `iteration`.
-  /// Returns true if it may now; else the gate keeps `move` and calls it
-  /// once it may (from the thread of the call that lets it).
-  bool admit(uint64_t step, uint64_t frame, size_t var, uint64_t iteration,
-             std::function<void()> move);
+  /// Returns true if it may now; else the gate keeps the move that
+  /// `make_move()` returns and calls it once it may (from the thread of the
+  /// call that lets it). Only a move that waits is made: most never do.
+  template <class MakeMove>
+  bool admit(uint64_t step, uint64_t frame, size_t var, uint64_t iteration, MakeMove&& make_move) {
+    std::vector<std::function<void()>> ready;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& f = state_of(step, frame);
+      if (must_wait(f, var, iteration)) {
+        f.waiting.push_back({var, iteration, make_move()});
+        return false;
+      }
+      ready = release(f);
+    }
+    for (auto& m : ready) m();
+    return true;
+  }
   /// Variable `var` left the loop (its last iteration ended, or it failed):
   /// it no longer holds the others back.
   void finish(uint64_t step, uint64_t frame, size_t var);
@@ -45,6 +59,8 @@ class loop_gate {
     std::vector<waiting_move> waiting;
   };
   frame_state& state_of(uint64_t step, uint64_t frame);
+  // Notes that `var` moves into `iteration`; whether that breaks the bound.
+  bool must_wait(frame_state& f, size_t var, uint64_t iteration) const;
   uint64_t slowest(const frame_state& f) const;
   // Moves the waiting ones that the bound now lets through; returns them to call.
   std::vector<std::function<void()>> release(frame_state& f);

@@ -65,6 +65,9 @@ struct step_input {
   int32_t slot = 0;
   step_value value;
   frame_tag tag;
+  /// Which node of the receiving actor it is for: an actor may run several
+  /// nodes (a loop's, see node_host in node_actor.cpp); 0 for most.
+  uint32_t member = 0;
 };
 
 /// What the session hands to a step coordinator: feeds in placeholder order,
@@ -124,7 +127,8 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // (uint64_t, uint
 // failed; its late messages are dropped (a loop would otherwise run on).
 using drop_atom = caf::atom_constant<caf::atom("drop")>;
 // To a node of a loop's predicate that holds loop invariants: the frame
-// (step, frame) ended with iteration (uint64_t), so it may forget them.
+// (step, frame) ended with iteration (uint64_t), so it may forget them; the
+// last uint32_t names the node within its actor (step_input::member).
 using frame_end_atom = caf::atom_constant<caf::atom("frame_end")>;
 // A partition's step coordinator, driven by a cluster client (actors/distributed_executable):
 using start_atom =
@@ -171,7 +175,8 @@ typename Inspector::result_type inspect(Inspector& f, frame_tag& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_input& x) {
-  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag);
+  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag,
+           x.member);
 }
 
 template <class Inspector>

@@ -1,7 +1,11 @@
-// A node actor collects its inputs per step, runs its kernel (inline when
-// cheap, on the device's pool when expensive) and sends each output on.
+// A node collects its inputs per step, runs its kernel (inline when cheap,
+// on the device's pool when expensive) and sends each output on. Each node
+// runs in an actor: most in one of their own, a loop's together in one host
+// (spawn_node_host), where a value between two of its nodes is a call
+// through the host's local queue instead of a CAF message.
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <unordered_map>
 #include <utility>
 
@@ -24,6 +28,27 @@ constexpr int64_t inline_element_limit = parallel_grain;
 // iteration after another pays every time.
 constexpr int64_t expensive_inline_limit = 16 * 1024;
 
+// Values between the nodes of one host handled in one turn of the actor:
+// a loop of many iterations runs in turns of this many, so that a drop of
+// its step, or another step's values, get their turn in between.
+constexpr size_t local_values_per_turn = 512;
+
+using drain_atom = caf::atom_constant<caf::atom("drain")>;  // to itself: go on with local values
+
+// The actor that runs one or more nodes; what the nodes need of it beside
+// CAF's: the queue of values between its own nodes.
+class node_host_base : public caf::event_based_actor {
+ public:
+  using caf::event_based_actor::event_based_actor;
+  void queue_local(step_input&& in) { local_.push_back(std::move(in)); }
+  /// Handles the queued local values (a turn's worth); called after every
+  /// message that may have queued some.
+  virtual void drain_local() = 0;
+
+ protected:
+  std::deque<step_input> local_;
+};
+
 // Delivers one value to a consumer. `self` is the node's actor, or null on a
 // pool thread. No sender goes along (nothing answers these messages): a
 // sender reference would cost two atomic updates of the sending actor's count
@@ -39,10 +64,15 @@ constexpr int64_t expensive_inline_limit = 16 * 1024;
 // workers and wakes sleeping ones. A long chain runs in segments pinned to
 // different workers, but only while steps queue up in it: a lone step would
 // pay a wake-up at each hand-over and gain nothing.
-void deliver(caf::scheduled_actor* self, const consumer& to, step_input&& in) {
+//
+// A value for another node of the same host goes into the host's local
+// queue: no message at all.
+void deliver(node_host_base* self, const consumer& to, step_input&& in) {
+  auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
+  in.member = to.member;
+  if (self != nullptr && target == self) return self->queue_local(std::move(in));
   auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
                                            std::move(in));
-  auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
   switch (to.place) {
     case placement::scheduler:
       return target->enqueue(std::move(message), nullptr);
@@ -58,7 +88,7 @@ void deliver(caf::scheduled_actor* self, const consumer& to, step_input&& in) {
 }
 
 // Sends a step's outputs (or its error) to every consumer.
-void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
@@ -78,7 +108,7 @@ void emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step, cons
 }
 
 // Sends a dead value to every consumer: this node did not run in the step.
-void emit_dead(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
+void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step,
                const frame_tag& tag, dead_kind why) {
   for (auto& consumers : plan.output_consumers)
     for (auto& c : consumers)
@@ -133,7 +163,7 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
 // Runs the kernel and emits its outputs or the error it threw (`self` as in
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
-void run_and_emit(caf::scheduled_actor* self, const node_plan& plan, uint64_t step,
+void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step,
                   const frame_tag& tag, std::vector<tensor>& inputs, std::vector<tensor>& outputs,
                   uint64_t invocation) {
   std::string error;
@@ -181,52 +211,45 @@ void erase_counted(Map& map, const Key& key, bool counted) {
   if (map.erase(key) > 0 && counted) --loop_states;
 }
 
-class node_actor : public caf::event_based_actor {
+// One node: its pending inputs per (step, frame, iteration), its loop
+// invariants per frame, and how it fires. Its host actor runs it.
+class node_runner {
  public:
-  node_actor(caf::actor_config& cfg, node_plan_ptr plan)
-      : caf::event_based_actor(cfg), plan_(std::move(plan)) {}
+  node_runner(node_host_base* host, node_plan_ptr plan, uint32_t member)
+      : host_(host), plan_(std::move(plan)), member_(member) {}
+
+  size_t batch_limit() const { return plan_ ? plan_->batch_limit : 0; }
+
+  // Whether a message may fill `slot`: one of the node's input slots; -1,
+  // a history read's saved value; 2, a loop merge's value let through by
+  // its gate (see loop_merge_input).
+  bool accepts_slot(int32_t slot) const {
+    if (!plan_) return false;
+    if (slot >= 0 && static_cast<size_t>(slot) < plan_->num_slots()) return true;
+    if (slot == -1) return plan_->kind == node_kind::history_read;
+    return slot == 2 && plan_->kind == node_kind::loop_merge;
+  }
 
   // A loop's back edge makes its actors hold one another through their
   // plans: let go of the plan (and any state of unfinished steps) when the
   // actor exits, or none of them would ever be freed.
-  void on_exit() override {
+  void release() {
     for (auto& [key, p] : pending_)
       if (key.frame != 0) --loop_states;
     loop_states -= static_cast<int64_t>(frames_.size());
     pending_.clear();
     frames_.clear();
     plan_.reset();
-    caf::event_based_actor::on_exit();
   }
 
-  resume_result resume(caf::execution_unit* worker, size_t max_throughput) override {
-    size_t limit = plan_->batch_limit;
-    return caf::event_based_actor::resume(
-        worker, limit > 0 ? std::min(limit, max_throughput) : max_throughput);
-  }
-
-  caf::behavior make_behavior() override {
-    return {
-        // Nothing answers an edge message. A handler returning void makes CAF
-        // build a response promise for every message only to find no one to
-        // answer (~150 instructions, 6% of a pipelined firing); `delegated`
-        // tells it that there is no response to make here.
-        [this](input_atom, step_input& in) -> caf::delegated<void> {
-          if (dropped_.size() != 0 && dropped_.contains(in.step)) return {};
-          on_input(in);
-          return {};
-        },
-        [this](drop_atom, uint64_t step) { drop(step); },
-        [this](frame_end_atom, uint64_t step, uint64_t frame, uint64_t last) {
-          if (dropped_.size() != 0 && dropped_.contains(step)) return;
-          auto& f = frame_of(step, frame);
-          f.last = static_cast<int64_t>(last);
-          forget_if_done(step, frame, f);
-        },
-    };
+  void frame_ended(uint64_t step, uint64_t frame, uint64_t last) {
+    auto& f = frame_of(step, frame);
+    f.last = static_cast<int64_t>(last);
+    forget_if_done(step, frame, f);
   }
 
  private:
+  friend class node_host;
   struct pending {
     std::vector<step_value> slots;  // empty for a merge, which keeps no values
     size_t remaining = 0;
@@ -247,9 +270,9 @@ class node_actor : public caf::event_based_actor {
     if (plan.kind == node_kind::merge_values) return merge_input(in);
     if (plan.kind == node_kind::loop_merge) return loop_merge_input(in);
     if (plan.kind == node_kind::history_read && in.slot < 0) {  // the saved value came
-      if (in.value.dead) return emit_dead(this, plan, in.step, in.tag, dead_kind::plain);
+      if (in.value.dead) return emit_dead(host_, plan, in.step, in.tag, dead_kind::plain);
       outputs_.push_back(std::move(in.value.value));
-      emit(this, plan, in.step, in.tag, outputs_, "");
+      emit(host_, plan, in.step, in.tag, outputs_, "");
       outputs_.clear();
       return;
     }
@@ -261,10 +284,17 @@ class node_actor : public caf::event_based_actor {
       fire(in.step, in.tag, &in.value, 1);
       return;
     }
+    if (n == 1) {  // one value per iteration beside the invariants: nothing to wait for
+      auto slots = spare_slots();
+      slots.resize(plan.num_slots());
+      slots[slot] = std::move(in.value);
+      return fire_with_invariants(in.step, std::move(in.tag), std::move(slots));
+    }
     pending_key key{in.step, in.tag.frame, in.tag.iteration};
     auto [it, fresh] = pending_.try_emplace(key);
     auto& p = it->second;
     if (fresh) {
+      p.slots = spare_slots();
       p.slots.resize(plan.num_slots());
       p.remaining = n;
       p.tag = in.tag;
@@ -275,8 +305,23 @@ class node_actor : public caf::event_based_actor {
     auto slots = std::move(p.slots);
     auto tag = std::move(p.tag);
     erase_counted(pending_, key, key.frame != 0);
-    if (plan.num_invariant_slots == 0) return fire(in.step, tag, slots.data(), slots.size());
-    fire_with_invariants(in.step, std::move(tag), std::move(slots));
+    if (plan.num_invariant_slots > 0) return fire_with_invariants(in.step, std::move(tag), std::move(slots));
+    fire(in.step, tag, slots.data(), slots.size());
+    recycle(std::move(slots));
+  }
+
+  // A firing's slot vectors are kept for the next ones: a loop's node with
+  // two inputs would otherwise allocate one per iteration.
+  std::vector<step_value> spare_slots() {
+    if (spare_slots_.empty()) return {};
+    auto slots = std::move(spare_slots_.back());
+    spare_slots_.pop_back();
+    return slots;
+  }
+  void recycle(std::vector<step_value>&& slots) {
+    if (spare_slots_.size() >= max_spare_slots) return;
+    slots.clear();
+    spare_slots_.push_back(std::move(slots));
   }
 
   frame_state& frame_of(uint64_t step, uint64_t frame) {
@@ -312,6 +357,7 @@ class node_actor : public caf::event_based_actor {
       f.last = static_cast<int64_t>(tag.iteration);
     forget_if_done(step, tag.frame, f);
     fire(step, tag, slots.data(), slots.size());
+    recycle(std::move(slots));
   }
 
   void forget_if_done(uint64_t step, uint64_t frame, const frame_state& f) {
@@ -332,7 +378,7 @@ class node_actor : public caf::event_based_actor {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
         if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
-        emit(this, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag, outputs_,
+        emit(host_, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag, outputs_,
              error);
         return;
       }
@@ -344,12 +390,12 @@ class node_actor : public caf::event_based_actor {
         return switch_to_branch(step, tag, slots, num_slots);
       case node_kind::placeholder:
         outputs_.push_back(std::move(slots[0].value));
-        emit(this, plan, step, tag, outputs_, "");
+        emit(host_, plan, step, tag, outputs_, "");
         outputs_.clear();
         return;
       case node_kind::enter_frame:
         outputs_.push_back(take_input(0, slots, num_slots));
-        emit(this, plan, step, child_tag(tag), outputs_, "");
+        emit(host_, plan, step, child_tag(tag), outputs_, "");
         outputs_.clear();
         return;
       case node_kind::exit_frame: {
@@ -360,7 +406,7 @@ class node_actor : public caf::event_based_actor {
         return read_variable(step, tag);
       case node_kind::history_push:
         plan.history->put(step, iterations_of(tag), take_input(0, slots, num_slots));
-        return emit(this, plan, step, tag, outputs_, "");
+        return emit(host_, plan, step, tag, outputs_, "");
       case node_kind::history_read:
         return read_history(step, tag, slots, num_slots);
       case node_kind::variable_update:
@@ -384,18 +430,18 @@ class node_actor : public caf::event_based_actor {
   void fire_dead(uint64_t step, const frame_tag& tag, const step_value& first, dead_kind why) {
     switch (plan_->kind) {
       case node_kind::enter_frame:
-        return emit_dead(this, *plan_, step, child_tag(tag), why);
+        return emit_dead(host_, *plan_, step, child_tag(tag), why);
       case node_kind::exit_frame:
         if (first.why_dead == dead_kind::not_exit) return;
         if (tag.is_root()) return emit_missing_parent(step, tag);
-        return emit_dead(this, *plan_, step, parent_of(tag), why);
+        return emit_dead(host_, *plan_, step, parent_of(tag), why);
       case node_kind::history_push:
         // An untaken branch's value: its gradient reads a dead value back,
         // so that it does not wait. A loop's last iteration is never read.
         if (why != dead_kind::loop_end) plan_->history->put(step, iterations_of(tag), tensor());
-        return emit_dead(this, *plan_, step, tag, why);
+        return emit_dead(host_, *plan_, step, tag, why);
       default:
-        return emit_dead(this, *plan_, step, tag, why);
+        return emit_dead(host_, *plan_, step, tag, why);
     }
   }
 
@@ -426,13 +472,13 @@ class node_actor : public caf::event_based_actor {
       outputs_.push_back(std::move(*value));
       outputs_.push_back(tensor::scalar<int64_t>(static_cast<int64_t>(tag.iteration)));
     }
-    emit(this, *plan_, step, parent_of(tag), outputs_, error);
+    emit(host_, *plan_, step, parent_of(tag), outputs_, error);
     outputs_.clear();
   }
 
   void emit_missing_parent(uint64_t step, const frame_tag& tag) {
     frame_tag root;
-    emit(this, *plan_, step, root, outputs_,
+    emit(host_, *plan_, step, root, outputs_,
          describe_failure(*plan_, "got a value from outside any loop frame"));
   }
 
@@ -452,16 +498,16 @@ class node_actor : public caf::event_based_actor {
       tensor index = take_input(i, slots, num_slots);
       if (!index.valid() || index.type() != dtype::int64 || index.num_elements() != 1 ||
           index.item<int64_t>() < 0) {
-        emit(this, *plan_, step, tag, outputs_,
+        emit(host_, *plan_, step, tag, outputs_,
              describe_failure(
                  *plan_, "iteration index " + std::to_string(i) + " must be an int64 scalar >= 0"));
         return;
       }
       at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
     }
-    auto self = caf::actor_cast<caf::actor>(this);
-    plan_->history->take(step, at, plan_->history_pop, [self, step, tag](tensor value) {
-      step_input in{step, -1, {}, tag};
+    auto self = caf::actor_cast<caf::actor>(host_);
+    plan_->history->take(step, at, plan_->history_pop, [self, step, tag, m = member_](tensor value) {
+      step_input in{step, -1, {}, tag, m};
       if (value.valid())
         in.value.value = std::move(value);
       else
@@ -477,7 +523,7 @@ class node_actor : public caf::event_based_actor {
     tensor data = take_input(0, slots, num_slots);
     tensor pred = take_input(1, slots, num_slots);
     if (!is_scalar_bool(pred)) {
-      emit(this, plan, step, tag, outputs_, predicate_error(pred));
+      emit(host_, plan, step, tag, outputs_, predicate_error(pred));
       return;
     }
     size_t taken = *pred.data<bool>() ? 1 : 0;
@@ -486,11 +532,11 @@ class node_actor : public caf::event_based_actor {
       for (size_t c = 0; c < consumers.size(); ++c) {
         step_input in{step, consumers[c].slot, step_value::dead_value(), tag};
         if (out == taken) in.value = step_value{data, "", false};
-        deliver(this, consumers[c], std::move(in));
+        deliver(host_, consumers[c], std::move(in));
       }
     }
     for (auto& c : plan.control_consumers)
-      deliver(this, c, step_input{step, c.slot, step_value{}, tag});
+      deliver(host_, c, step_input{step, c.slot, step_value{}, tag});
   }
 
   static bool is_scalar_bool(const tensor& pred) {
@@ -534,16 +580,17 @@ class node_actor : public caf::event_based_actor {
     bool told_by_values = dead && why == dead_kind::loop_end;
     if (to_body.dead && !told_by_values)
       for (auto& listener : plan.frame_end_listeners)
-        send(listener, frame_end_atom::value, step, tag.frame, tag.iteration);
+        host_->send(listener.target, frame_end_atom::value, step, tag.frame, tag.iteration,
+                    listener.member);
     const step_value* outs[2] = {&to_exit, &to_body};
     for (size_t out = 0; out < plan.output_consumers.size() && out < 2; ++out) {
       // The exit would drop it: an iteration that goes on sends it nothing.
       if (outs[out]->dead && outs[out]->why_dead == dead_kind::not_exit) continue;
       for (auto& c : plan.output_consumers[out])
-        deliver(this, c, step_input{step, c.slot, *outs[out], tag});
+        deliver(host_, c, step_input{step, c.slot, *outs[out], tag});
     }
     for (auto& c : plan.control_consumers)
-      deliver(this, c, step_input{step, c.slot, to_body.dead ? to_body : step_value{}, tag});
+      deliver(host_, c, step_input{step, c.slot, to_body.dead ? to_body : step_value{}, tag});
   }
 
   // A merge fires on the first live (or failed) input of a step, with the
@@ -568,14 +615,14 @@ class node_actor : public caf::event_based_actor {
         outputs_.push_back(std::move(v.value));
         outputs_.push_back(tensor::scalar<int32_t>(input));
       }
-      emit(this, plan, in.step, in.tag, outputs_, v.error);
+      emit(host_, plan, in.step, in.tag, outputs_, v.error);
       outputs_.clear();
     }
     if (--p.remaining > 0) return;
     bool fired = p.fired;
     dead_kind why = p.slots.empty() ? dead_kind::plain : dead_kind::loop_end;
     erase_counted(pending_, key, key.frame != 0);
-    if (!fired) emit_dead(this, plan, in.step, in.tag, why);
+    if (!fired) emit_dead(host_, plan, in.step, in.tag, why);
   }
 
   // A loop's merge passes on each value as it comes: from the enter in
@@ -587,7 +634,7 @@ class node_actor : public caf::event_based_actor {
     const node_plan& plan = *plan_;
     auto& v = in.value;
     if (in.slot == 0) {
-      if (v.dead) return emit_dead(this, plan, in.step, in.tag, v.why_dead);
+      if (v.dead) return emit_dead(host_, plan, in.step, in.tag, v.why_dead);
       return emit_merged(in.step, in.tag, std::move(v), 0);
     }
     if (in.slot == 2) return emit_merged(in.step, in.tag, std::move(v), 1);
@@ -603,11 +650,11 @@ class node_actor : public caf::event_based_actor {
                          "' ran past max_iterations=" + std::to_string(plan.max_iterations),
                      false};
     if (plan.gate) {
-      auto self = caf::actor_cast<caf::actor>(this);
-      auto later = std::make_shared<step_input>(step_input{in.step, 2, v, next});
-      bool now = plan.gate->admit(
-          in.step, next.frame, plan.gate_var, next.iteration,
-          [self, later] { caf::anon_send(self, input_atom::value, std::move(*later)); });
+      bool now = plan.gate->admit(in.step, next.frame, plan.gate_var, next.iteration, [&] {
+        auto self = caf::actor_cast<caf::actor>(host_);
+        auto later = std::make_shared<step_input>(step_input{in.step, 2, v, next, member_});
+        return [self, later] { caf::anon_send(self, input_atom::value, std::move(*later)); };
+      });
       if (!now) return;
     }
     emit_merged(in.step, next, std::move(v), 1);
@@ -622,13 +669,12 @@ class node_actor : public caf::event_based_actor {
       else
         outputs_.emplace_back();
     }
-    emit(this, *plan_, step, tag, outputs_, v.error);
+    emit(host_, *plan_, step, tag, outputs_, v.error);
     outputs_.clear();
   }
 
-  // Forgets a failed step: its late messages are dropped from now on.
+  // Forgets a failed step (its host drops its late messages).
   void drop(uint64_t step) {
-    dropped_.add(step);
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->first.step != step) {
         ++it;
@@ -671,10 +717,9 @@ class node_actor : public caf::event_based_actor {
     if (!peer)
       out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
     else
-      send(peer, input_atom::value, step_input{step, 0, out, tag});
+      host_->send(peer, input_atom::value, step_input{step, 0, out, tag});
     for (auto& c : plan.control_consumers)
-      send(c.target, input_atom::value,
-           step_input{step, c.slot, step_value{tensor(), out.error}, tag});
+      deliver(host_, c, step_input{step, c.slot, step_value{tensor(), out.error}, tag});
   }
 
   // Runs the kernel on inputs_: inline when cheap, reusing this actor's
@@ -684,11 +729,11 @@ class node_actor : public caf::event_based_actor {
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     if (elements < (plan_->def->expensive ? expensive_inline_limit : inline_element_limit)) {
-      run_and_emit(this, *plan_, step, tag, inputs_, outputs_, invocation);
+      run_and_emit(host_, *plan_, step, tag, inputs_, outputs_, invocation);
       return;
     }
     auto plan = plan_;
-    send(plan->device, run_atom::value,
+    host_->send(plan->device, run_atom::value,
          device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation]() mutable {
            std::vector<tensor> outputs;
            run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation);
@@ -696,11 +741,12 @@ class node_actor : public caf::event_based_actor {
   }
 
   void read_variable(uint64_t step, const frame_tag& tag) {
-    request(plan_->variable, caf::infinite, read_atom::value)
+    host_->request(plan_->variable, caf::infinite, read_atom::value)
         .then(
             [this, step, tag](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
-              emit(this, *plan_, step, tag, outs, v.error);
+              emit(host_, *plan_, step, tag, outs, v.error);
+              host_->drain_local();
             },
             [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
   }
@@ -708,23 +754,27 @@ class node_actor : public caf::event_based_actor {
   // The resource actor may answer much later (a dequeue waits for an
   // element); `then` keeps this actor free for other steps meanwhile.
   void ask_resource(uint64_t step, const frame_tag& tag, variable_update&& u) {
-    request(plan_->variable, caf::infinite, update_atom::value, std::move(u))
+    host_->request(plan_->variable, caf::infinite, update_atom::value, std::move(u))
         .then(
             [this, step, tag](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
                 r.error = describe_failure(*plan_, "update produced too few outputs");
-              emit(this, *plan_, step, tag, r.values, r.error);
+              emit(host_, *plan_, step, tag, r.values, r.error);
+              host_->drain_local();
             },
             [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
   }
 
   void emit_actor_failure(uint64_t step, const frame_tag& tag, const caf::error& e) {
     std::vector<tensor> none;
-    emit(this, *plan_, step, tag, none,
+    emit(host_, *plan_, step, tag, none,
          describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
+    host_->drain_local();
   }
 
+  node_host_base* host_;
   node_plan_ptr plan_;
+  uint32_t member_;
   // Reused by every firing (an actor handles one message at a time), so that
   // a cheap node allocates no vectors per step. Between messages outputs_ is
   // empty and inputs_ holds only the folded constants.
@@ -732,16 +782,94 @@ class node_actor : public caf::event_based_actor {
   std::vector<tensor> outputs_;
   std::unordered_map<pending_key, pending, pending_key_hash> pending_;
   std::unordered_map<frame_key, frame_state, frame_key_hash> frames_;
-  aborted_steps dropped_;
+  static constexpr size_t max_spare_slots = 8;
+  std::vector<std::vector<step_value>> spare_slots_;
   uint64_t invocations_ = 0;
+};
+
+// The actor of one or more nodes (see spawn_node_host). A value between
+// two of its nodes waits in the local queue and is handled in the same
+// turn, in turns of local_values_per_turn.
+class node_host : public node_host_base {
+ public:
+  node_host(caf::actor_config& cfg, std::vector<node_plan_ptr> members) : node_host_base(cfg) {
+    runners_.reserve(members.size());  // runners stay put: callbacks hold them
+    for (size_t i = 0; i < members.size(); ++i)
+      runners_.emplace_back(this, std::move(members[i]), static_cast<uint32_t>(i));
+  }
+
+  void on_exit() override {
+    for (auto& r : runners_) r.release();
+    local_.clear();
+    caf::event_based_actor::on_exit();
+  }
+
+  resume_result resume(caf::execution_unit* worker, size_t max_throughput) override {
+    size_t limit = runners_.size() == 1 ? runners_[0].batch_limit() : 0;
+    return caf::event_based_actor::resume(
+        worker, limit > 0 ? std::min(limit, max_throughput) : max_throughput);
+  }
+
+  caf::behavior make_behavior() override {
+    return {
+        // Nothing answers an edge message. A handler returning void makes CAF
+        // build a response promise for every message only to find no one to
+        // answer (~150 instructions, 6% of a pipelined firing); `delegated`
+        // tells it that there is no response to make here.
+        [this](input_atom, step_input& in) -> caf::delegated<void> {
+          handle(in);
+          drain_local();
+          return {};
+        },
+        [this](drain_atom) {
+          drain_scheduled_ = false;
+          drain_local();
+        },
+        [this](drop_atom, uint64_t step) {
+          dropped_.add(step);
+          for (auto& r : runners_) r.drop(step);
+        },
+        [this](frame_end_atom, uint64_t step, uint64_t frame, uint64_t last, uint32_t member) {
+          if ((dropped_.size() != 0 && dropped_.contains(step)) || member >= runners_.size())
+            return;
+          runners_[member].frame_ended(step, frame, last);
+        },
+    };
+  }
+
+  void drain_local() override {
+    for (size_t n = 0; n < local_values_per_turn && !local_.empty(); ++n) {
+      step_input in = std::move(local_.front());
+      local_.pop_front();
+      handle(in);
+    }
+    if (!local_.empty() && !drain_scheduled_) {
+      drain_scheduled_ = true;
+      send(this, drain_atom::value);
+    }
+  }
+
+ private:
+  // A value for one of its nodes. Values from another process reach only a
+  // recv's host: one that names no node or slot of this host is dropped.
+  void handle(step_input& in) {
+    if (dropped_.size() != 0 && dropped_.contains(in.step)) return;
+    if (in.member >= runners_.size()) return;
+    auto& runner = runners_[in.member];
+    if (runner.accepts_slot(in.slot)) runner.on_input(in);
+  }
+
+  std::vector<node_runner> runners_;
+  aborted_steps dropped_;
+  bool drain_scheduled_ = false;
 };
 
 }  // namespace
 
 int64_t loop_states_held() { return loop_states.load() + loop_history::entries_held_in_process(); }
 
-caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan) {
-  return system.spawn<node_actor>(std::move(plan));
+caf::actor spawn_node_host(caf::actor_system& system, std::vector<node_plan_ptr> members) {
+  return system.spawn<node_host>(std::move(members));
 }
 
 }  // namespace actorflow

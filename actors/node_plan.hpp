@@ -21,11 +21,14 @@ enum class placement : uint8_t {
                  // steps queue behind this one, else as `pinned`
 };
 
-/// Where an output goes: an actor and the input slot it fills there.
+/// Where an output goes: an actor, the input slot it fills there, and which
+/// of the actor's nodes it is for (an actor may run several: see
+/// spawn_node_host).
 struct consumer {
   caf::actor target;
   int32_t slot = 0;
   placement place = placement::scheduler;
+  uint32_t member = 0;
 };
 
 enum class node_kind : uint8_t {
@@ -99,7 +102,7 @@ struct node_plan {
   /// On one loop switch per frame: the nodes before the switches (the
   /// predicate's) that hold loop invariants. Their iterations all carry live
   /// values, so they hear where the frame ended from here (frame_end_atom).
-  std::vector<caf::actor> frame_end_listeners;
+  std::vector<consumer> frame_end_listeners;
   /// enter: the id of the frame it opens (mixed with the parent's).
   uint64_t frame_id = 0;
   /// A loop merge: its loop's name (for errors), the bound on iterations (0:
@@ -122,7 +125,12 @@ using node_plan_ptr = std::shared_ptr<const node_plan>;
 /// across all executables in this process: 0 once every step has ended.
 int64_t loop_states_held();
 
-/// Spawns the actor that runs `plan` for every step.
-caf::actor spawn_node_actor(caf::actor_system& system, node_plan_ptr plan);
+/// Spawns the actor that runs the nodes of `members` for every step; a
+/// message for the node members[i] carries member i. Most nodes have an
+/// actor of their own; a loop's run together in one, so that the values
+/// between them (several per iteration) are calls, not messages. The
+/// plans may still be completed (their consumers named) after the spawn,
+/// before the first step starts.
+caf::actor spawn_node_host(caf::actor_system& system, std::vector<node_plan_ptr> members);
 
 }  // namespace actorflow

@@ -8,7 +8,9 @@
 #include <future>
 #include <thread>
 
+#include "actors/executable.hpp"
 #include "actors/node_plan.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
@@ -317,5 +319,29 @@ TEST_CASE("parallel_iterations bounds how far a variable runs ahead, 1 included"
     CHECK(r[0].item<int64_t>() == 300);
     CHECK(r[1].item<int64_t>() == 300 * 299 / 2);
   }
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("a loop's nodes run in one actor; a long loop takes turns with other steps") {
+  counting_loop l;
+  // Actors of their own: the placeholder, the exit, and the two enters of
+  // constants (the coordinator starts them); the rest of the frame (the
+  // invariant's enter, merges, predicate, switches, body) shares one.
+  run_signature sig{{l.n.ref()}, {l.outs[1].ref()}, {}};
+  auto rt = runtime::shared();  // outlives the executable's actors
+  {
+    executable ex(l.g, sig, *rt, [](const node&) { return caf::actor(); });
+    CHECK(ex.num_actors() == 5);
+  }
+
+  // The long loop's values between its nodes are calls within one actor:
+  // it still yields every few hundred, so that short steps of the same
+  // actor go through while it runs.
+  session s(l.g);
+  auto long_run = s.run_async({{l.n, i64(3000000)}}, {l.outs[1]});
+  for (int k = 0; k < 20; ++k)
+    CHECK(s.run({{l.n, i64(k)}}, {l.outs[1]})[0].item<int64_t>() == k * (k - 1) / 2);
+  CHECK(long_run.wait_for(std::chrono::seconds(0)) != std::future_status::ready);
+  CHECK(long_run.get()[0].item<int64_t>() == int64_t(3000000) * 2999999 / 2);
   CHECK(no_loop_state_left());
 }
