@@ -273,6 +273,12 @@ TEST_CASE("gemm matches a naive product on blocked and parallel paths") {
       check_gemm<double>(64, 200, 100, 0);
       check_gemm<int32_t>(96, 160, 80, 0);
       check_gemm<int64_t>(9, 7, 5, 0);  // below the parallel threshold
+      // Small float products (the unpacked kernel): 6-row tiles and the rows
+      // left over, 64-column tiles and every width of the last vector.
+      check_gemm<float>(64, 64, 64, 0);
+      for (int64_t n = 1; n <= 81; n += 5) check_gemm<float>(13, n, 9, 0);
+      check_gemm<float>(1, 130, 40, 0);
+      check_gemm<float>(95, 96, 96, 0);
     });
   }
 }
