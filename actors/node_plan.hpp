@@ -90,8 +90,8 @@ struct node_plan {
   size_t batch_limit = 0;
 
   // ---- loops (ops/control_flow.hpp) ----
-  /// Inside a loop frame: the loop's nodes run one after another on one
-  /// worker (see place_chains), as a cond's do.
+  /// Inside a loop frame: the loop's nodes share one actor (see node_hosts
+  /// in executable.cpp) and run their kernels on its thread.
   bool in_loop = false;
   /// Slots fed by a loop invariant (an enter marked is_constant): their value
   /// comes once per frame and serves every iteration. Empty when none.
