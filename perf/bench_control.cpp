@@ -64,21 +64,39 @@ double while_us_per_iteration_4ops(int iterations) {
                           iterations);
 }
 
-std::optional<tf_while_figures> tf_while_reference(int iterations) {
+namespace {
+
+// The output of a script of ../shared/perf-ref run by TensorFlow's Python, or
+// nothing when TensorFlow is not importable or the script failed.
+std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args) {
   auto python = tensorflow_python();
   if (!python) return std::nullopt;
-  std::string script = std::string(ACTORFLOW_PERF_REF_DIR) + "/tf_while.py";
-  FILE* p = popen(
-      (*python + " " + script + " " + std::to_string(iterations) + " 2>/dev/null").c_str(), "r");
+  std::string path = std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
+  FILE* p = popen((*python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;
   char buf[512];
   while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
+  if (pclose(p) != 0) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::optional<tf_while_figures> tf_while_reference(int iterations) {
+  auto out = run_tf_reference("tf_while.py", std::to_string(iterations));
   static const std::regex line(R"(us_per_iteration=([0-9.]+) us_per_iteration_4ops=([0-9.]+))");
   std::smatch m;
-  if (!std::regex_search(out, m, line)) return std::nullopt;
+  if (!out || !std::regex_search(*out, m, line)) return std::nullopt;
   return tf_while_figures{std::stod(m[1]), std::stod(m[2])};
+}
+
+std::optional<double> tf_lstm_lm_words_per_s() {
+  auto out = run_tf_reference("tf_lstm_lm.py", "1");
+  static const std::regex line(R"(words_per_s=([0-9.]+))");
+  std::smatch m;
+  if (!out || !std::regex_search(*out, m, line)) return std::nullopt;
+  return std::stod(m[1]);
 }
 
 }  // namespace actorflow::bench

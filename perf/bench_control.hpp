@@ -18,5 +18,8 @@ struct tf_while_figures {
 /// ../shared/perf-ref/tf_while.py run by $ACTORFLOW_TF_PYTHON (or a python3
 /// that imports tensorflow); nothing when neither is there.
 std::optional<tf_while_figures> tf_while_reference(int iterations);
+/// TensorFlow's words/s over one epoch of ../shared/perf-ref/tf_lstm_lm.py
+/// (sampled softmax; about a minute), run as tf_while_reference is.
+std::optional<double> tf_lstm_lm_words_per_s();
 
 }  // namespace actorflow::bench

@@ -149,21 +149,29 @@ std::optional<double> torch_chain_us_per_op() {
 
 }  // namespace
 
-// The LSTM LM's training rate: a few hundred steps, not an epoch. TensorFlow's
-// figure (../shared/perf-ref/tf_lstm_lm.py) takes a full epoch in a venv, so it
-// is measured beside actorflow-train, not here.
+// The LSTM LM's training rate: a few hundred steps, not an epoch; beside it
+// TensorFlow's over one epoch of ../shared/perf-ref/tf_lstm_lm.py (sampled
+// softmax) when TensorFlow is importable.
 template <class add_row_fn, class add_failure_fn>
 void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
   const char* note = "LSTM LM on fortunes, 35x32 words per step";
+  auto tf = tf_lstm_lm_words_per_s();
   for (auto [full, key, steps] : {std::tuple{false, "lstm_lm_words_per_s", 200},
                                   std::tuple{true, "lstm_lm_words_per_s_full", 60}}) {
     try {
-      add_row(key, lstm_lm_words_per_s(full, steps), "words/s",
-              fmt::format("{}, {} softmax", note, full ? "full" : "sampled (512)"));
+      double ours = lstm_lm_words_per_s(full, steps);
+      std::string vs_tf = tf && !full ? fmt::format("; {:.2f}x TensorFlow in this run, target >= 1.5",
+                                                    ours / *tf)
+                                      : "";
+      add_row(key, ours, "words/s",
+              fmt::format("{}, {} softmax{}", note, full ? "full" : "sampled (512)", vs_tf));
     } catch (const std::exception& e) {
       add_failure(key, e.what());
     }
   }
+  if (tf)
+    add_row("tf_lstm_lm_words_per_s", *tf, "words/s",
+            "TensorFlow 1 epoch, sampled softmax (../shared/perf-ref/tf_lstm_lm.py)");
 }
 
 int main(int argc, char** argv) {
