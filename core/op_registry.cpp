@@ -15,6 +15,16 @@ tensor& kernel_context::allocate_output(size_t i, dtype type, shape dims) {
   return outputs[i] = tensor(type, std::move(dims));
 }
 
+tensor& kernel_context::reuse_or_allocate_output(size_t i, size_t from, dtype type,
+                                                 const shape& dims) {
+  const tensor& in = inputs[from];
+  if (in.num_elements() > 0 && in.is_unique() && in.type() == type && in.dims() == dims) {
+    set_output(i, in);
+    return outputs[i];
+  }
+  return allocate_output(i, type, dims);
+}
+
 void kernel_context::set_output(size_t i, tensor t) {
   if (outputs.size() <= i) outputs.resize(i + 1);
   outputs[i] = std::move(t);

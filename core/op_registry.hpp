@@ -64,6 +64,12 @@ struct kernel_context {
   }
   /// Allocates output i (uninitialized) and returns it for writing.
   tensor& allocate_output(size_t i, dtype type, shape dims);
+  /// Output i of an element-wise kernel, which writes element k only after
+  /// reading element k of its inputs: input `from`'s own buffer when nothing
+  /// else holds it and it has the output's dtype and shape (a gradient
+  /// accumulator, an activation passed on once), else a new one. Saves the
+  /// allocation and keeps the data in cache.
+  tensor& reuse_or_allocate_output(size_t i, size_t from, dtype type, const shape& dims);
   void set_output(size_t i, tensor t);
   [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
 };

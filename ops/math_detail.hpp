@@ -282,7 +282,9 @@ bool binary_flat(kernel_context& ctx, const tensor& a, const tensor& b, int64_t 
     else
       return false;
   }
-  tensor& out = ctx.allocate_output(0, dtype_of<R>(), va ? a.dims() : b.dims());
+  // a and b are inputs 0 and 1; an input that advances has the output's shape.
+  const size_t from = va && (!vb || ctx.inputs[0].is_unique()) ? 0 : 1;
+  tensor& out = ctx.reuse_or_allocate_output(0, from, dtype_of<R>(), va ? a.dims() : b.dims());
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   R* po = out.mutable_data<R>();
@@ -327,7 +329,7 @@ void binary_elementwise(kernel_context& ctx, int64_t grain, const F& f) {
 template <class T, class R, class Seg>
 void unary_map(kernel_context& ctx, int64_t grain, const Seg& seg) {
   const tensor& x = ctx.input(0);
-  tensor& out = ctx.allocate_output(0, dtype_of<R>(), x.dims());
+  tensor& out = ctx.reuse_or_allocate_output(0, 0, dtype_of<R>(), x.dims());
   const int64_t n = x.num_elements();
   if (n == 0) return;
   const T* px = x.data<T>();
