@@ -109,8 +109,8 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
 }
 
 // Sends a dead value to every consumer: this node did not run in the step.
-void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step,
-               const frame_tag& tag, dead_kind why) {
+void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+               dead_kind why) {
   for (auto& consumers : plan.output_consumers)
     for (auto& c : consumers)
       deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
@@ -164,9 +164,8 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
 // Runs the kernel and emits its outputs or the error it threw (`self` as in
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
-void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step,
-                  const frame_tag& tag, std::vector<tensor>& inputs, std::vector<tensor>& outputs,
-                  uint64_t invocation) {
+void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
                      std::move(inputs), std::move(outputs), invocation};
@@ -306,7 +305,8 @@ class node_runner {
     auto slots = std::move(p.slots);
     auto tag = std::move(p.tag);
     erase_counted(pending_, key, key.frame != 0);
-    if (plan.num_invariant_slots > 0) return fire_with_invariants(in.step, std::move(tag), std::move(slots));
+    if (plan.num_invariant_slots > 0)
+      return fire_with_invariants(in.step, std::move(tag), std::move(slots));
     fire(in.step, tag, slots.data(), slots.size());
     recycle(std::move(slots));
   }
@@ -379,8 +379,8 @@ class node_runner {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
         if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
-        emit(host_, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag, outputs_,
-             error);
+        emit(host_, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag,
+             outputs_, error);
         return;
       }
       dead |= slots[s].dead;
@@ -507,14 +507,15 @@ class node_runner {
       at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
     }
     auto self = caf::actor_cast<caf::actor>(host_);
-    plan_->history->take(step, at, plan_->history_pop, [self, step, tag, m = member_](tensor value) {
-      step_input in{step, -1, {}, tag, m};
-      if (value.valid())
-        in.value.value = std::move(value);
-      else
-        in.value = step_value::dead_value();
-      caf::anon_send(self, input_atom::value, std::move(in));
-    });
+    plan_->history->take(step, at, plan_->history_pop,
+                         [self, step, tag, m = member_](tensor value) {
+                           step_input in{step, -1, {}, tag, m};
+                           if (value.valid())
+                             in.value.value = std::move(value);
+                           else
+                             in.value = step_value::dead_value();
+                           caf::anon_send(self, input_atom::value, std::move(in));
+                         });
   }
 
   // Inputs (data, pred): the data goes to output 1 when pred is true, else
@@ -740,11 +741,12 @@ class node_runner {
       return;
     }
     auto plan = plan_;
-    host_->send(plan->device, run_atom::value,
-         device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation]() mutable {
-           std::vector<tensor> outputs;
-           run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation);
-         }});
+    host_->send(
+        plan->device, run_atom::value,
+        device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation]() mutable {
+          std::vector<tensor> outputs;
+          run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation);
+        }});
   }
 
   void read_variable(uint64_t step, const frame_tag& tag) {

@@ -3,8 +3,8 @@
 namespace actorflow {
 
 const char* attr_kind_name(const attr_value& v) {
-  static const char* names[] = {"int", "float", "bool", "string", "dtype", "int list", "float list",
-                                "tensor"};
+  static const char* names[] = {"int",   "float",    "bool",       "string",
+                                "dtype", "int list", "float list", "tensor"};
   return names[v.index()];
 }
 
@@ -68,8 +68,8 @@ std::vector<tensor_spec> infer_outputs(const op_def& def, const std::vector<tens
                                        const std::vector<tensor>* constant_inputs) {
   int n = static_cast<int>(inputs.size());
   if (def.num_inputs >= 0 && n != def.num_inputs)
-    fail(def.name, "expects " + std::to_string(def.num_inputs) + " inputs, got " +
-                       std::to_string(n));
+    fail(def.name,
+         "expects " + std::to_string(def.num_inputs) + " inputs, got " + std::to_string(n));
   if (def.num_inputs < 0 && n < def.min_inputs)
     fail(def.name, "expects at least " + std::to_string(def.min_inputs) + " inputs, got " +
                        std::to_string(n));

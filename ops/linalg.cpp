@@ -7,12 +7,11 @@
 
 #include "ops/linalg.hpp"
 
+#include <immintrin.h>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <numeric>
@@ -122,10 +121,18 @@ void small_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, 
   for (int64_t j = 0; j < n; j += 64) {
     const int64_t cols = std::min<int64_t>(64, n - j);
     switch ((cols + 15) / 16) {
-      case 1: small_gemm_columns<1>(a, b + j, c + j, m, n, k, cols); break;
-      case 2: small_gemm_columns<2>(a, b + j, c + j, m, n, k, cols); break;
-      case 3: small_gemm_columns<3>(a, b + j, c + j, m, n, k, cols); break;
-      default: small_gemm_columns<4>(a, b + j, c + j, m, n, k, cols); break;
+      case 1:
+        small_gemm_columns<1>(a, b + j, c + j, m, n, k, cols);
+        break;
+      case 2:
+        small_gemm_columns<2>(a, b + j, c + j, m, n, k, cols);
+        break;
+      case 3:
+        small_gemm_columns<3>(a, b + j, c + j, m, n, k, cols);
+        break;
+      default:
+        small_gemm_columns<4>(a, b + j, c + j, m, n, k, cols);
+        break;
     }
   }
 }

@@ -160,9 +160,9 @@ void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
                                   std::tuple{true, "lstm_lm_words_per_s_full", 60}}) {
     try {
       double ours = lstm_lm_words_per_s(full, steps);
-      std::string vs_tf = tf && !full ? fmt::format("; {:.2f}x TensorFlow in this run, target >= 1.5",
-                                                    ours / *tf)
-                                      : "";
+      std::string vs_tf =
+          tf && !full ? fmt::format("; {:.2f}x TensorFlow in this run, target >= 1.5", ours / *tf)
+                      : "";
       add_row(key, ours, "words/s",
               fmt::format("{}, {} softmax{}", note, full ? "full" : "sampled (512)", vs_tf));
     } catch (const std::exception& e) {

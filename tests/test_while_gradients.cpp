@@ -12,6 +12,7 @@
 #include "numeric_gradient.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
+#include "ops/functional.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
@@ -185,4 +186,55 @@ TEST_CASE("the gradient of a loop over tensor arrays (read each step, write each
                    f64s({0.5, -0.7, 1.1}, {3})},
                   {});
   CHECK(no_loop_state_left());
+}
+
+TEST_CASE("map_fn and scan: one loop over the rows, their values and gradients") {
+  graph g;
+  auto x = placeholder(g, dtype::float64, {4, 3}, "x");
+  auto w = placeholder(g, dtype::float64, {3, 2}, "w");
+  auto init = placeholder(g, dtype::float64, {3}, "init");
+  auto mapped = map_fn(
+      [&](output row) {
+        return reshape(tanh(matmul(reshape(row, {1, 3}), w)), {2});
+      },
+      x, {.result = tensor_spec{dtype::float64, shape{2}}});
+  auto scanned = scan([&](output acc, output row) { return acc * 0.5 + row; }, x, init);
+  REQUIRE(mapped.dims() == shape{4, 2});
+  REQUIRE(scanned.dims() == shape{4, 3});
+  std::vector<double> xv{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, 0.9, -1.0, 1.1, 1.2};
+  std::vector<double> wv{0.5, -0.3, 0.2, 0.8, -0.7, 0.1};
+  feed_list feeds{{x, f64s(xv, {4, 3})}, {w, f64s(wv, {3, 2})}, {init, f64s({1, 2, 3}, {3})}};
+  session s(g);
+  auto got = s.run(feeds, {mapped, scanned});
+  auto m = values_of(got[0]), c = values_of(got[1]);
+  std::vector<double> acc{1, 2, 3};
+  for (int r = 0; r < 4; ++r) {
+    for (int j = 0; j < 2; ++j) {
+      double dot = 0;
+      for (int k = 0; k < 3; ++k) dot += xv[size_t(r * 3 + k)] * wv[size_t(k * 2 + j)];
+      CHECK(m[size_t(r * 2 + j)] == doctest::Approx(std::tanh(dot)));
+    }
+    for (int k = 0; k < 3; ++k) {
+      acc[size_t(k)] = acc[size_t(k)] * 0.5 + xv[size_t(r * 3 + k)];
+      CHECK(c[size_t(r * 3 + k)] == doctest::Approx(acc[size_t(k)]));
+    }
+  }
+  auto loss = reduce_sum(mapped * mapped) + reduce_sum(scanned * scanned);
+  check_gradients(g, loss, {x, w, init}, {f64s(xv, {4, 3}), f64s(wv, {3, 2}), f64s({1, 2, 3}, {3})},
+                  {});
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("map_fn over no rows, and fn results that do not fit, fail at build time") {
+  graph g;
+  auto none = placeholder(g, dtype::float32, {0, 3}, "none");
+  auto doubled = map_fn([](output row) { return row * 2.0; }, none);
+  session s(g);
+  CHECK(s.run({{none, tensor(dtype::float32, {0, 3})}}, {doubled})[0].dims() == shape{0, 3});
+  auto x = placeholder(g, dtype::float32, {4, 3}, "x");
+  auto bad = [&] { map_fn([](output row) { return reshape(row, {3, 1}); }, x); };
+  CHECK_THROWS_WITH(bad(), doctest::Contains("[map] fn returns float32(3,1)"));
+  auto unknown = placeholder(g, dtype::float32, {-1, 3}, "unknown");
+  CHECK_THROWS_WITH(map_fn([](output row) { return row; }, unknown),
+                    doctest::Contains("elems must have a known first dim"));
 }
