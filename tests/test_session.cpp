@@ -259,8 +259,8 @@ TEST_CASE("a long chain runs in segments on every worker while steps queue in it
     // (a [2] feed for a reshape to [1]): errors and values pass the same way.
     std::vector<std::future<std::vector<tensor>>> steps;
     for (int i = 0; i < 200; ++i)
-      steps.push_back(s.run_async({{x, i % 4 == 3 ? floats({0, 0}, {2}) : floats({float(i)}, {1})}},
-                                  {y}));
+      steps.push_back(
+          s.run_async({{x, i % 4 == 3 ? floats({0, 0}, {2}) : floats({float(i)}, {1})}}, {y}));
     for (int i = 0; i < 200; ++i) {
       if (i % 4 == 3) {
         CHECK_THROWS_AS(steps[size_t(i)].get(), error);
@@ -268,8 +268,10 @@ TEST_CASE("a long chain runs in segments on every worker while steps queue in it
       }
       CHECK(steps[size_t(i)].get()[0].to_vector<float>()[0] == float(i + 600));
     }
-    if (workers == 1) CHECK(hand_overs_between_workers(rt->system()) == 0);
-    else CHECK(hand_overs_between_workers(rt->system()) > 0);
+    if (workers == 1)
+      CHECK(hand_overs_between_workers(rt->system()) == 0);
+    else
+      CHECK(hand_overs_between_workers(rt->system()) > 0);
     // Steps still in flight when the session goes: it must not hang.
     for (int i = 0; i < 64; ++i) (void)s.run_async({{x, floats({1}, {1})}}, {y});
   }
@@ -302,4 +304,30 @@ TEST_CASE("runtime options are validated") {
   graph g;
   session s(g, rt);
   CHECK(s.eval(scalar(g, 2.0f) * 3.0).item<float>() == 6.0f);
+}
+
+TEST_CASE("element-wise kernels write over an input only when nothing else holds it") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {64, 64}, "x");
+  auto v = make_variable(fill(g, {64, 64}, 2.0), "v");
+  auto y = tanh(x * 3.0);    // x * 3 is held by nothing but tanh: tanh may write over it
+  auto z = y + 1.0;          // y is fetched too: z must not write over it
+  auto w = v.value() * 5.0;  // the variable's value is the variable's: never written over
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  tensor fed = tensor::zeros(dtype::float32, {64, 64});
+  for (int64_t i = 0; i < fed.num_elements(); ++i)
+    fed.mutable_data<float>()[i] = 0.01f * float(i % 97);
+  tensor before = fed.clone();
+  for (int round = 0; round < 3; ++round) {
+    auto got = s.run({{x, fed}}, {y, z, w});
+    for (int64_t i = 0; i < fed.num_elements(); ++i) {
+      float want_y = std::tanh(before.data<float>()[i] * 3.0f);
+      REQUIRE(fed.data<float>()[i] == before.data<float>()[i]);  // the caller's feed is intact
+      REQUIRE(got[0].data<float>()[i] == doctest::Approx(want_y));
+      REQUIRE(got[1].data<float>()[i] == doctest::Approx(want_y + 1.0f));
+      REQUIRE(got[2].data<float>()[i] == 10.0f);
+    }
+    CHECK(s.eval(v.value()).data<float>()[0] == 2.0f);  // the variable is intact
+  }
 }
