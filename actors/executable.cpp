@@ -325,9 +325,9 @@ void check_not_in_loop(const graph& g, const run_signature& sig) {
 }
 
 // Which actor runs each node. A loop's nodes share one, per outermost loop
-// frame: its iterations run one after another on one worker anyway (see
-// mark_cond_links), and between nodes of one actor a value is a call, not
-// a message (about a third of a microsecond each, several per iteration).
+// frame: its iterations mostly follow one another anyway, and between nodes
+// of one actor a value is a call, not a message (about a third of a
+// microsecond each, several per iteration).
 // Every other node has its own actor, as do a loop's sends and recvs (the
 // other process addresses a recv as a whole actor) and the nodes the
 // coordinator starts.

@@ -5,14 +5,13 @@
 // through the host's local queue instead of a CAF message.
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <unordered_map>
 #include <utility>
 
 #include "actors/cancelled_steps.hpp"
 #include "actors/messages.hpp"
+#include "actors/node_output.hpp"
 #include "actors/node_plan.hpp"
-#include "actors/scheduler.hpp"
 #include "devices/cpu/parallel.hpp"
 
 namespace actorflow {
@@ -36,88 +35,6 @@ constexpr size_t local_values_per_turn = 512;
 
 using drain_atom = caf::atom_constant<caf::atom("drain")>;  // to itself: go on with local values
 
-// The actor that runs one or more nodes; what the nodes need of it beside
-// CAF's: the queue of values between its own nodes.
-class node_host_base : public caf::event_based_actor {
- public:
-  using caf::event_based_actor::event_based_actor;
-  void queue_local(step_input&& in) { local_.push_back(std::move(in)); }
-  /// Handles the queued local values (a turn's worth); called after every
-  /// message that may have queued some.
-  virtual void drain_local() = 0;
-
- protected:
-  std::deque<step_input> local_;
-};
-
-// Delivers one value to a consumer. `self` is the node's actor, or null on a
-// pool thread. No sender goes along (nothing answers these messages): a
-// sender reference would cost two atomic updates of the sending actor's count
-// per message.
-//
-// A chain link (placement::same_worker) puts the consumer this wakes at the
-// front of the worker's own queue, to run next: that saves a hop to another
-// core and often a wake-up. It never wakes another worker, though, so a
-// fan-out handed to it all stays on one core (the 1000 branches of a wide
-// graph ran one after another), and a consumer that gathers many inputs
-// would be run once per input, each time as soon as one arrives. Those edges
-// go through the scheduler, whose round robin spreads consumers over the
-// workers and wakes sleeping ones. A long chain runs in segments pinned to
-// different workers, but only while steps queue up in it: a lone step would
-// pay a wake-up at each hand-over and gain nothing.
-//
-// A value for another node of the same host goes into the host's local
-// queue: no message at all.
-void deliver(node_host_base* self, const consumer& to, step_input&& in) {
-  auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
-  in.member = to.member;
-  if (self != nullptr && target == self) return self->queue_local(std::move(in));
-  auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
-                                           std::move(in));
-  switch (to.place) {
-    case placement::scheduler:
-      return target->enqueue(std::move(message), nullptr);
-    case placement::same_worker:
-      return target->enqueue(std::move(message), self != nullptr ? self->context() : nullptr);
-    case placement::pinned:
-      return enqueue_pinned(target, std::move(message));
-    case placement::next_segment:
-      if (self != nullptr && !self->mailbox().empty())
-        return enqueue_pinned_to_next_worker(target, std::move(message));
-      return enqueue_pinned(target, std::move(message));
-  }
-}
-
-// Sends a step's outputs (or its error) to every consumer.
-void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-          std::vector<tensor>& outputs, const std::string& error) {
-  for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
-    auto& consumers = plan.output_consumers[i];
-    for (size_t c = 0; c < consumers.size(); ++c) {
-      step_input in{step, consumers[c].slot, {}, tag};
-      if (!error.empty())
-        in.value.error = error;
-      else if (c + 1 == consumers.size())
-        in.value.value = std::move(outputs[i]);  // last one takes it
-      else
-        in.value.value = outputs[i];
-      deliver(self, consumers[c], std::move(in));
-    }
-  }
-  for (auto& c : plan.control_consumers)
-    deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
-}
-
-// Sends a dead value to every consumer: this node did not run in the step.
-void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-               dead_kind why) {
-  for (auto& consumers : plan.output_consumers)
-    for (auto& c : consumers)
-      deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
-  for (auto& c : plan.control_consumers)
-    deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
-}
-
 // What the dead values a node sends say: a loop's last iteration passes on
 // as such, so that every node of the body learns where its frame ends.
 dead_kind passed_on(const step_value* slots, size_t num_slots) {
@@ -139,49 +56,6 @@ uint64_t child_frame_id(const frame_tag& parent, uint64_t loop_id) {
 }
 
 std::atomic<int64_t> loop_states{0};
-
-std::string describe_failure(const node_plan& plan, const std::string& what) {
-  std::string where = plan.task.empty() ? "" : " on " + plan.task;
-  return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
-}
-
-// Empties the inputs that arrived in messages, so that no step's tensor
-// stays referenced, and keeps the folded constants for the next firing: a
-// firing then neither copies them nor bumps their reference counts, which
-// all consumers of one constant share. Kernels only read their inputs; one
-// that replaced a constant anyway gets the plan's copy back.
-void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) {
-  if (inputs.size() != plan.bound_inputs.size()) return inputs.clear();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const tensor& bound = plan.bound_inputs[i];
-    if (!bound.valid())
-      inputs[i] = tensor();
-    else if (!inputs[i].shares_buffer_with(bound))
-      inputs[i] = bound;
-  }
-}
-
-// Runs the kernel and emits its outputs or the error it threw (`self` as in
-// deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
-// back holding just the folded constants, `outputs` empty.
-void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
-  std::string error;
-  kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
-                     std::move(inputs), std::move(outputs), invocation};
-  try {
-    plan.def->kernel(ctx);
-    if (ctx.outputs.size() < plan.output_consumers.size())
-      error = describe_failure(plan, "kernel produced too few outputs");
-  } catch (const std::exception& e) {
-    error = describe_failure(plan, e.what());
-  }
-  inputs = std::move(ctx.inputs);
-  release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
-  outputs = std::move(ctx.outputs);
-  emit(self, plan, step, tag, outputs, error);
-  outputs.clear();
-}
 
 // Where a node's pending inputs wait: one step, and inside a loop one
 // iteration of one frame.

@@ -138,18 +138,6 @@ void small_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, 
 }
 #endif
 
-// Whether one product goes to small_gemm: float, untransposed, and small enough to run on one
-// thread (see serial_work).
-template <class T>
-bool runs_small(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double work_limit) {
-#if defined(__AVX512F__)
-  return std::is_same_v<T, float> && !ta && !tb && double(m) * double(n) * double(k) <= work_limit;
-#else
-  (void)m, (void)n, (void)k, (void)ta, (void)tb, (void)work_limit;
-  return false;
-#endif
-}
-
 // Up to this many multiply-adds in all, the whole product runs as one call on the calling thread:
 // measured on 2 cores, splitting a 64^3 product is slower than one call and 96^3 gains little
 // (waking a worker costs microseconds), while 128^3 gains 1.3-1.6x.
@@ -180,7 +168,7 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride,
     for (int64_t i = 0; i < batch; ++i) {
 #if defined(__AVX512F__)
       if constexpr (std::is_same_v<T, float>)
-        if (runs_small<T>(m, n, k, ta, tb, serial_work)) {
+        if (!ta && !tb && work <= serial_work) {  // one thread may still get a large one
           small_gemm(a + i * a_stride, b + i * b_stride, c + i * m * n, m, n, k);
           continue;
         }

@@ -66,19 +66,11 @@ double while_us_per_iteration_4ops(int iterations) {
 
 namespace {
 
-// The output of a script of ../shared/perf-ref run by TensorFlow's Python, or
-// nothing when TensorFlow is not importable or the script failed.
+// What a script of ../shared/perf-ref prints when TensorFlow's Python runs it.
 std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args) {
   auto python = tensorflow_python();
   if (!python) return std::nullopt;
-  std::string path = std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
-  FILE* p = popen((*python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
-  if (!p) return std::nullopt;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  if (pclose(p) != 0) return std::nullopt;
-  return out;
+  return run_reference_script(*python, script, args);
 }
 
 }  // namespace

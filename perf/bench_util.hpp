@@ -38,19 +38,28 @@ inline double median_seconds(int repeats, int warmup, const std::function<void()
 /// Runs `python3 <script> <args>` from the PyTorch reference directory and
 /// returns the number captured by `pattern` (one group) in its output; nothing
 /// when the script, python3-torch or the number is missing.
-inline std::optional<double> run_torch_reference(const std::string& script, const std::string& args,
-                                                 const std::regex& pattern) {
+/// What `python script args` (a script of ../shared/perf-ref) prints, or
+/// nothing when it is missing or fails.
+inline std::optional<std::string> run_reference_script(const std::string& python,
+                                                       const std::string& script,
+                                                       const std::string& args) {
   std::string path = std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
   if (!std::ifstream(path)) return std::nullopt;
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
-  FILE* p = popen(("/usr/bin/python3 " + path + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = popen((python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;
   char buf[512];
   while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
+  if (pclose(p) != 0) return std::nullopt;
+  return out;
+}
+
+inline std::optional<double> run_torch_reference(const std::string& script, const std::string& args,
+                                                 const std::regex& pattern) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
+  auto out = run_reference_script("/usr/bin/python3", script, args);
   std::smatch m;
-  if (std::regex_search(out, m, pattern)) return std::stod(m[1]);
+  if (out && std::regex_search(*out, m, pattern)) return std::stod(m[1]);
   return std::nullopt;
 }
 
