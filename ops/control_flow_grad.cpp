@@ -11,9 +11,11 @@
 #include "core/gradients.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
+#include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
 #include "ops/state.hpp"
+#include "ops/tensor_array.hpp"
 
 namespace actorflow {
 
@@ -141,6 +143,70 @@ std::vector<std::vector<int>> row_reads(const graph& g, const std::vector<int>& 
   return rows;
 }
 
+// Per invariant: the matmuls of the loop's own frame that are all its
+// consumers, each taking it as the right operand of a x w or a x w^T (rank 2,
+// static non-empty shapes), or none. Such an invariant's gradient, the sum
+// over iterations of a_t^T dy_t, is one product after the backward loop over
+// every iteration's a and dy, gathered into two tensor arrays: one large
+// product instead of one per iteration with the batch as its inner dim, and
+// no accumulator to zero-fill and add to per iteration (in an LSTM, the
+// recurrent kernel's gradient).
+std::vector<std::vector<int>> matmul_uses(const graph& g, int frame,
+                                          const std::vector<int>& invariants) {
+  auto static_matrix = [](const shape& s) {
+    return s.rank() == 2 && s.is_fully_defined() && s.num_elements() > 0;
+  };
+  std::vector<std::vector<int>> uses(invariants.size());
+  for (size_t j = 0; j < invariants.size(); ++j) {
+    bool only_matmuls = static_matrix(g.at(invariants[j]).outputs[0].dims);
+    for (auto& n : g.nodes())
+      for (size_t i = 0; i < n.inputs.size() && only_matmuls; ++i) {
+        if (n.inputs[i].node != invariants[j]) continue;
+        const endpoint& a = n.inputs[0];
+        only_matmuls = n.op == "matmul" && i == 1 && a.node != invariants[j] &&
+                       g.frame_of(n.id) == frame &&
+                       !get_attr_or<bool>(n.attrs, "transpose_a", n.op, false) &&
+                       static_matrix(g.at(a.node).outputs[size_t(a.index)].dims) &&
+                       static_matrix(n.outputs[0].dims);
+        if (only_matmuls) uses[j].push_back(n.id);
+      }
+    if (!only_matmuls) uses[j].clear();
+  }
+  return uses;
+}
+
+// How the backward loop sums an invariant's gradient: added per iteration to
+// an accumulator (a whole tensor, or the rows a tensor array read took), or
+// gathered for products after the loop (matmul_uses).
+struct invariant_sum {
+  int enter = -1;
+  std::vector<int> row_reads, matmuls;
+  size_t first_x = 0;    // where its xs start in the body's gradients() call
+  size_t first_var = 0;  // where its loop variables start in the backward loop
+};
+
+// The two arrays a matmul's gradient gathers: its left operand and the gradient of its output,
+// one row per forward iteration (dynamic: the count is known when the loop has run).
+std::pair<tensor_array, tensor_array> product_arrays(graph& g, int product) {
+  // Copies: making the arrays adds nodes, which may move the graph's node storage.
+  const node& m = g.at(product);
+  const tensor_spec a = g.at(m.inputs[0].node).outputs[size_t(m.inputs[0].index)];
+  const tensor_spec y = m.outputs[0];
+  const std::string name = m.name;
+  return {make_tensor_array(g, a.type, 0, a.dims, true, name + "/grad_lhs"),
+          make_tensor_array(g, y.type, 0, y.dims, true, name + "/grad_dy")};
+}
+
+// The sum over iterations of a matmul's gradient for its right operand, from the two arrays.
+output product_of_arrays(graph& g, int product, const tensor_array& a, const tensor_array& dy) {
+  const node& m = g.at(product);
+  bool tb = get_attr_or<bool>(m.attrs, "transpose_b", m.op, false);
+  int64_t k = a.element_shape().dim(1), n = dy.element_shape().dim(1);
+  auto lhs = reshape(a.stack(), {-1, k});
+  auto grad = reshape(dy.stack(), {-1, n});
+  return tb ? matmul(grad, lhs, true, false) : matmul(lhs, grad, true, false);
+}
+
 std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
                                                        const std::map<int, output>& exit_grads,
                                                        const std::vector<char>& between) {
@@ -163,11 +229,31 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     init.push_back(it != exit_grads.end() ? it->second : zeros_like(out(p.exits[i])));
     shapes.push_back(out(p.merges[i]).dims());
   }
-  for (int inv : invariants) {
-    init.push_back(zeros_like(output(&g, g.at(inv).inputs[0])));
+  auto rows = row_reads(g, invariants);
+  auto matmuls = matmul_uses(g, frame, invariants);
+  std::vector<invariant_sum> sums(invariants.size());
+  std::map<int, std::pair<tensor_array, tensor_array>> arrays;  // per matmul
+  for (size_t j = 0; j < invariants.size(); ++j) {
+    auto& s = sums[j];
+    s.enter = invariants[j];
+    s.first_var = init.size();
+    if (!matmuls[j].empty()) {
+      s.matmuls = matmuls[j];
+      for (int m : s.matmuls) {
+        auto pair = arrays[m] = product_arrays(g, m);
+        for (auto* arr : {&pair.first, &pair.second}) {
+          init.insert(init.end(), {arr->data, arr->written});
+          shapes.push_back(arr->data.dims());
+          shapes.back()[0] = shape::unknown;
+          shapes.push_back(shape{shape::unknown});
+        }
+      }
+      continue;
+    }
+    s.row_reads = rows[j];
+    init.push_back(zeros_like(output(&g, g.at(s.enter).inputs[0])));
     shapes.push_back(init.back().dims());
   }
-  auto rows = row_reads(g, invariants);
   auto resolver = g.frame_resolver_scope(
       [&g](const endpoint& e, int current) { return resolve(g, e, current); });
   auto body = [&](const std::vector<output>& v) {
@@ -179,26 +265,39 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
       grad_ys.push_back(v[1 + j]);
       xs.push_back(out(p.switches[vars[j]], 1));
     }
-    std::vector<size_t> first_x;  // per invariant: where its xs start
-    for (size_t j = 0; j < invariants.size(); ++j) {
-      first_x.push_back(xs.size());
-      if (rows[j].empty()) xs.push_back(out(invariants[j]));
-      for (int read : rows[j]) xs.push_back(out(read));
+    for (auto& s : sums) {
+      s.first_x = xs.size();
+      for (int m : s.matmuls) xs.push_back(out(m));
+      if (s.matmuls.empty() && s.row_reads.empty()) xs.push_back(out(s.enter));
+      for (int read : s.row_reads) xs.push_back(out(read));
     }
     auto grads = ys.empty() ? std::vector<output>(xs.size()) : gradients(ys, xs, grad_ys);
     std::vector<output> next{iteration};
     for (size_t j = 0; j < vars.size(); ++j)
       next.push_back(grads[j].valid() ? grads[j] : zeros_like(v[1 + j]));
-    for (size_t j = 0; j < invariants.size(); ++j) {
-      output acc = v[1 + vars.size() + j];
-      if (rows[j].empty()) {
-        auto& grad = grads[first_x[j]];
+    for (auto& s : sums) {
+      size_t at = s.first_var;
+      for (size_t r = 0; r < s.matmuls.size(); ++r, at += 4) {
+        int m = s.matmuls[r];
+        auto& [lhs, dy] = arrays.at(m);
+        auto& grad = grads[s.first_x + r];
+        auto lhs_written =
+            lhs.with(v[at], v[at + 1]).write(iteration, output(&g, g.at(m).inputs[0]));
+        auto dy_written = dy.with(v[at + 2], v[at + 3])
+                              .write(iteration, grad.valid() ? grad : zeros_like(out(m)));
+        next.insert(next.end(),
+                    {lhs_written.data, lhs_written.written, dy_written.data, dy_written.written});
+      }
+      if (!s.matmuls.empty()) continue;
+      output acc = v[at];
+      if (s.row_reads.empty()) {
+        auto& grad = grads[s.first_x];
         next.push_back(grad.valid() ? acc + grad : identity(acc));
         continue;
       }
-      for (size_t r = 0; r < rows[j].size(); ++r)
-        if (auto& grad = grads[first_x[j] + r]; grad.valid())
-          acc = scatter_add_into(acc, grad, output(&g, g.at(rows[j][r]).inputs[2]));
+      for (size_t r = 0; r < s.row_reads.size(); ++r)
+        if (auto& grad = grads[s.first_x + r]; grad.valid())
+          acc = scatter_add_into(acc, grad, output(&g, g.at(s.row_reads[r]).inputs[2]));
       next.push_back(g.fires_every_iteration(acc) ? acc : identity(acc));
     }
     return next;
@@ -225,8 +324,20 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     endpoint in = g.at(p.enters[vars[j]]).inputs[0];
     if (between[size_t(in.node)]) result.emplace_back(in, backward[1 + j]);
   }
-  for (size_t j = 0; j < invariants.size(); ++j)
-    result.emplace_back(g.at(invariants[j]).inputs[0], backward[1 + vars.size() + j]);
+  for (auto& s : sums) {
+    endpoint in = g.at(s.enter).inputs[0];
+    if (s.matmuls.empty()) {
+      result.emplace_back(in, backward[s.first_var]);
+      continue;
+    }
+    size_t at = s.first_var;
+    for (int m : s.matmuls) {
+      auto& [lhs, dy] = arrays.at(m);
+      result.emplace_back(in, product_of_arrays(g, m, lhs.with(backward[at], backward[at + 1]),
+                                                dy.with(backward[at + 2], backward[at + 3])));
+      at += 4;
+    }
+  }
   return result;
 }
 

@@ -117,6 +117,39 @@ TEST_CASE("the gradient of nested loops") {
   CHECK(no_loop_state_left());
 }
 
+TEST_CASE("an invariant's matmul gradients: one product after the backward loop, in nested loops") {
+  // w is used by two matmuls of the inner loop (one with transpose_b): its
+  // gradient is gathered per iteration and multiplied once after each backward
+  // inner loop, not accumulated per iteration.
+  graph g;
+  auto x0 = placeholder(g, dtype::float64, {2, 3}, "x0");
+  auto w = placeholder(g, dtype::float64, {3, 3}, "w");
+  auto one = scalar<int64_t>(g, 1);
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 2)); },
+                 [&](const std::vector<output>& v) {
+                   auto i = v[0];
+                   auto inner = while_loop(
+                       [&](const std::vector<output>& u) { return less(u[0], i + one); },
+                       [&](const std::vector<output>& u) {
+                         auto y = tanh(matmul(u[1], w) * 0.5 + matmul(u[1], w, false, true) * 0.3);
+                         return std::vector<output>{u[0] + one, y};
+                       },
+                       {scalar<int64_t>(g, 0), v[1]}, {.name = "inner"});
+                   return std::vector<output>{i + one, inner[1] * 1.1};
+                 },
+                 {scalar<int64_t>(g, 0), x0}, {.name = "outer"});
+  auto loss = reduce_sum(square(outs[1]) + outs[1]);
+  check_gradients(g, loss, {x0, w},
+                  {f64s({0.3, -0.4, 0.2, 0.1, 0.5, -0.3}, {2, 3}),
+                   f64s({0.8, -0.6, 0.1, 0.2, 0.4, -0.5, -0.3, 0.7, 0.6}, {3, 3})},
+                  {});
+  int gathered = 0;
+  for (auto& n : g.nodes()) gathered += n.name.find("/grad_lhs") != std::string::npos;
+  CHECK(gathered > 0);
+  CHECK(no_loop_state_left());
+}
+
 TEST_CASE("the gradient of a cond inside a loop") {
   graph g;
   auto x0 = placeholder(g, dtype::float64, {2}, "x0");
