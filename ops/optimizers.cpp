@@ -1,7 +1,9 @@
 // Optimizer updates: ops the variable actor applies to its own tensor, with
 // their slot state (moments, accumulators) kept beside it in variable_state.
-// Inputs: (variable, gradient, learning rate); hyper-parameters are attrs.
-// Each update is one fused pass over the variable, its gradient and slots.
+// Inputs: (variable, gradient, learning rate[, gradient scale]); hyper-parameters
+// are attrs. Each update is one fused pass over the variable, its gradient and
+// slots; the optional scale (global-norm clipping's factor) multiplies the
+// gradient within that pass.
 //
 // The formulas are PyTorch's (torch.optim) so that results can be checked
 // against it; weight_decay adds weight_decay * w to the gradient (L2), as
@@ -28,6 +30,12 @@ std::vector<tensor_spec> optimizer_spec(const shape_context& c) {
     c.fail("gradient " + grad.to_string() + " does not match variable " + var.to_string());
   if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
     c.fail("learning rate must be a float scalar, got " + lr.to_string());
+  if (c.inputs.size() > 4) c.fail("takes at most 4 inputs, got " + std::to_string(c.inputs.size()));
+  if (c.inputs.size() == 4) {
+    auto& scale = c.inputs[3];
+    if ((scale.type != dtype::float32 && scale.type != dtype::float64) || scale.dims.rank() != 0)
+      c.fail("gradient scale must be a float scalar, got " + scale.to_string());
+  }
   return {var};
 }
 
@@ -66,6 +74,7 @@ struct update_args {
   double lr;
   double weight_decay;
   const tensor* grad;
+  double grad_scale;  // 1 without the optional input
 };
 
 update_args read_args(variable_state& v, kernel_context& ctx) {
@@ -76,7 +85,8 @@ update_args read_args(variable_state& v, kernel_context& ctx) {
              " does not match variable " + tensor_spec{v.value.type(), v.value.dims()}.to_string());
   double lr = scalar_value(ctx.inputs[1], ctx, "learning rate");
   if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
-  return {v.value.num_elements(), lr, ctx.attr_or<double>("weight_decay", 0.0), &grad};
+  double scale = ctx.inputs.size() > 2 ? scalar_value(ctx.inputs[2], ctx, "gradient scale") : 1.0;
+  return {v.value.num_elements(), lr, ctx.attr_or<double>("weight_decay", 0.0), &grad, scale};
 }
 
 template <class T>
@@ -86,18 +96,19 @@ T* slot_data(variable_state& v, const std::string& name, double fill = 0.0) {
 
 // The element loops. Each takes restrict pointers and scalars by value, so that
 // the compiler knows nothing aliases and vectorizes them (sqrt and division
-// included); g + wd * w folds in the L2 penalty.
+// included); gs * g + wd * w folds in the gradient scale and the L2 penalty
+// (gs * g is exactly g for gs = 1).
 
 template <class T>
-void sgd_loop(int64_t n, T* __restrict w, const T* __restrict g, T lr, T wd) {
-  for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+void sgd_loop(int64_t n, T* __restrict w, const T* __restrict g, T gs, T lr, T wd) {
+  for (int64_t i = 0; i < n; ++i) w[i] -= lr * (gs * g[i] + wd * w[i]);
 }
 
 template <class T>
-void momentum_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restrict buf, T lr, T wd,
-                   T mu, bool nesterov) {
+void momentum_loop(int64_t n, T* __restrict w, const T* __restrict g, T gs, T* __restrict buf, T lr,
+                   T wd, T mu, bool nesterov) {
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] + wd * w[i];
+    T gi = gs * g[i] + wd * w[i];
     buf[i] = mu * buf[i] + gi;
     w[i] -= lr * (nesterov ? gi + mu * buf[i] : buf[i]);
   }
@@ -106,10 +117,10 @@ void momentum_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restr
 // w -= lr * (m / c1) / (sqrt(v / c2) + eps), with step = lr / c1 and the
 // division by c2 hoisted as inv_sqrt_c2.
 template <class T>
-void adam_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restrict m, T* __restrict v,
-               T wd, T b1, T b2, T step, T inv_sqrt_c2, T eps) {
+void adam_loop(int64_t n, T* __restrict w, const T* __restrict g, T gs, T* __restrict m,
+               T* __restrict v, T wd, T b1, T b2, T step, T inv_sqrt_c2, T eps) {
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] + wd * w[i];
+    T gi = gs * g[i] + wd * w[i];
     m[i] = b1 * m[i] + (T(1) - b1) * gi;
     v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
     w[i] -= step * m[i] / (std::sqrt(v[i]) * inv_sqrt_c2 + eps);
@@ -117,10 +128,10 @@ void adam_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restrict 
 }
 
 template <class T>
-void rmsprop_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restrict ms,
+void rmsprop_loop(int64_t n, T* __restrict w, const T* __restrict g, T gs, T* __restrict ms,
                   T* __restrict mom, T lr, T wd, T rho, T eps, T mu) {
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] + wd * w[i];
+    T gi = gs * g[i] + wd * w[i];
     ms[i] = rho * ms[i] + (T(1) - rho) * gi * gi;
     T step = gi / (std::sqrt(ms[i]) + eps);
     if (mom) step = mom[i] = mu * mom[i] + step;
@@ -129,10 +140,10 @@ void rmsprop_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restri
 }
 
 template <class T>
-void adagrad_loop(int64_t n, T* __restrict w, const T* __restrict g, T* __restrict acc, T lr, T wd,
-                  T eps) {
+void adagrad_loop(int64_t n, T* __restrict w, const T* __restrict g, T gs, T* __restrict acc, T lr,
+                  T wd, T eps) {
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] + wd * w[i];
+    T gi = gs * g[i] + wd * w[i];
     acc[i] += gi * gi;
     w[i] -= lr * gi / (std::sqrt(acc[i]) + eps);
   }
@@ -150,8 +161,9 @@ void apply_sgd(variable_state& v, kernel_context& ctx) {
     using T = decltype(tag);
     T* w = v.mutable_value().template mutable_data<T>();
     const T* g = a.grad->template data<T>();
-    split(a.n,
-          [&](int64_t b, int64_t n) { sgd_loop<T>(n, w + b, g + b, T(a.lr), T(a.weight_decay)); });
+    split(a.n, [&](int64_t b, int64_t n) {
+      sgd_loop<T>(n, w + b, g + b, T(a.grad_scale), T(a.lr), T(a.weight_decay));
+    });
   });
   ctx.set_output(0, v.value);
 }
@@ -166,7 +178,8 @@ void apply_momentum(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     const T* g = a.grad->template data<T>();
     split(a.n, [&](int64_t b, int64_t n) {
-      momentum_loop<T>(n, w + b, g + b, buf + b, T(a.lr), T(a.weight_decay), T(mu), nesterov);
+      momentum_loop<T>(n, w + b, g + b, T(a.grad_scale), buf + b, T(a.lr), T(a.weight_decay), T(mu),
+                       nesterov);
     });
   });
   ctx.set_output(0, v.value);
@@ -185,8 +198,8 @@ void apply_adam(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     const T* g = a.grad->template data<T>();
     split(a.n, [&](int64_t b, int64_t n) {
-      adam_loop<T>(n, w + b, g + b, m + b, s + b, T(a.weight_decay), T(b1), T(b2), T(a.lr / c1),
-                   T(1.0 / std::sqrt(c2)), T(eps));
+      adam_loop<T>(n, w + b, g + b, T(a.grad_scale), m + b, s + b, T(a.weight_decay), T(b1), T(b2),
+                   T(a.lr / c1), T(1.0 / std::sqrt(c2)), T(eps));
     });
   });
   ctx.set_output(0, v.value);
@@ -203,8 +216,8 @@ void apply_rmsprop(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     const T* g = a.grad->template data<T>();
     split(a.n, [&](int64_t b, int64_t n) {
-      rmsprop_loop<T>(n, w + b, g + b, ms + b, mom ? mom + b : nullptr, T(a.lr), T(a.weight_decay),
-                      T(rho), T(eps), T(mu));
+      rmsprop_loop<T>(n, w + b, g + b, T(a.grad_scale), ms + b, mom ? mom + b : nullptr, T(a.lr),
+                      T(a.weight_decay), T(rho), T(eps), T(mu));
     });
   });
   ctx.set_output(0, v.value);
@@ -220,7 +233,8 @@ void apply_adagrad(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     const T* g = a.grad->template data<T>();
     split(a.n, [&](int64_t b, int64_t n) {
-      adagrad_loop<T>(n, w + b, g + b, acc + b, T(a.lr), T(a.weight_decay), T(eps));
+      adagrad_loop<T>(n, w + b, g + b, T(a.grad_scale), acc + b, T(a.lr), T(a.weight_decay),
+                      T(eps));
     });
   });
   ctx.set_output(0, v.value);
@@ -276,7 +290,8 @@ row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
   if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
   int64_t row_size = 1;
   for (size_t k = 1; k < vd.size(); ++k) row_size *= vd[k];
-  return {lr, &rows, detail::checked_indices(ctx, indices, 0, vd[0], "variable " + var_spec.to_string()),
+  return {lr, &rows,
+          detail::checked_indices(ctx, indices, 0, vd[0], "variable " + var_spec.to_string()),
           row_size};
 }
 
@@ -299,7 +314,7 @@ void apply_sgd_rows(variable_state& v, kernel_context& ctx) {
     auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
-      sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(a.lr), T(0));
+      sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(1), T(a.lr), T(0));
     });
   });
   ctx.set_output(0, v.value);
@@ -316,7 +331,7 @@ void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
       int64_t at = r * a.row_size;
-      adagrad_loop<T>(a.row_size, w + at, g, acc + at, T(a.lr), T(0), T(eps));
+      adagrad_loop<T>(a.row_size, w + at, g, T(1), acc + at, T(a.lr), T(0), T(eps));
     });
   });
   ctx.set_output(0, v.value);
@@ -334,7 +349,8 @@ op_def row_optimizer_op(const char* name, update_fn fn, const char* summary) {
 
 op_def optimizer_op(const char* name, update_fn fn, const char* summary) {
   return {.name = name,
-          .num_inputs = 3,
+          .num_inputs = -1,  // (variable, gradient, lr[, gradient scale])
+          .min_inputs = 3,
           .infer = optimizer_spec,
           .update = std::move(fn),
           .stateful = true,

@@ -242,8 +242,8 @@ void reduce_tensor(kernel_context& ctx, reduce_kind kind, const tensor& x,
   tensor src = x;
   if (!p.copy_dims.empty()) {
     src = tensor(x.type(), shape{x.num_elements()});
-    detail::strided_copy(dtype_size(x.type()), x.raw_data(), p.copy_strides,
-                         src.raw_mutable_data(), detail::dense_strides(p.copy_dims), p.copy_dims);
+    detail::strided_copy(dtype_size(x.type()), x.raw_data(), p.copy_strides, src.raw_mutable_data(),
+                         detail::dense_strides(p.copy_dims), p.copy_dims);
   }
   const int64_t O = p.outer, R = p.reduced, I = p.inner;
   tensor& out = ctx.allocate_output(0, x.type(), out_dims);
@@ -386,6 +386,36 @@ void sum_to_kernel(kernel_context& ctx) {
   reduce_tensor(ctx, reduce_kind::sum, x, red, to);
 }
 
+// ---- l2_loss ------------------------------------------------------------------
+
+std::vector<tensor_spec> l2_loss_infer(const shape_context& c) {
+  auto& x = c.inputs[0];
+  if (x.type != dtype::float32 && x.type != dtype::float64)
+    c.fail("expects a float tensor, got " + x.to_string());
+  return {{x.type, shape{}}};
+}
+
+// Blocks of `block` elements summed in parallel, the partial sums added in
+// block order: the result does not depend on the threads.
+void l2_loss_kernel(kernel_context& ctx) {
+  const tensor& x = ctx.input(0);
+  visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* data = x.data<T>();
+    const int64_t n = x.num_elements(), blocks = std::max<int64_t>(1, ceil_div(n, block));
+    std::vector<T> partial(static_cast<size_t>(blocks), T(0));
+    parallel_for(blocks, std::max<int64_t>(1, parallel_grain / block), [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        int64_t lo = k * block, len = std::min(n, lo + block) - lo;
+        if (len > 0) partial[static_cast<size_t>(k)] = row_map<T>(data + lo, len).square().sum();
+      }
+    });
+    T total = 0;
+    for (T p : partial) total += p;
+    ctx.allocate_output(0, x.type(), shape{}).template mutable_data<T>()[0] = total / T(2);
+  });
+}
+
 // ---- gradients -------------------------------------------------------------
 
 // t (an output of the reduction, or its gradient) with the reduced dims put back
@@ -470,6 +500,12 @@ const op_registrar registrations[] = {
         reduction("min", reduce_kind::min, "minimum over attr axes (empty = all)", extreme_grad)),
     op_registrar(
         reduction("prod", reduce_kind::prod, "product over attr axes (empty = all)", prod_grad)),
+    op_registrar({.name = "l2_loss",
+                  .num_inputs = 1,
+                  .infer = l2_loss_infer,
+                  .kernel = l2_loss_kernel,
+                  .summary = "sum(x^2) / 2 over all elements (a float scalar)",
+                  .gradient = [](grad_context& c) { c.input_grads = {c.input(0) * c.grad()}; }}),
     op_registrar({.name = "argmax",
                   .num_inputs = 1,
                   .infer = arg_infer,
@@ -515,6 +551,8 @@ output reduce_min(output x, std::vector<int64_t> axes, bool keep_dims, const std
 output reduce_prod(output x, std::vector<int64_t> axes, bool keep_dims, const std::string& name) {
   return reduce_op("prod", x, std::move(axes), keep_dims, name);
 }
+
+output l2_loss(output x, const std::string& name) { return make_op("l2_loss", {x}, {}, name); }
 
 output argmax(output x, int64_t axis, const std::string& name) {
   return make_op("argmax", {x}, {{"axis", axis}}, name);

@@ -32,6 +32,9 @@ output reduce_prod(output x, std::vector<int64_t> axes = {}, bool keep_dims = fa
 output argmax(output x, int64_t axis = 0, const std::string& name = "");
 /// Index (int64) of the smallest value along `axis`; the first one on ties or NaN.
 output argmin(output x, int64_t axis = 0, const std::string& name = "");
+/// sum(x^2) / 2 over all elements of a float tensor, as a scalar (TensorFlow's
+/// tf.nn.l2_loss): one pass over x, no squared copy; the gradient is x * dy.
+output l2_loss(output x, const std::string& name = "");
 /// Sums x over the dims that broadcasting `like`'s shape to x's shape added or
 /// stretched, so the result has like's shape (read at run time: -1 dims work).
 output sum_to_shape_of(output x, output like, const std::string& name = "");

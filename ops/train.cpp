@@ -21,8 +21,11 @@ std::vector<variable> float_variables(graph& g) {
   return vars;
 }
 
-output apply_op(const char* op, const variable& v, output grad, output lr, attr_map attrs) {
-  return make_op(op, {v.value(), grad, lr}, std::move(attrs), v.name() + "/" + op);
+output apply_op(const char* op, const variable& v, output grad, output lr, output grad_scale,
+                attr_map attrs) {
+  std::vector<output> inputs{v.value(), grad, lr};
+  if (grad_scale.valid()) inputs.push_back(grad_scale);
+  return make_op(op, inputs, std::move(attrs), v.name() + "/" + op);
 }
 
 output apply_rows_op(const char* op, const variable& v, output rows, output indices, output lr,
@@ -77,18 +80,19 @@ operation optimizer::apply_gradients(const grads_and_vars& pairs, const std::str
   graph& g = pairs[0].second.value().owner();
   std::vector<output> grads;
   for (auto& [grad, var] : pairs) grads.push_back(grad);
+  output grad_scale;
   if (options_.clip_global_norm > 0)
-    grads = clip_by_global_norm(grads, options_.clip_global_norm).grads;
+    grad_scale = global_norm_clip_scale(grads, options_.clip_global_norm).scale;
   output lr = lr_.in(g);
   std::vector<operation> updates;
-  bool rows_only = options_.row_updates && options_.weight_decay == 0 &&
-                   options_.clip_global_norm <= 0;
+  bool rows_only =
+      options_.row_updates && options_.weight_decay == 0 && options_.clip_global_norm <= 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
     auto& v = pairs[i].second;
     output update;
     if (auto [rows, indices] = gathered_rows_of(grads[i], v); rows_only && rows.valid())
       update = apply_rows(v, rows, indices, lr);
-    if (!update.valid()) update = apply(v, grads[i], lr);
+    if (!update.valid()) update = apply(v, grads[i], lr, grad_scale);
     updates.emplace_back(&g, update.ref().node);
   }
   auto step = global_step(g);
@@ -101,42 +105,42 @@ operation optimizer::minimize(output loss, std::vector<variable> vars, const std
   return apply_gradients(compute_gradients(loss, std::move(vars)), name);
 }
 
-output sgd::apply(const variable& v, output grad, output lr) {
-  return apply_op("apply_sgd", v, grad, lr, common_attrs());
+output sgd::apply(const variable& v, output grad, output lr, output grad_scale) {
+  return apply_op("apply_sgd", v, grad, lr, grad_scale, common_attrs());
 }
 
 output sgd::apply_rows(const variable& v, output rows, output indices, output lr) {
   return apply_rows_op("apply_sgd_rows", v, rows, indices, lr, {});
 }
 
-output momentum::apply(const variable& v, output grad, output lr) {
+output momentum::apply(const variable& v, output grad, output lr, output grad_scale) {
   auto attrs = common_attrs();
   attrs["momentum"] = mu_;
   attrs["nesterov"] = nesterov_;
-  return apply_op("apply_momentum", v, grad, lr, std::move(attrs));
+  return apply_op("apply_momentum", v, grad, lr, grad_scale, std::move(attrs));
 }
 
-output adam::apply(const variable& v, output grad, output lr) {
+output adam::apply(const variable& v, output grad, output lr, output grad_scale) {
   auto attrs = common_attrs();
   attrs["beta1"] = beta1_;
   attrs["beta2"] = beta2_;
   attrs["epsilon"] = epsilon_;
-  return apply_op("apply_adam", v, grad, lr, std::move(attrs));
+  return apply_op("apply_adam", v, grad, lr, grad_scale, std::move(attrs));
 }
 
-output rmsprop::apply(const variable& v, output grad, output lr) {
+output rmsprop::apply(const variable& v, output grad, output lr, output grad_scale) {
   auto attrs = common_attrs();
   attrs["rho"] = rho_;
   attrs["epsilon"] = epsilon_;
   attrs["momentum"] = mu_;
-  return apply_op("apply_rmsprop", v, grad, lr, std::move(attrs));
+  return apply_op("apply_rmsprop", v, grad, lr, grad_scale, std::move(attrs));
 }
 
-output adagrad::apply(const variable& v, output grad, output lr) {
+output adagrad::apply(const variable& v, output grad, output lr, output grad_scale) {
   auto attrs = common_attrs();
   attrs["initial_accumulator"] = initial_;
   attrs["epsilon"] = epsilon_;
-  return apply_op("apply_adagrad", v, grad, lr, std::move(attrs));
+  return apply_op("apply_adagrad", v, grad, lr, grad_scale, std::move(attrs));
 }
 
 output adagrad::apply_rows(const variable& v, output rows, output indices, output lr) {
@@ -157,22 +161,28 @@ std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate
 }
 
 clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm) {
+  auto out = global_norm_clip_scale(grads, clip_norm);
+  for (auto& g : grads) out.grads.push_back(g * out.scale);
+  return out;
+}
+
+clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, double clip_norm) {
   if (grads.empty()) fail("clip_by_global_norm", "no gradients");
   if (!(clip_norm > 0)) fail("clip_by_global_norm", "clip_norm must be positive");
   dtype type = grads[0].type();
-  output sum_sq;
+  output
+      half_sum_sq;  // as TensorFlow's global_norm: l2_loss (one pass, no squared copy) per tensor
   for (auto& g : grads) {
     if (g.type() != type)
       fail("clip_by_global_norm",
            "gradients mix " + std::string(dtype_name(type)) + " and " + dtype_name(g.type()));
-    auto term = reduce_sum(square(g));
-    sum_sq = sum_sq.valid() ? sum_sq + term : term;
+    auto term = l2_loss(g);
+    half_sum_sq = half_sum_sq.valid() ? half_sum_sq + term : term;
   }
   clipped_gradients out;
-  out.global_norm = sqrt(sum_sq);
+  out.global_norm = sqrt(half_sum_sq * scalar_like(half_sum_sq, 2.0));
   auto limit = scalar_like(out.global_norm, clip_norm);
-  auto scale = limit / maximum(out.global_norm, limit);
-  for (auto& g : grads) out.grads.push_back(g * scale);
+  out.scale = limit / maximum(out.global_norm, limit);
   return out;
 }
 

@@ -68,8 +68,12 @@ class optimizer {
   const optimizer_options& options() const { return options_; }
 
  protected:
-  /// Adds the update of v by grad at rate lr (a float scalar).
-  virtual output apply(const variable& v, output grad, output lr) = 0;
+  /// Adds the update of v by grad * grad_scale at rate lr (a float scalar).
+  /// grad_scale is global-norm clipping's factor (a float scalar), or an
+  /// empty output when there is none; the built-in updates fold it into
+  /// their one pass over the variable instead of a pass that scales the
+  /// gradient first.
+  virtual output apply(const variable& v, output grad, output lr, output grad_scale) = 0;
   /// Adds the update of v's rows `indices` by gradient `rows` (repeats add
   /// up); an empty output where the optimizer has no row update.
   virtual output apply_rows(const variable&, output /*rows*/, output /*indices*/, output /*lr*/) {
@@ -88,7 +92,7 @@ class sgd : public optimizer {
   explicit sgd(learning_rate lr, optimizer_options o = {}) : optimizer(std::move(lr), o) {}
 
  protected:
-  output apply(const variable& v, output grad, output lr) override;
+  output apply(const variable& v, output grad, output lr, output grad_scale) override;
   output apply_rows(const variable& v, output rows, output indices, output lr) override;
 };
 
@@ -99,7 +103,7 @@ class momentum : public optimizer {
       : optimizer(std::move(lr), o), mu_(mu), nesterov_(nesterov) {}
 
  protected:
-  output apply(const variable& v, output grad, output lr) override;
+  output apply(const variable& v, output grad, output lr, output grad_scale) override;
 
  private:
   double mu_;
@@ -114,7 +118,7 @@ class adam : public optimizer {
       : optimizer(std::move(lr), o), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
 
  protected:
-  output apply(const variable& v, output grad, output lr) override;
+  output apply(const variable& v, output grad, output lr, output grad_scale) override;
 
  private:
   double beta1_, beta2_, epsilon_;
@@ -128,7 +132,7 @@ class rmsprop : public optimizer {
       : optimizer(std::move(lr), o), rho_(rho), epsilon_(epsilon), mu_(mu) {}
 
  protected:
-  output apply(const variable& v, output grad, output lr) override;
+  output apply(const variable& v, output grad, output lr, output grad_scale) override;
 
  private:
   double rho_, epsilon_, mu_;
@@ -142,7 +146,7 @@ class adagrad : public optimizer {
       : optimizer(std::move(lr), o), initial_(initial_accumulator), epsilon_(epsilon) {}
 
  protected:
-  output apply(const variable& v, output grad, output lr) override;
+  output apply(const variable& v, output grad, output lr, output grad_scale) override;
   output apply_rows(const variable& v, output rows, output indices, output lr) override;
 
  private:
@@ -154,11 +158,16 @@ class adagrad : public optimizer {
 std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
                                           optimizer_options options = {});
 
-/// The gradients scaled by clip_norm / max(global_norm, clip_norm), and the norm.
+/// The gradients scaled by clip_norm / max(global_norm, clip_norm), the norm
+/// (TensorFlow's global_norm) and that factor.
 struct clipped_gradients {
   std::vector<output> grads;
   output global_norm;
+  output scale;
 };
+/// The global norm and clipping factor alone, for updates that fold the
+/// factor in (grads of clipped_gradients left empty).
+clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
 clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
 
 // ---- learning-rate schedules: float32 scalars computed from the global step ----

@@ -8,6 +8,7 @@
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
 #include "ops/math.hpp"
+#include "ops/op_util.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
@@ -188,6 +189,31 @@ TEST_CASE("clip_by_global_norm scales all gradients together") {
   CHECK(error_of([&] { clip_by_global_norm({x}, 0); }).find("positive") != std::string::npos);
 }
 
+TEST_CASE("clipping inside the update equals clipping the gradients first, for every optimizer") {
+  // The gradient's norm starts near 5.4: clip_norm 1 scales every step.
+  for (std::string name : {"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}) {
+    INFO(name);
+    auto folded = make_optimizer(name, 0.05, {.clip_global_norm = 1.0});
+    auto folded_trace = run_optimizer(*folded, 4);
+    graph g;
+    auto w = make_variable(constant(g, doubles(kStart)), "w");
+    auto loss = reduce_sum(square(w.value() - constant(g, doubles(kTarget))));
+    auto plain = make_optimizer(name, 0.05);
+    auto pairs = plain->compute_gradients(loss);
+    auto clipped = clip_by_global_norm({pairs[0].first}, 1.0);
+    auto train = plain->apply_gradients({{clipped.grads[0], pairs[0].second}});
+    session s(g);
+    s.run({global_variables_initializer(g)});
+    std::vector<vec> trace;
+    for (int i = 0; i < 4; ++i) {
+      s.run({train});
+      trace.push_back(s.eval(w).to_vector<double>());
+    }
+    check_close(folded_trace, trace);
+    CHECK(folded_trace[0] != run_optimizer(*make_optimizer(name, 0.05), 1)[0]);  // it clipped
+  }
+}
+
 TEST_CASE("learning-rate schedules follow the global step") {
   graph g;
   auto step = global_step(g);
@@ -296,6 +322,14 @@ TEST_CASE("minimize: errors name what is wrong") {
         }).find("variable 'other' does not affect") != std::string::npos);
   CHECK(error_of([&] { make_optimizer("adamw", 0.1); }).find("unknown optimizer 'adamw'") !=
         std::string::npos);
+  auto grad = constant(g, tensor::from_vector<float>({1, 1}, {2}));
+  auto lr = scalar(g, 0.1f);
+  CHECK(error_of([&] {
+          make_op("apply_adam", {w.value(), grad, lr, grad});
+        }).find("gradient scale must be a float scalar") != std::string::npos);
+  CHECK(error_of([&] {
+          make_op("apply_adam", {w.value(), grad, lr, lr, lr});
+        }).find("at most 4") != std::string::npos);
   // Updates of an uninitialized variable fail the step with the variable's name.
   auto train = sgd(0.1).minimize(loss, {w});
   session s(g);

@@ -216,6 +216,7 @@ std::vector<grad_case> reduce_cases() {
                    .label = "rows with one and two zeros",
                    .inputs = {make<double>({3, 3}, {0, 2, 3, 0, 0, 1.5, -1, 2, 0.5})},
                    .attrs = axes({1})});
+  cases.push_back({.op = "l2_loss", .label = "(2,3)", .inputs = {uniform({2, 3})}});
   cases.push_back({.op = "sum_to_shape_of",
                    .label = "(2,3) to (3)",
                    .inputs = {uniform({2, 3}), uniform({3})}});

@@ -226,6 +226,19 @@ const op_case_registrar cases({
      .attrs = {{"axes", ints{1}}, {"keep_dims", true}},
      .expected = {make<int32_t>({3, 1}, {1, 1, 1})}},
     {.op = "prod", .label = "bool", .inputs = {make<bool>({1}, {true})}, .expect_error = "numeric"},
+    // ---- l2_loss ----
+    {.op = "l2_loss",
+     .label = "matrix",
+     .inputs = {make<float>({2, 2}, {1, -2, 3, 0.5f})},
+     .expected = {scalar_of<float>(7.125f)}},
+    {.op = "l2_loss",
+     .label = "empty gives 0",
+     .inputs = {tensor(dtype::float64, {0, 3})},
+     .expected = {scalar_of<double>(0.0)}},
+    {.op = "l2_loss",
+     .label = "int32",
+     .inputs = {make<int32_t>({1}, {2})},
+     .expect_error = "float"},
     // ---- argmax / argmin ----
     {.op = "argmax",
      .label = "axis 1",
@@ -323,7 +336,6 @@ const op_case_registrar cases({
      .expect_error = "cannot sum (3) to (1,3)"},
 });
 
-
 // Reference reduction in double over `axes` (sorted, distinct) of a dense tensor.
 std::vector<double> naive_reduce(const std::vector<float>& x, const std::vector<int64_t>& dims,
                                  const std::vector<bool>& red, const std::string& kind) {
@@ -391,6 +403,22 @@ TEST_CASE("reductions match a naive reference on large inputs, every path") {
       CHECK(again.equals(out));
     }
   }
+}
+
+TEST_CASE("l2_loss of a large tensor matches a double-precision sum, the same bits every time") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  const int64_t n = 1'000'003;  // many blocks, the last one short
+  std::vector<float> v(static_cast<size_t>(n));
+  double expected = 0;
+  for (auto& e : v) {
+    e = dist(rng);
+    expected += double(e) * double(e);
+  }
+  tensor x = make<float>(shape{n}, v);
+  auto out = run_kernel("l2_loss", {x}, {})[0];
+  CHECK(std::abs(out.data<float>()[0] - expected / 2) / (expected / 2) < 1e-5);
+  CHECK(run_kernel("l2_loss", {x}, {})[0].equals(out));
 }
 
 TEST_CASE("argmax and argmin on large inputs") {
