@@ -72,8 +72,11 @@ void cast_kernel(kernel_context& ctx) {
     using From = decltype(from_tag);
     visit_dtype(to, [&](auto to_tag) {
       using To = decltype(to_tag);
+      // A lambda, not the function's address: a pointer is called per element
+      // (bool to float ran at 1 ns an element), a lambda inlines and vectorizes.
       if constexpr (!std::is_same_v<From, To>)
-        unary_map<From, To>(ctx, cheap_grain, scalar_seg<From, To>(convert<To, From>));
+        unary_map<From, To>(ctx, cheap_grain,
+                            scalar_seg<From, To>([](From v) { return convert<To, From>(v); }));
     });
   });
 }

@@ -275,12 +275,16 @@ output sampled_softmax_loss(output weights, output biases, output labels, output
   auto true_w = slice(all_w, {num_sampled, 0}, {-1, -1});
   auto true_b = slice(all_b, {num_sampled}, {-1});
   auto true_logits = true_logits_of(inputs, true_w, true_b, o.num_true, dim);
-  auto sampled_logits = matmul(inputs, sampled_w, false, true) + sampled_b;
-  if (o.remove_accidental_hits)
-    sampled_logits = sampled_logits + accidental_hit_penalty(labels, s.sampled_candidates, type);
-  // The correction for sampling: logits of log(exp(z) / Q(class)).
+  // The correction for sampling: logits of log(exp(z) / Q(class)). The bias,
+  // the correction and the accidental-hit penalty are summed before they meet
+  // the product: none depends on the inputs, so they are ready when the
+  // product is, and the inputs' path holds one add instead of three (TensorFlow
+  // adds them to the product one by one: the same values up to rounding).
   true_logits = true_logits - log(cast(s.true_expected_count, type));
-  sampled_logits = sampled_logits - log(cast(s.sampled_expected_count, type));
+  auto sampled_offset = sampled_b - log(cast(s.sampled_expected_count, type));
+  if (o.remove_accidental_hits)
+    sampled_offset = accidental_hit_penalty(labels, s.sampled_candidates, type) + sampled_offset;
+  auto sampled_logits = matmul(inputs, sampled_w, false, true) + sampled_offset;
   auto logits = concat({true_logits, sampled_logits}, 1);
   auto targets = broadcast_like(target_row(g, o.num_true, num_sampled, type), logits);
   return softmax_cross_entropy_with_logits(logits, targets).loss;
