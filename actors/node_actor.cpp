@@ -604,13 +604,20 @@ class node_runner {
   // on its actor anyway, and a hop to the pool and back costs two thread
   // wake-ups per node and iteration (an LSTM trained 1.3x faster without
   // them). A large kernel still spreads its work over the pool's threads
-  // (parallel_for, within the runtime's thread limit).
+  // (parallel_for, within the runtime's thread limit), and splits finer than
+  // elsewhere (fine_grain_scope) so that those threads stay awake between
+  // the loop's products.
   void run_kernel_for(uint64_t step, const frame_tag& tag) {
     uint64_t invocation = invocations_++;
     int64_t elements = 0;
     for (auto& t : inputs_) elements += t.num_elements();
     int64_t limit = plan_->def->expensive ? expensive_inline_limit : inline_element_limit;
-    if (plan_->in_loop || elements < limit) {
+    if (plan_->in_loop) {
+      fine_grain_scope keep_pool_awake;
+      run_and_emit(host_, *plan_, step, tag, inputs_, outputs_, invocation);
+      return;
+    }
+    if (elements < limit) {
       run_and_emit(host_, *plan_, step, tag, inputs_, outputs_, invocation);
       return;
     }
