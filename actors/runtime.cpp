@@ -69,8 +69,10 @@ runtime::runtime(runtime_options options)
   options_.compute_threads = default_threads(options.compute_threads);
   if (options_.idle_naps < 0) fail("runtime", "idle_naps must be >= 0");
   if (options_.idle_spin_us < 0) fail("runtime", "idle_spin_us must be >= 0");
+  if (options_.kernel_wait_spin_us < 0) fail("runtime", "kernel_wait_spin_us must be >= 0");
   config_ = std::make_unique<runtime_config>();
   config_->idle_spin = std::chrono::microseconds(options_.idle_spin_us);
+  config_->kernel_wait_spin = std::chrono::microseconds(options_.kernel_wait_spin_us);
   config_->connections = connection_limits_of(options_);
   load_actorflow_scheduler(*config_);
   config_->set("scheduler.max-threads", static_cast<size_t>(options_.scheduler_threads));
@@ -95,7 +97,7 @@ runtime::runtime(runtime_options options)
   config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");
   system_ = std::make_unique<caf::actor_system>(*config_);
   arena_.initialize();
-  cpu_device_ = spawn_cpu_device(*system_, arena_);
+  cpu_device_ = spawn_cpu_device(*system_, arena_, config_->kernels_in_flight);
 }
 
 runtime::~runtime() {

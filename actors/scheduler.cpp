@@ -39,16 +39,32 @@ struct actor_work_stealing : caf::policy::work_stealing {
 
   struct worker_data : base::worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator* parent)
-        : base::worker_data(parent), idle_spin(idle_spin_of(parent->system())) {}
+        : base::worker_data(parent) {
+      if (auto* config = runtime_config_of(parent->system())) {
+        idle_spin = config->idle_spin;
+        kernel_wait_spin = config->kernel_wait_spin;
+        kernels_in_flight = config->kernels_in_flight;
+      }
+    }
     worker_data(const worker_data& other)
-        : base::worker_data(other), idle_spin(other.idle_spin) {}
+        : base::worker_data(other),
+          idle_spin(other.idle_spin),
+          kernel_wait_spin(other.kernel_wait_spin),
+          kernels_in_flight(other.kernels_in_flight) {}
     queue_type pinned;
-    std::chrono::microseconds idle_spin;
+    std::chrono::microseconds idle_spin{0}, kernel_wait_spin{0};
+    std::shared_ptr<const std::atomic<int64_t>> kernels_in_flight;
+
+    // Whether a thread out of work `idle` long keeps polling.
+    bool keeps_polling(std::chrono::steady_clock::duration idle) const {
+      if (idle < idle_spin) return true;
+      return idle < kernel_wait_spin && kernels_in_flight &&
+             kernels_in_flight->load(std::memory_order_relaxed) > 0;
+    }
   };
 
-  static std::chrono::microseconds idle_spin_of(caf::actor_system& system) {
-    auto* config = dynamic_cast<const runtime_config*>(&system.config());
-    return config != nullptr ? config->idle_spin : std::chrono::microseconds(0);
+  static const runtime_config* runtime_config_of(caf::actor_system& system) {
+    return dynamic_cast<const runtime_config*>(&system.config());
   }
 
   // From the worker itself: to run next, as CAF's own exec_later does.
@@ -101,15 +117,15 @@ struct actor_work_stealing : caf::policy::work_stealing {
         if (strategy.sleep_duration.count() > 0) std::this_thread::sleep_for(strategy.sleep_duration);
       }
     }
-    // Then poll for idle_spin more, yielding the core to anyone who wants it:
-    // a job that comes within it does not wait for this thread to wake.
-    if (data.idle_spin.count() > 0) {
-      auto until = std::chrono::steady_clock::now() + data.idle_spin;
-      do {
-        if (auto* job = take_own(self)) return job;
-        if (auto* job = try_steal(self)) return job;
-        sched_yield();
-      } while (std::chrono::steady_clock::now() < until);
+    // Then poll for idle_spin more, and while kernels run on the pool for up
+    // to kernel_wait_spin, yielding the core to anyone who wants it: a job
+    // that comes meanwhile (such as the message a kernel sends when it ends)
+    // does not wait for this thread to wake.
+    const auto idle_since = std::chrono::steady_clock::now();
+    while (data.keeps_polling(std::chrono::steady_clock::now() - idle_since)) {
+      if (auto* job = take_own(self)) return job;
+      if (auto* job = try_steal(self)) return job;
+      sched_yield();
     }
     auto& relaxed = data.strategies[2];
     auto& wait = data.waitdata;

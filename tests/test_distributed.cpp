@@ -530,9 +530,9 @@ TEST_CASE("a kernel failing on a remote task names the node and the task; the se
 
 TEST_CASE("cluster processes poll a while before they sleep; --idle-spin-us sets how long") {
   CHECK(cluster_runtime_options().idle_spin_us == default_cluster_idle_spin_us);
-  // A single process polls less long: its messages come from its own kernel threads.
-  CHECK(runtime_options{}.idle_spin_us == 100);
-  CHECK(runtime_options{}.idle_spin_us < default_cluster_idle_spin_us);
+  CHECK(runtime_options{}.idle_spin_us == 0);  // a single process sleeps at once
+  CHECK(error_of([] { runtime(runtime_options{.kernel_wait_spin_us = -1}); }) ==
+        "[runtime] kernel_wait_spin_us must be >= 0");
   CHECK(error_of([] { runtime(runtime_options{.idle_spin_us = -1}); }) ==
         "[runtime] idle_spin_us must be >= 0");
   {

@@ -4,9 +4,10 @@
 
 namespace actorflow {
 
-cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena) {
+cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
+                            std::shared_ptr<std::atomic<int64_t>> in_flight) {
   tbb::task_arena* pool = &arena;
-  auto in_flight = std::make_shared<std::atomic<int64_t>>(0);
+  if (!in_flight) in_flight = std::make_shared<std::atomic<int64_t>>(0);
   // State goes in as spawn arguments, not captures: CAF 0.17 binds a
   // reference to a null argument tuple when a functor is spawned without any
   // (UBSan reports it).

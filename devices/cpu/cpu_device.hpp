@@ -17,7 +17,9 @@ struct cpu_device {
   std::shared_ptr<std::atomic<int64_t>> in_flight;
 };
 
-/// Spawns the device actor for `arena`, which must outlive it.
-cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena);
+/// Spawns the device actor for `arena`, which must outlive it; `in_flight`
+/// (a new counter when null) counts its tasks.
+cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
+                            std::shared_ptr<std::atomic<int64_t>> in_flight = nullptr);
 
 }  // namespace actorflow
