@@ -545,6 +545,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     plan->executable_id = executable_id;
     plan->attrs = n.attrs;
     plan->device = rt.cpu_device_actor();
+    plan->arena = &rt.arena();
     plan->in_loop = g.frame_of(id) >= 0;
     plan->output_consumers.resize(n.outputs.size());
     if (n.op == "placeholder") {

@@ -604,8 +604,9 @@ class node_runner {
   // on its actor anyway, and a hop to the pool and back costs two thread
   // wake-ups per node and iteration (an LSTM trained 1.3x faster without
   // them). A large kernel still spreads its work over the pool's threads
-  // (parallel_for, within the runtime's thread limit), and splits finer than
-  // elsewhere (fine_grain_scope) so that those threads stay awake between
+  // (parallel_for, within the runtime's thread limit): the actor's thread
+  // joins the device's arena for it, where those threads are, and splits
+  // finer than elsewhere (fine_grain_scope) so that they stay awake between
   // the loop's products.
   void run_kernel_for(uint64_t step, const frame_tag& tag) {
     uint64_t invocation = invocations_++;
@@ -614,7 +615,12 @@ class node_runner {
     int64_t limit = plan_->def->expensive ? expensive_inline_limit : inline_element_limit;
     if (plan_->in_loop) {
       fine_grain_scope keep_pool_awake;
-      run_and_emit(host_, *plan_, step, tag, inputs_, outputs_, invocation);
+      auto run = [&] { run_and_emit(host_, *plan_, step, tag, inputs_, outputs_, invocation); };
+      // Joining costs about 0.1 us: only for kernels large enough to split.
+      if (plan_->arena && (plan_->def->expensive || elements > fine_grain))
+        plan_->arena->execute(run);
+      else
+        run();
       return;
     }
     if (elements < limit) {

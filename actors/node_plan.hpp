@@ -1,5 +1,7 @@
 // What a node actor needs to run one graph node: built once per executable.
 #pragma once
+#include <oneapi/tbb/task_arena.h>
+
 #include <caf/all.hpp>
 #include <memory>
 #include <mutex>
@@ -84,6 +86,7 @@ struct node_plan {
   std::vector<consumer> control_consumers;
   caf::actor variable;                // the resource actor, for variable_read / variable_update
   caf::actor device;                  // where expensive kernels run
+  tbb::task_arena* arena = nullptr;   // the device's threads, which a loop's kernels join
   std::shared_ptr<send_route> route;  // for sends
   /// The most messages one turn of the actor handles (0: no limit), so that
   /// a batch of steps splits in smaller waves down a segmented chain.
