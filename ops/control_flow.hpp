@@ -22,6 +22,12 @@
 // names its merge, so the graph stays in topological order. An exit also
 // gives how many iterations its loop ran (output 1, int64). A fetch of a
 // value inside a loop is refused: fetch the loop's outputs.
+//
+// Gradients of loops (ops/control_flow_grad.cpp) differ from TensorFlow's in
+// one place: a loop invariant used only as the right operand of matmuls (a
+// recurrent kernel) is not accumulated per iteration; every iteration's
+// left operand and output gradient are gathered, and the gradient is one
+// product after the backward loop. The value is the same up to rounding.
 #pragma once
 #include <cstdint>
 #include <functional>

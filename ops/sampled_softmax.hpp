@@ -18,6 +18,9 @@
 // - sampled_softmax_loss gathers the sampled rows first, then the true ones (TensorFlow: true
 //   first), so that both slices have sizes known when the graph is built; the values are the
 //   same.
+// - The sampled logits are the product plus (bias - log Q + accidental-hit penalty), summed
+//   before they meet the product (TensorFlow adds them to it one by one): the same values up to
+//   rounding, and one add instead of three on the path from the inputs.
 #pragma once
 #include <cstdint>
 #include <optional>
