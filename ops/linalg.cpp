@@ -11,6 +11,7 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -163,7 +164,10 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride,
     return;
   }
   const double work = double(m) * double(n) * double(k);
-  const int64_t threads = tbb::this_task_arena::max_concurrency();
+  // The runtime's arena has slots for joining scheduler threads beyond its
+  // compute threads; blocks are planned for the threads the cores can run.
+  const int64_t threads =
+      std::min(tbb::this_task_arena::max_concurrency(), tbb::info::default_concurrency());
   if (threads <= 1 || work * double(batch) <= serial_work) {
     for (int64_t i = 0; i < batch; ++i) {
 #if defined(__AVX512F__)
