@@ -2,8 +2,8 @@
 // task's port, so that clients can register graph partitions with it, and
 // serves until SIGINT or SIGTERM.
 //
-//   actorflow-node --job ps --task 0 --ps-hosts 127.0.0.1:2222 \
-//                  --worker-hosts 127.0.0.1:2223,127.0.0.1:2224
+//   actorflow-node --job ps --task 0 --ps-hosts 127.0.0.1:2222
+//                  --worker-hosts 127.0.0.1:2223,127.0.0.1:2224   (one command line)
 #include <iostream>
 
 #include "apps/lib/cluster_app.hpp"
