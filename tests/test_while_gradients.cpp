@@ -150,6 +150,33 @@ TEST_CASE("an invariant's matmul gradients: one product after the backward loop,
   CHECK(no_loop_state_left());
 }
 
+TEST_CASE("an invariant's matmul inside a cond inside a loop: summed per iteration, as before") {
+  graph g;
+  auto x0 = placeholder(g, dtype::float64, {1, 2}, "x0");
+  auto w = placeholder(g, dtype::float64, {2, 2}, "w");
+  auto outs =
+      while_loop([&](const std::vector<output>& v) { return less(v[0], scalar<int64_t>(g, 5)); },
+                 [&](const std::vector<output>& v) {
+                   auto x = v[1];
+                   auto y = cond(
+                       greater(reduce_sum(x), scalar<double>(g, 0)),
+                       [&] { return tanh(matmul(x, w)); }, [&] { return x * 0.5 + 0.3; });
+                   return std::vector<output>{v[0] + scalar<int64_t>(g, 1), y};
+                 },
+                 {scalar<int64_t>(g, 0), x0});
+  auto loss = reduce_sum(square(outs[1]));
+  auto wv = f64s({0.9, -0.7, 0.4, -0.8}, {2, 2});
+  // Both branches taken over the five iterations, from either start.
+  for (auto start : {std::vector<double>{0.3, 0.4}, std::vector<double>{-0.6, 0.1}})
+    check_gradients(g, loss, {x0, w}, {f64s(start, {1, 2}), wv}, {});
+  // w reaches the matmul through the cond's switch, so it is not gathered for
+  // one product (iterations that took the other branch have no operand).
+  int gathered = 0;
+  for (auto& n : g.nodes()) gathered += n.name.find("/grad_lhs") != std::string::npos;
+  CHECK(gathered == 0);
+  CHECK(no_loop_state_left());
+}
+
 TEST_CASE("the gradient of a cond inside a loop") {
   graph g;
   auto x0 = placeholder(g, dtype::float64, {2}, "x0");
