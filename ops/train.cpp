@@ -170,8 +170,8 @@ clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, doubl
   if (grads.empty()) fail("clip_by_global_norm", "no gradients");
   if (!(clip_norm > 0)) fail("clip_by_global_norm", "clip_norm must be positive");
   dtype type = grads[0].type();
-  output
-      half_sum_sq;  // as TensorFlow's global_norm: l2_loss (one pass, no squared copy) per tensor
+  // As TensorFlow's global_norm: an l2_loss (one pass, no squared copy) per tensor.
+  output half_sum_sq;
   for (auto& g : grads) {
     if (g.type() != type)
       fail("clip_by_global_norm",
