@@ -54,7 +54,8 @@ struct runtime_options {
   int idle_spin_us = 0;
   /// Microseconds an idle scheduler thread keeps polling while kernels run on
   /// the CPU device's pool: the message a kernel sends when it ends then
-  /// finds it awake (the LSTM LM: 7% more words/s on 2 cores). Steps of
+  /// finds it awake (the LSTM LM: 7% more words/s on 2 cores, in alternating
+  /// runs of actorflow-train; lstm_lm_words_per_s is its bench row). Steps of
   /// small kernels, which never reach the pool, are not affected (polling
   /// after every small step slowed a step of 10 scalar adds from 6 to 14 us).
   int kernel_wait_spin_us = 100;

@@ -161,12 +161,13 @@ std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate
 }
 
 clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm) {
-  auto out = global_norm_clip_scale(grads, clip_norm);
-  for (auto& g : grads) out.grads.push_back(g * out.scale);
+  auto clip = global_norm_clip_scale(grads, clip_norm);
+  clipped_gradients out{{}, clip.global_norm};
+  for (auto& g : grads) out.grads.push_back(g * clip.scale);
   return out;
 }
 
-clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, double clip_norm) {
+global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm) {
   if (grads.empty()) fail("clip_by_global_norm", "no gradients");
   if (!(clip_norm > 0)) fail("clip_by_global_norm", "clip_norm must be positive");
   dtype type = grads[0].type();
@@ -179,7 +180,7 @@ clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, doubl
     auto term = l2_loss(g);
     half_sum_sq = half_sum_sq.valid() ? half_sum_sq + term : term;
   }
-  clipped_gradients out;
+  global_norm_clip out;
   out.global_norm = sqrt(half_sum_sq * scalar_like(half_sum_sq, 2.0));
   auto limit = scalar_like(out.global_norm, clip_norm);
   out.scale = limit / maximum(out.global_norm, limit);

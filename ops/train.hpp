@@ -158,16 +158,19 @@ class adagrad : public optimizer {
 std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
                                           optimizer_options options = {});
 
-/// The gradients scaled by clip_norm / max(global_norm, clip_norm), the norm
-/// (TensorFlow's global_norm) and that factor.
-struct clipped_gradients {
-  std::vector<output> grads;
+/// The global norm of some gradients (TensorFlow's global_norm) and the factor
+/// clip_norm / max(global_norm, clip_norm) that clips them.
+struct global_norm_clip {
   output global_norm;
   output scale;
 };
-/// The global norm and clipping factor alone, for updates that fold the
-/// factor in (grads of clipped_gradients left empty).
-clipped_gradients global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
+global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
+
+/// The gradients scaled by that factor, and the norm.
+struct clipped_gradients {
+  std::vector<output> grads;
+  output global_norm;
+};
 clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
 
 // ---- learning-rate schedules: float32 scalars computed from the global step ----
