@@ -395,23 +395,21 @@ std::vector<tensor_spec> l2_loss_infer(const shape_context& c) {
   return {{x.type, shape{}}};
 }
 
-// Blocks of `block` elements summed in parallel, the partial sums added in
-// block order: the result does not depend on the threads.
+template <class T>
+struct sum_squares_op {
+  static T combine(T a, T b) { return a + b; }
+  static T redux(const row_map<T>& m) { return m.square().sum(); }
+};
+
+// One row of all the elements, reduced as a sum's: in blocks fixed by the
+// size, so the result does not depend on the threads.
 void l2_loss_kernel(kernel_context& ctx) {
   const tensor& x = ctx.input(0);
   visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
-    const T* data = x.data<T>();
-    const int64_t n = x.num_elements(), blocks = std::max<int64_t>(1, ceil_div(n, block));
-    std::vector<T> partial(static_cast<size_t>(blocks), T(0));
-    parallel_for(blocks, std::max<int64_t>(1, parallel_grain / block), [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        int64_t lo = k * block, len = std::min(n, lo + block) - lo;
-        if (len > 0) partial[static_cast<size_t>(k)] = row_map<T>(data + lo, len).square().sum();
-      }
-    });
     T total = 0;
-    for (T p : partial) total += p;
+    if (x.num_elements() > 0)
+      reduce_rows<T, sum_squares_op<T>>(x.data<T>(), &total, 1, x.num_elements());
     ctx.allocate_output(0, x.type(), shape{}).template mutable_data<T>()[0] = total / T(2);
   });
 }
