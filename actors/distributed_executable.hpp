@@ -33,6 +33,9 @@ class distributed_executable : public runnable {
 
   bool broken() const override { return health_->broken.load(); }
   std::vector<std::string> dead_tasks() const override;
+  const std::vector<placement_entry>& placement_log() const override {
+    return local_->placement_log();
+  }
 
   struct health {
     std::atomic<bool> broken{false};

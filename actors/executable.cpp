@@ -8,7 +8,6 @@
 #include "actors/cancelled_steps.hpp"
 #include "actors/node_plan.hpp"
 #include "core/device_name.hpp"
-#include "devices/cuda/gpu_support.hpp"
 
 namespace actorflow {
 
@@ -464,10 +463,6 @@ device_name checked_device(const node& n) {
   } catch (const error& e) {
     fail("session", "node '" + n.name + "': " + e.what());
   }
-  if (d.type == "gpu")
-    fail("session", "node '" + n.name + "' asks for device '" + n.device +
-                        "', but this process runs nodes on cpu devices only (no GPU support: " +
-                        gpu::gpu_placement_refusal() + ")");
   return d;
 }
 
@@ -533,19 +528,21 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   std::unordered_map<std::string, std::shared_ptr<loop_history>> histories;
   auto coord = std::make_shared<coordinator_plan>();
   coord->executable_id = executable_id;
+  device_placer placer(g, rt.devices());
   for (size_t uid = 0; uid < g.size(); ++uid) {
     if (!spawn[uid]) continue;
     int id = static_cast<int>(uid);
     auto& n = g.at(id);
-    checked_device(n);  // the task part is placement's business (actors/partition)
+    const local_device& device = rt.devices()[static_cast<size_t>(placer.device_of(id))];
+    placement_log_.push_back(placer.entry(id));
     auto plan = std::make_shared<node_plan>();
     plan->def = n.def;
     plan->name = n.name;
     plan->task = task;
     plan->executable_id = executable_id;
     plan->attrs = n.attrs;
-    plan->device = rt.cpu_device_actor();
-    plan->arena = &rt.arena();
+    plan->device = device.actor;
+    plan->arena = device.arena;
     plan->in_loop = g.frame_of(id) >= 0;
     plan->output_consumers.resize(n.outputs.size());
     if (n.op == "placeholder") {
@@ -558,7 +555,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       coord->placeholders.push_back({caf::actor(), f->second});
     } else if (n.op == "variable") {
       plan->kind = node_kind::variable_read;
-      plan->variable = vars(n);
+      plan->variable = vars(n, device);
     } else if (n.op == "recv") {
       plan->kind = node_kind::placeholder;  // forwards what its remote send delivers
       plan->slot_input.push_back(-1);
@@ -593,7 +590,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
       continue;
     } else if (is_update(n)) {
       plan->kind = node_kind::variable_update;
-      plan->variable = vars(g.at(n.inputs[0].node));
+      plan->variable = vars(g.at(n.inputs[0].node), device);
       auto& waiting = coord->waiting_resources;
       if (n.def->may_wait &&
           std::find(waiting.begin(), waiting.end(), plan->variable) == waiting.end())

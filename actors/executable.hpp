@@ -4,11 +4,12 @@
 #pragma once
 #include <caf/all.hpp>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/placement.hpp"
 #include "actors/runtime.hpp"
 #include "core/device_name.hpp"
 #include "core/graph.hpp"
@@ -25,13 +26,13 @@ struct run_signature {
 /// Without `follow_resources`, an op on a resource (an update, a queue op)
 /// does not need the resource node: the resource's actor serves it.
 std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool follow_resources);
-/// The node's device, parsed; throws naming the node for a malformed name or
-/// a GPU device (saying why: built without CUDA, no CUDA device, or GPU
-/// execution not wired in yet). The task part is left to placement.
+/// The node's device hint, parsed; throws naming the node for a malformed
+/// name. Which device of a process runs it is actors/placement.hpp's business.
 device_name checked_device(const node& n);
 
-/// Finds (or spawns) the actor serving resource node `n` (a variable, a queue).
-using variable_lookup = std::function<caf::actor(const node& n)>;
+/// Finds (or spawns) the actor serving resource node `n` (a variable, a
+/// queue); a variable's large updates run on `device`'s threads.
+using variable_lookup = std::function<caf::actor(const node& n, const local_device& device)>;
 
 /// What a session runs steps on: one process's executable, or a
 /// distributed one whose partitions live in several processes.
@@ -44,6 +45,8 @@ class runnable {
   /// signature again, reconnecting to `dead_tasks()`.
   virtual bool broken() const { return false; }
   virtual std::vector<std::string> dead_tasks() const { return {}; }
+  /// Where the nodes it runs in this process were placed, and why.
+  virtual const std::vector<placement_entry>& placement_log() const = 0;
 };
 
 class send_route;
@@ -61,6 +64,8 @@ class executable : public runnable {
   /// Starts one step; the request's promise receives the fetched tensors.
   void start(step_request_ptr request) const override;
   size_t num_actors() const { return actors_.size(); }
+  /// Where each node with an actor runs, and why.
+  const std::vector<placement_entry>& placement_log() const override { return placement_log_; }
 
   // A partition of a distributed graph (actors/partition.hpp) is driven by
   // messages to its coordinator (start_atom, abort_atom); its recv actors are
@@ -76,6 +81,7 @@ class executable : public runnable {
   caf::actor coordinator_;
   std::map<std::string, caf::actor> recvs_;
   std::map<std::string, std::shared_ptr<send_route>> routes_;
+  std::vector<placement_entry> placement_log_;
 };
 
 }  // namespace actorflow

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "actors/placement.hpp"
 #include "core/device_name.hpp"
 #include "ops/transfer.hpp"
 
@@ -89,7 +90,12 @@ class partitioner {
       if (completes_through_its_partition(n, c)) continue;
       controls.push_back(input_in({c, -1}, task).node);
     }
-    auto& added = part_of(task).g->add_node_raw(n.op, inputs, controls, n.attrs, n.name, n.device);
+    // A colocation names a node the partition may lack (one this signature
+    // does not need): the copy takes its root's device hint instead.
+    attr_map attrs = n.attrs;
+    std::string device = n.device;
+    if (attrs.erase(colocate_attr) > 0) device = g_.at(colocation_root(g_, id)).device;
+    auto& added = part_of(task).g->add_node_raw(n.op, inputs, controls, attrs, n.name, device);
     local_ids(task)[static_cast<size_t>(id)] = added.id;
   }
 
@@ -231,10 +237,9 @@ std::vector<std::string> place(const graph& g, const run_signature& sig,
   std::vector<std::string> tasks(g.size());
   for (size_t id = 0; id < g.size(); ++id) {
     if (!needed[id]) continue;
-    auto& n = g.at(static_cast<int>(id));
-    // Inputs come first, so a resource's task is known when its ops arrive.
-    tasks[id] = n.def->acts_on_resource() ? tasks[static_cast<size_t>(n.inputs[0].node)]
-                                          : task_of_hint(n, client_task);
+    // An op on a resource, or colocated with another, runs where the end of
+    // its chain does (actors/placement.hpp).
+    tasks[id] = task_of_hint(g.at(colocation_root(g, static_cast<int>(id))), client_task);
   }
   return tasks;
 }

@@ -3,7 +3,8 @@
 //
 // Placement follows the paper: a node's device hint names its task ("/job:ps
 // /task:0"); an op that acts on a resource (an update, a queue op) sits with
-// its resource whatever its hint says; a node without a job runs on the client's
+// its resource whatever its hint says, and a node made under
+// graph::colocate_with(op) with op; a node without a job runs on the client's
 // task. Constants are copied to the tasks that use them rather than sent.
 #pragma once
 #include <memory>
@@ -20,8 +21,8 @@ namespace actorflow {
 struct partition {
   std::string task;  // "/job:ps/task:0"
   std::unique_ptr<graph> g;
-  std::vector<std::string> feeds;   // placeholder names
-  std::vector<size_t> feed_index;   // where each feed sits in the signature's feed list
+  std::vector<std::string> feeds;    // placeholder names
+  std::vector<size_t> feed_index;    // where each feed sits in the signature's feed list
   std::vector<std::string> fetches;  // "name" or "name:i"; only the client's partition fetches
   std::vector<std::string> targets;  // the signature's targets on this task, and every send
 

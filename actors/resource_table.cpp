@@ -15,24 +15,26 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 resource_table::~resource_table() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [name, actor] : variables_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  for (auto& [name, actor] : variables_)
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   for (auto& [name, actor] : others_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
-caf::actor resource_table::variable_locked(const std::string& name) {
+caf::actor resource_table::variable_locked(const std::string& name, const local_device* device) {
   auto& actor = variables_[name];
-  if (!actor) actor = spawn_variable_actor(runtime_.system(), name, runtime_.arena());
+  if (!device) device = &runtime_.devices().front();
+  if (!actor) actor = spawn_variable_actor(runtime_.system(), name, *device->arena);
   return actor;
 }
 
 caf::actor resource_table::variable(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return variable_locked(name);
+  return variable_locked(name, nullptr);
 }
 
-caf::actor resource_table::actor_for(const node& n) {
+caf::actor resource_table::actor_for(const node& n, const local_device* device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (n.op == "variable") return variable_locked(n.name);
+  if (n.op == "variable") return variable_locked(n.name, device);
   auto& actor = others_[n.name];
   if (actor) return actor;
   if (n.op == "fifo_queue")
@@ -76,8 +78,10 @@ std::map<std::string, variable_state> resource_table::snapshot(
     self->request(actor, timeout, snapshot_atom::value)
         .receive(
             [&](variable_state& state) {
-              if (!state.initialized()) uninitialized.push_back(name);
-              else out.emplace(name, std::move(state));
+              if (!state.initialized())
+                uninitialized.push_back(name);
+              else
+                out.emplace(name, std::move(state));
             },
             [&](caf::error& e) { failure = caf::to_string(e); });
     if (!failure.empty())

@@ -25,9 +25,12 @@ class resource_table {
   resource_table& operator=(const resource_table&) = delete;
 
   /// The actor serving resource node `n` (a variable, a fifo_queue, ...),
-  /// spawned on first use. Resources are keyed by node name.
-  caf::actor actor_for(const node& n);
-  /// The variable actor of `name`, spawned on first use.
+  /// spawned on first use. Resources are keyed by node name. A variable
+  /// spawned here runs its large updates on `device`'s threads (null: the
+  /// first device's).
+  caf::actor actor_for(const node& n, const local_device* device = nullptr);
+  /// The variable actor of `name`, spawned on first use (on the first device
+  /// when it is spawned here, before any step placed it).
   caf::actor variable(const std::string& name);
   /// The variable actor of `name`, or an invalid handle when none was spawned.
   caf::actor find_variable(const std::string& name) const;
@@ -46,7 +49,7 @@ class resource_table {
                std::chrono::milliseconds timeout);
 
  private:
-  caf::actor variable_locked(const std::string& name);
+  caf::actor variable_locked(const std::string& name, const local_device* device);
 
   runtime& runtime_;
   mutable std::mutex mutex_;

@@ -57,23 +57,32 @@ connection_limits connection_limits_of(const runtime_options& options) {
 
 }  // namespace
 
-runtime::runtime(runtime_options options)
-    // The compute threads' slots take the kernels that arrive by enqueue; a
-    // slot more per scheduler thread lets an actor that runs kernels on its
-    // own thread (a loop's) join the arena, so that the work such a kernel
-    // splits goes to the compute threads where they are (the LSTM LM's words/s,
-    // in alternating runs of actorflow-train: +2.5%).
-    : options_(options),
-      worker_limit_(std::make_unique<tbb::global_control>(
-          tbb::global_control::max_allowed_parallelism,
-          static_cast<size_t>(default_threads(options.compute_threads)) + 1)),
-      arena_(default_threads(options.compute_threads) + default_threads(options.scheduler_threads),
-             static_cast<unsigned>(default_threads(options.scheduler_threads))) {
+runtime::runtime(runtime_options options) : options_(options) {
+  if (options_.cpu_devices < 1 || options_.cpu_devices > 256)
+    fail("runtime", "cpu_devices must be 1 to 256, not " + std::to_string(options_.cpu_devices));
+  if (options_.compute_threads < 0) fail("runtime", "compute_threads must be >= 0");
   options_.scheduler_threads = default_threads(options.scheduler_threads);
-  options_.compute_threads = default_threads(options.compute_threads);
+  options_.compute_threads = options.compute_threads > 0
+                                 ? options.compute_threads
+                                 : std::max(1, default_threads(0) / options_.cpu_devices);
   if (options_.idle_naps < 0) fail("runtime", "idle_naps must be >= 0");
   if (options_.idle_spin_us < 0) fail("runtime", "idle_spin_us must be >= 0");
   if (options_.kernel_wait_spin_us < 0) fail("runtime", "kernel_wait_spin_us must be >= 0");
+  // TBB allows hardware_concurrency - 1 workers by default, counting on the
+  // caller to join; enqueued kernels have no joining caller, so the runtime
+  // allows one more worker for as long as it lives.
+  int compute_total = options_.compute_threads * options_.cpu_devices;
+  worker_limit_ = std::make_unique<tbb::global_control>(
+      tbb::global_control::max_allowed_parallelism, static_cast<size_t>(compute_total) + 1);
+  // Each device's compute threads' slots take the kernels that arrive by
+  // enqueue; a slot more per scheduler thread lets an actor that runs kernels
+  // on its own thread (a loop's) join the arena, so that the work such a
+  // kernel splits goes to the compute threads where they are (the LSTM LM's
+  // words/s, in alternating runs of actorflow-train: +2.5%).
+  for (int d = 0; d < options_.cpu_devices; ++d)
+    arenas_.push_back(
+        std::make_unique<tbb::task_arena>(options_.compute_threads + options_.scheduler_threads,
+                                          static_cast<unsigned>(options_.scheduler_threads)));
   config_ = std::make_unique<runtime_config>();
   config_->idle_spin = std::chrono::microseconds(options_.idle_spin_us);
   config_->kernel_wait_spin = std::chrono::microseconds(options_.kernel_wait_spin_us);
@@ -100,16 +109,31 @@ runtime::runtime(runtime_options options)
     config_->set("middleman.workers", static_cast<size_t>(options_.network_workers));
   config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");
   system_ = std::make_unique<caf::actor_system>(*config_);
-  arena_.initialize();
-  cpu_device_ = spawn_cpu_device(*system_, arena_, config_->kernels_in_flight);
+  // The devices share one count of kernels in flight: the scheduler polls
+  // while any device runs one.
+  for (int d = 0; d < options_.cpu_devices; ++d) {
+    auto& arena = *arenas_[static_cast<size_t>(d)];
+    arena.initialize();
+    cpu_devices_.push_back(spawn_cpu_device(*system_, arena, config_->kernels_in_flight));
+    devices_.push_back({"/cpu:" + std::to_string(d), "cpu", d, cpu_devices_.back().actor, &arena});
+  }
 }
 
 runtime::~runtime() {
-  while (cpu_device_.in_flight->load() > 0) std::this_thread::yield();
-  caf::anon_send_exit(cpu_device_.actor, caf::exit_reason::user_shutdown);
-  cpu_device_.actor = nullptr;
+  while (config_->kernels_in_flight->load() > 0) std::this_thread::yield();
+  for (auto& device : cpu_devices_) {
+    caf::anon_send_exit(device.actor, caf::exit_reason::user_shutdown);
+    device.actor = nullptr;
+  }
+  devices_.clear();
   system_.reset();  // waits for every actor; sessions stopped theirs already
-  arena_.terminate();
+  for (auto& arena : arenas_) arena->terminate();
+}
+
+const local_device* runtime::find_device(const std::string& type, int index) const {
+  for (auto& d : devices_)
+    if (d.type == type && d.index == index) return &d;
+  return nullptr;
 }
 
 std::shared_ptr<runtime> runtime::shared() {

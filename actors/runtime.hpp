@@ -1,5 +1,6 @@
-// The runtime: one CAF actor system and one CPU device shared by the sessions
-// of a process.
+// The runtime: one CAF actor system and the devices of a process (one or
+// more CPU devices, each a TBB arena with its own threads), shared by the
+// process's sessions.
 #pragma once
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -7,6 +8,7 @@
 #include <caf/all.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "devices/cpu/cpu_device.hpp"
 
@@ -28,10 +30,15 @@ struct tls_files {
 struct runtime_options {
   /// CAF scheduler threads (actor message handling); 0 means one per core.
   int scheduler_threads = 0;
-  /// Threads of the CPU device's TBB arena (kernels); 0 means one per core.
-  /// The two pools rarely run at once: actors hand long kernels to the
-  /// arena and go idle, so the default of one each per core does not
-  /// oversubscribe in practice; lower either to share a machine.
+  /// CPU devices ("/cpu:0", "/cpu:1", ...), each a TBB arena with threads of
+  /// its own: nodes placed on different ones run their kernels on different
+  /// threads (model parallelism inside a process). At least 1.
+  int cpu_devices = 1;
+  /// Threads of each CPU device's arena (kernels); 0 divides the cores among
+  /// the CPU devices (at least one each). The scheduler's threads and the
+  /// arenas' rarely run at once: actors hand long kernels to an arena and go
+  /// idle, so the default of one each per core does not oversubscribe in
+  /// practice; lower either to share a machine.
   int compute_threads = 0;
   /// 50-us naps an idle CAF worker takes before it sleeps until a message
   /// wakes it (CAF's default is 500, i.e. 25 ms of naps). A message from a
@@ -75,6 +82,17 @@ struct runtime_options {
   uint64_t max_message_bytes = uint64_t{1} << 30;
 };
 
+/// One device of this process, as placement sees it.
+struct local_device {
+  std::string name;  // "/cpu:0"
+  std::string type;  // "cpu"
+  int index = 0;
+  caf::actor actor;  // takes device_task (devices/device.hpp)
+  /// A CPU device's threads: its kernels run here, and a loop's actor joins
+  /// it to split a large kernel.
+  tbb::task_arena* arena = nullptr;
+};
+
 class runtime {
  public:
   explicit runtime(runtime_options options = {});
@@ -86,8 +104,10 @@ class runtime {
   static std::shared_ptr<runtime> shared();
 
   caf::actor_system& system() { return *system_; }
-  tbb::task_arena& arena() { return arena_; }
-  caf::actor cpu_device_actor() const { return cpu_device_.actor; }
+  /// This process's devices, CPU devices first ("/cpu:0" at index 0).
+  const std::vector<local_device>& devices() const { return devices_; }
+  /// The device of `type` ("cpu") and `index`, or nullptr.
+  const local_device* find_device(const std::string& type, int index) const;
   const runtime_options& options() const { return options_; }
 
  private:
@@ -96,10 +116,11 @@ class runtime {
   // caller to join; enqueued kernels have no joining caller, so the runtime
   // allows one more worker for as long as it lives.
   std::unique_ptr<tbb::global_control> worker_limit_;
-  tbb::task_arena arena_;
+  std::vector<std::unique_ptr<tbb::task_arena>> arenas_;  // one per CPU device
   std::unique_ptr<runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
-  cpu_device cpu_device_;
+  std::vector<cpu_device> cpu_devices_;
+  std::vector<local_device> devices_;
 };
 
 }  // namespace actorflow

@@ -5,8 +5,8 @@
 #include "actors/cluster.hpp"
 #include "actors/distributed_executable.hpp"
 #include "actors/executable.hpp"
-#include "actors/partition.hpp"
 #include "actors/messages.hpp"
+#include "actors/partition.hpp"
 
 namespace actorflow {
 
@@ -24,7 +24,8 @@ void check_output_exists(const graph& g, const endpoint& e, const std::string& w
   const node& n = g.at(e.node);
   if (e.index < 0 || e.index >= static_cast<int>(n.outputs.size()))
     fail("session", what + ": node '" + n.name + "' (" + n.op + ") has no output " +
-                        std::to_string(e.index) + (n.outputs.empty() ? "; run it as a target" : ""));
+                        std::to_string(e.index) +
+                        (n.outputs.empty() ? "; run it as a target" : ""));
 }
 
 // The cache key: which placeholders are fed, what is fetched, what is run.
@@ -44,8 +45,8 @@ void check_feed(const node& n, const tensor& value) {
   auto& spec = n.outputs[0];
   if (!value.valid()) fail("session", "feed for '" + n.name + "' is an empty tensor");
   if (value.type() != spec.type || !spec.dims.compatible_with(value.dims()))
-    fail("session", "feed for '" + n.name + "' is " + spec_text(value) + ", but the placeholder is " +
-                        spec.to_string());
+    fail("session", "feed for '" + n.name + "' is " + spec_text(value) +
+                        ", but the placeholder is " + spec.to_string());
 }
 
 }  // namespace
@@ -83,9 +84,22 @@ size_t session::num_executables() const {
   return executables_.size();
 }
 
+std::vector<placement_entry> session::placement_log() const {
+  std::map<std::string, placement_entry> by_name;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, exe] : executables_)
+      for (auto& e : exe->placement_log()) by_name.emplace(e.node, e);
+  }
+  std::vector<placement_entry> log;
+  for (auto& n : graph_.nodes())
+    if (auto it = by_name.find(n.name); it != by_name.end()) log.push_back(it->second);
+  return log;
+}
+
 std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
-                                                   const std::vector<output>& fetches,
-                                                   const std::vector<operation>& targets) {
+                                                 const std::vector<output>& fetches,
+                                                 const std::vector<operation>& targets) {
   run_signature sig;
   for (auto& [target, value] : feeds) {
     check_same_graph(graph_, target.owner(), "feed '" + target.name() + "'");
@@ -117,7 +131,9 @@ std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
 
 // One process's executable, unless placement puts nodes on other tasks.
 std::shared_ptr<runnable> session::build(const run_signature& sig) {
-  auto resources = [this](const node& n) { return resources_.actor_for(n); };
+  auto resources = [this](const node& n, const local_device& d) {
+    return resources_.actor_for(n, &d);
+  };
   std::string local = cluster_ ? cluster_->local_task() : "/job:localhost/task:0";
   auto tasks = place(graph_, sig, local);
   for (size_t id = 0; id < tasks.size(); ++id) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/placement.hpp"
 #include "actors/resource_table.hpp"
 #include "actors/runtime.hpp"
 #include "core/graph.hpp"
@@ -67,6 +68,9 @@ class session {
   std::shared_ptr<runtime> shared_rt() const { return runtime_; }
   /// Compiled signatures so far.
   size_t num_executables() const;
+  /// Where this process runs each node of the signatures compiled so far,
+  /// and why (actors/placement.hpp): one entry per node, in graph order.
+  std::vector<placement_entry> placement_log() const;
 
   /// Every variable of the graph, by name: its value and optimizer slots
   /// (sharing their buffers; updates copy before writing one that is shared).
@@ -87,8 +91,8 @@ class session {
 
  private:
   std::shared_ptr<const runnable> compile(const feed_list& feeds,
-                                            const std::vector<output>& fetches,
-                                            const std::vector<operation>& targets);
+                                          const std::vector<output>& fetches,
+                                          const std::vector<operation>& targets);
 
   graph& graph_;
   std::shared_ptr<runtime> runtime_;

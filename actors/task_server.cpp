@@ -51,7 +51,8 @@ register_reply register_partition(server_actor* self, const caf::actor& owner,
     for (auto& t : targets) sig.targets.push_back(p.g->operation_by_name(t).id());
     auto* resources = st.resources.get();
     p.exe = std::make_shared<executable>(
-        *p.g, sig, *st.rt, [resources](const node& n) { return resources->actor_for(n); },
+        *p.g, sig, *st.rt,
+        [resources](const node& n, const local_device& d) { return resources->actor_for(n, &d); },
         st.options.task);
   } catch (const std::exception& e) {
     return refusal("task " + st.options.task + ": " + e.what());

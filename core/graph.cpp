@@ -124,6 +124,7 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
     }
   }
   std::string device = device_for(op, attrs);
+  if (!colocations_.empty()) attrs["_colocate_with"] = colocations_.back();
   const node& n = add_node_raw(op, refs, control, std::move(attrs),
                                unique_name(name.empty() ? op : name), device);
   // Gated in the innermost branch is gated in the enclosing ones too: the
@@ -445,6 +446,12 @@ graph::scope_guard graph::device_scope(const std::string& device) {
   device_name::parse(device);  // throws for a malformed name, now rather than at run time
   device_scopes_.push_back({device, {}});
   return scope_guard(&device_scopes_);
+}
+
+graph::scope_guard graph::colocate_with(const operation& op) {
+  if (&op.owner() != this) fail("graph", "colocate_with an op of another graph");
+  colocations_.push_back(op.name());
+  return scope_guard(&colocations_);
 }
 
 graph::scope_guard graph::device_function_scope(device_function fn) {

@@ -155,6 +155,10 @@ class graph {
   scope_guard device_scope(const std::string& device);
   /// Nodes added in the scope get the device `fn` picks (replica_device_setter).
   scope_guard device_function_scope(device_function fn);
+  /// Nodes added in the scope run where `op` runs, on its task and device
+  /// (TensorFlow's colocate_with): they carry its name in the attribute
+  /// "_colocate_with", and placement ignores their own device hint.
+  scope_guard colocate_with(const operation& op);
   class control_guard {
    public:
     control_guard(graph* g, size_t depth) : graph_(g), depth_(depth) {}
@@ -236,6 +240,7 @@ class graph {
     device_function fn;
   };
   std::vector<device_scope_entry> device_scopes_;
+  std::vector<std::string> colocations_;  // colocate_with scopes, innermost last
   std::vector<int> control_deps_;
   // The open cond branches, innermost last.
   struct cond_branch {

@@ -222,7 +222,8 @@ TEST_CASE("large kernels run on the device pool") {
 
 TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
   for (int round = 0; round < 3; ++round) {
-    auto rt = std::make_shared<runtime>(runtime_options{1, 1});
+    auto rt =
+        std::make_shared<runtime>(runtime_options{.scheduler_threads = 1, .compute_threads = 1});
     graph g;
     auto v = make_variable(scalar(g, 1.0f), "v");
     session s(g, rt);
@@ -234,7 +235,8 @@ TEST_CASE("sessions and runtimes shut down cleanly and can be made again") {
 
 TEST_CASE("the runtime schedules its actors with actorflow's scheduler") {
   // CAF's own loop pays a dynamic_cast per actor resume; ours does not.
-  auto rt = std::make_shared<runtime>(runtime_options{2, 1});
+  auto rt =
+      std::make_shared<runtime>(runtime_options{.scheduler_threads = 2, .compute_threads = 1});
   CHECK(runs_actorflow_scheduler(rt->system()));
   caf::actor_system_config plain;
   caf::actor_system caf_default(plain);
@@ -298,9 +300,11 @@ TEST_CASE("the records of cancelled and aborted steps stay bounded") {
 }
 
 TEST_CASE("runtime options are validated") {
-  CHECK_THROWS_WITH_AS(runtime(runtime_options{1, 1, -1}), "[runtime] idle_naps must be >= 0",
-                       error);
-  auto rt = std::make_shared<runtime>(runtime_options{2, 2, 0});
+  CHECK_THROWS_WITH_AS(
+      runtime(runtime_options{.scheduler_threads = 1, .compute_threads = 1, .idle_naps = -1}),
+      "[runtime] idle_naps must be >= 0", error);
+  auto rt = std::make_shared<runtime>(
+      runtime_options{.scheduler_threads = 2, .compute_threads = 2, .idle_naps = 0});
   graph g;
   session s(g, rt);
   CHECK(s.eval(scalar(g, 2.0f) * 3.0).item<float>() == 6.0f);

@@ -1,5 +1,6 @@
 #include "apps/lib/fmnist_models.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/array.hpp"
@@ -19,18 +20,36 @@ output dense(output x, const std::pair<variable, variable>& p) {
   return bias_add(matmul(x, p.first.value()), p.second.value());
 }
 
+// Multiply-adds per example of each layer, for splitting a model over devices.
+constexpr int64_t mlp_layer_macs[] = {784 * 512, 512 * 512, 512 * 10};
+constexpr int64_t cnn_layer_macs[] = {28 * 28 * 25 * 32, 14 * 14 * 25 * 32 * 64, 3136 * 1024,
+                                      1024 * 10};
+
 class mlp final : public classifier {
  public:
-  mlp(graph& g, int64_t seed) {
+  mlp(graph& g, int64_t seed, const std::vector<std::string>& devices) {
     seed_ = seed;
-    l1_ = dense_params(g, 784, 512, "fc1");
-    l2_ = dense_params(g, 512, 512, "fc2");
-    l3_ = dense_params(g, 512, 10, "fc3");
+    split_layers(devices, mlp_layer_macs);
+    auto layer = [&](int i, int64_t in, int64_t out) {
+      auto on = on_layer_device(g, i);
+      return dense_params(g, in, out, "fc" + std::to_string(i + 1));
+    };
+    l1_ = layer(0, 784, 512);
+    l2_ = layer(1, 512, 512);
+    l3_ = layer(2, 512, 10);
   }
   output logits(output images) const override {
-    auto x = reshape(images, {-1, 784});
-    x = relu(dense(x, l1_));
-    x = relu(dense(x, l2_));
+    graph& g = images.owner();
+    output x;
+    {
+      auto on = on_layer_device(g, 0);
+      x = relu(dense(reshape(images, {-1, 784}), l1_));
+    }
+    {
+      auto on = on_layer_device(g, 1);
+      x = relu(dense(x, l2_));
+    }
+    auto on = on_layer_device(g, 2);
     return dense(x, l3_);
   }
 
@@ -40,18 +59,40 @@ class mlp final : public classifier {
 
 class cnn final : public classifier {
  public:
-  cnn(graph& g, int64_t seed) {
+  cnn(graph& g, int64_t seed, const std::vector<std::string>& devices) {
     seed_ = seed;
-    c1_ = conv_params(g, 5, 1, 32, "conv1");
-    c2_ = conv_params(g, 5, 32, 64, "conv2");
-    f1_ = dense_params(g, 7 * 7 * 64, 1024, "fc1");
+    split_layers(devices, cnn_layer_macs);
+    {
+      auto on = on_layer_device(g, 0);
+      c1_ = conv_params(g, 5, 1, 32, "conv1");
+    }
+    {
+      auto on = on_layer_device(g, 1);
+      c2_ = conv_params(g, 5, 32, 64, "conv2");
+    }
+    {
+      auto on = on_layer_device(g, 2);
+      f1_ = dense_params(g, 7 * 7 * 64, 1024, "fc1");
+    }
+    auto on = on_layer_device(g, 3);
     f2_ = dense_params(g, 1024, 10, "fc2");
   }
   output logits(output images) const override {
-    auto x = conv_block(images, c1_);
-    x = conv_block(x, c2_);
-    x = reshape(x, {-1, 7 * 7 * 64});
-    x = relu(dense(x, f1_));
+    graph& g = images.owner();
+    output x;
+    {
+      auto on = on_layer_device(g, 0);
+      x = conv_block(images, c1_);
+    }
+    {
+      auto on = on_layer_device(g, 1);
+      x = conv_block(x, c2_);
+    }
+    {
+      auto on = on_layer_device(g, 2);
+      x = relu(dense(reshape(x, {-1, 7 * 7 * 64}), f1_));
+    }
+    auto on = on_layer_device(g, 3);
     return dense(x, f2_);
   }
 
@@ -66,6 +107,28 @@ class cnn final : public classifier {
 }  // namespace
 
 int64_t classifier::next_stream() { return ++stream_; }
+
+void classifier::split_layers(const std::vector<std::string>& devices,
+                              std::span<const int64_t> layer_macs) {
+  layer_devices_.assign(layer_macs.size(), "");
+  if (devices.empty()) return;
+  int64_t total = 0;
+  for (int64_t m : layer_macs) total += m;
+  // A layer goes to the device whose equal share of the work its first
+  // multiply-add falls in.
+  int64_t before = 0;
+  for (size_t i = 0; i < layer_macs.size(); ++i) {
+    size_t d = static_cast<size_t>(before * int64_t(devices.size()) / total);
+    layer_devices_[i] = devices[std::min(d, devices.size() - 1)];
+    before += layer_macs[i];
+  }
+}
+
+graph::scope_guard classifier::on_layer_device(graph& g, size_t layer) const {
+  const std::string& device = layer < layer_devices_.size() ? layer_devices_[layer] : "";
+  if (device.empty()) return graph::scope_guard(std::function<void()>());
+  return g.device_scope(device);
+}
 
 std::pair<variable, variable> classifier::layer_params(graph& g, shape weight_dims, int64_t fan_in,
                                                        const std::string& name) {
@@ -91,9 +154,10 @@ std::pair<variable, variable> classifier::conv_params(graph& g, int64_t k, int64
   return layer_params(g, {k, k, in, out}, k * k * in, name);
 }
 
-std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed) {
-  if (kind == "mlp") return std::make_unique<mlp>(g, seed);
-  if (kind == "cnn") return std::make_unique<cnn>(g, seed);
+std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed,
+                                            const std::vector<std::string>& devices) {
+  if (kind == "mlp") return std::make_unique<mlp>(g, seed, devices);
+  if (kind == "cnn") return std::make_unique<cnn>(g, seed, devices);
   fail("model", "unknown model '" + kind + "' (choose mlp or cnn)");
 }
 

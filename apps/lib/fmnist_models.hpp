@@ -5,6 +5,7 @@
 // Used by actorflow-train and by the benchmarks.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,22 @@ class classifier {
                                              const std::string& name);
   /// Each initializer draws from its own stream of the model's seed.
   int64_t next_stream();
+  /// Spreads the layers over `devices` in order, each device an about equal
+  /// share of the multiply-adds (model parallelism); none: no device hints.
+  void split_layers(const std::vector<std::string>& devices, std::span<const int64_t> layer_macs);
+  /// A device scope for layer i's parameters and ops (none when unsplit).
+  graph::scope_guard on_layer_device(graph& g, size_t layer) const;
+  std::vector<std::string> layer_devices_;
   std::vector<variable> variables_;
   int64_t seed_ = 0;
   int64_t stream_ = 0;
 };
 
-/// "mlp" or "cnn"; throws naming the choices otherwise. The seed fixes the initial weights.
-std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed);
+/// "mlp" or "cnn"; throws naming the choices otherwise. The seed fixes the
+/// initial weights. With `devices` ("/cpu:0", "/cpu:1"), consecutive layers
+/// are placed on them, about equal work each (the MLP: fc1 | fc2, fc3).
+std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed,
+                                            const std::vector<std::string>& devices = {});
 
 /// Mean sparse softmax cross-entropy of logits against int32 labels [batch].
 output mean_cross_entropy(output logits, output labels);

@@ -1,0 +1,123 @@
+#include "actors/placement.hpp"
+
+#include "devices/cuda/gpu_support.hpp"
+
+namespace actorflow {
+
+namespace {
+
+device_name parsed_hint(const node& n) {
+  try {
+    return device_name::parse(n.device);
+  } catch (const error& e) {
+    fail("session", "node '" + n.name + "': " + e.what());
+  }
+}
+
+std::string device_list(const std::vector<local_device>& devices) {
+  std::string s;
+  for (auto& d : devices) s += (s.empty() ? "" : ", ") + d.name;
+  return s;
+}
+
+// Whether device d has a kernel for n's op. Every op has a CPU kernel, and
+// the ops the runtime serves itself (feeds, variables, sends) run anywhere.
+bool runs_op(const local_device& d, const node&) { return d.type == "cpu"; }
+
+}  // namespace
+
+int colocation_target(const graph& g, const node& n) {
+  if (n.def->acts_on_resource() && !n.inputs.empty()) return n.inputs[0].node;
+  auto it = n.attrs.find(colocate_attr);
+  if (it == n.attrs.end()) return -1;
+  auto* name = std::get_if<std::string>(&it->second);
+  const node* target = name ? g.find(*name) : nullptr;
+  if (!target)
+    fail("session", "node '" + n.name + "' is colocated with '" + (name ? *name : "?") +
+                        "', which the graph lacks");
+  return target->id;
+}
+
+int colocation_root(const graph& g, int id) {
+  std::vector<int> chain{id};
+  for (int next = colocation_target(g, g.at(id)); next >= 0;
+       next = colocation_target(g, g.at(next))) {
+    for (int seen : chain) {
+      if (seen != next) continue;
+      std::string cycle;
+      for (int c : chain) cycle += "'" + g.at(c).name + "' -> ";
+      fail("session", "colocation cycle: " + cycle + "'" + g.at(next).name + "'");
+    }
+    chain.push_back(next);
+  }
+  return chain.back();
+}
+
+std::string to_string(const std::vector<placement_entry>& log) {
+  std::string s;
+  for (auto& e : log) s += e.node + " (" + e.op + ") -> " + e.device + ": " + e.reason + "\n";
+  return s;
+}
+
+device_placer::device_placer(const graph& g, const std::vector<local_device>& devices)
+    : g_(g), devices_(devices), device_(g.size(), -1), why_(g.size()) {
+  if (devices_.empty()) fail("session", "the runtime has no devices");
+}
+
+int device_placer::device_of(int id) {
+  auto uid = static_cast<size_t>(id);
+  if (device_[uid] >= 0) return device_[uid];
+  const node& n = g_.at(id);
+  int root = colocation_root(g_, id);
+  if (root != id) {
+    device_[uid] = device_of(root);
+    const node& r = g_.at(root);
+    why_[uid] =
+        (n.def->acts_on_resource() && colocation_target(g_, n) == root ? "with its resource '"
+                                                                       : "colocated with '") +
+        r.name + "'";
+    return device_[uid];
+  }
+  device_[uid] = place_by_hint(n, why_[uid]);
+  return device_[uid];
+}
+
+placement_entry device_placer::entry(int id) const {
+  auto& n = g_.at(id);
+  int d = device_[static_cast<size_t>(id)];
+  return {n.name, n.op, d >= 0 ? devices_[static_cast<size_t>(d)].name : "",
+          why_[static_cast<size_t>(id)]};
+}
+
+int device_placer::place_by_hint(const node& n, std::string& why) const {
+  device_name hint = parsed_hint(n);
+  if (hint.type.empty()) {
+    why = "default";
+    return 0;
+  }
+  int wanted = -1;
+  for (size_t i = 0; i < devices_.size() && wanted < 0; ++i)
+    if (devices_[i].type == hint.type && (hint.index < 0 || devices_[i].index == hint.index))
+      wanted = static_cast<int>(i);
+  std::string hinted = "/" + hint.type + ":" + (hint.index < 0 ? "*" : std::to_string(hint.index));
+  if (wanted < 0) {
+    std::string why_not =
+        hint.type == "gpu" ? " (no GPU: " + gpu::gpu_placement_refusal() + ")" : "";
+    fail("session", "node '" + n.name + "' asks for device '" + n.device +
+                        "', but this process has no " + hinted +
+                        "; its devices: " + device_list(devices_) + why_not);
+  }
+  if (runs_op(devices_[static_cast<size_t>(wanted)], n)) {
+    why = "hint '" + n.device + "'";
+    return wanted;
+  }
+  for (size_t i = 0; i < devices_.size(); ++i)
+    if (runs_op(devices_[i], n)) {
+      why = "soft placement: " + hinted + " has no kernel for " + n.op;
+      return static_cast<int>(i);
+    }
+  fail("session", "node '" + n.name + "' (" + n.op + ") has a kernel on none of this process's " +
+                      "devices (" + device_list(devices_) + ")");
+}
+
+}  // namespace actorflow

@@ -1,0 +1,68 @@
+// Placement inside a process: which of the runtime's devices runs each node
+// of a compiled signature. (Which process runs it is partitioning's business,
+// actors/partition.hpp, which uses the same colocation rules.)
+//
+// The rules, after the paper and TensorFlow's placer, first match wins:
+//  1. An op on a resource (a read or update of a variable, a queue op) runs
+//     where its resource is; a node made under graph::colocate_with(op) runs
+//     where op runs. Its own device hint is then ignored, as TensorFlow's
+//     colocate_with ignores the device scope.
+//  2. Its device hint ("/cpu:1", "/job:worker/task:0/cpu:1"; "/cpu:*" is the
+//     first CPU device): that device, or an error naming the node and the
+//     device when the process has none such.
+//  3. Soft placement: a hinted device without a kernel for the op falls back
+//     to the first device that has one, and the log says so.
+//  4. No hint: "/cpu:0".
+// A CPU-to-CPU edge inside a process needs nothing at the cut: a tensor
+// travels between actors by reference, whichever arenas run them.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "actors/runtime.hpp"
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// The attribute graph::colocate_with sets: the name of the op to run with.
+inline constexpr const char* colocate_attr = "_colocate_with";
+
+/// The node whose placement `n` follows (its resource, or the op it is
+/// colocated with), or -1 when it follows none. Throws naming `n` for a
+/// colocation with a node the graph lacks.
+int colocation_target(const graph& g, const node& n);
+
+/// The node at the end of n's chain of colocation targets (n itself when it
+/// follows none). Throws naming the nodes of a cycle.
+int colocation_root(const graph& g, int id);
+
+/// Where one node runs, and why (the placement log).
+struct placement_entry {
+  std::string node;
+  std::string op;
+  std::string device;  // "/cpu:1"
+  std::string reason;  // "hint '/cpu:1'", "with its resource 'w'", "default", ...
+};
+
+/// "node (op) -> device: reason", one line per entry.
+std::string to_string(const std::vector<placement_entry>& log);
+
+class device_placer {
+ public:
+  device_placer(const graph& g, const std::vector<local_device>& devices);
+  /// The index into `devices` of the device node `id` runs on. Throws
+  /// naming the node and the device for a hint this process cannot run.
+  int device_of(int id);
+  /// The log entry of a node placed already.
+  placement_entry entry(int id) const;
+
+ private:
+  int place_by_hint(const node& n, std::string& why) const;
+
+  const graph& g_;
+  const std::vector<local_device>& devices_;
+  std::vector<int> device_;  // -1: not placed yet
+  std::vector<std::string> why_;
+};
+
+}  // namespace actorflow
