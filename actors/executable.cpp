@@ -454,6 +454,20 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   }
 }
 
+
+// An edge out of a node on an accelerator: a consumer on the same device
+// takes the value in device memory, any other (a fetch included) a host copy.
+void mark_accelerator_edge(node_plan& producer, const edge& ed, const std::vector<int>& node_device,
+                           consumer& c) {
+  size_t outputs = producer.output_consumers.size();
+  producer.output_to_host.resize(outputs, 0);
+  producer.output_on_device.resize(outputs, 0);
+  auto index = static_cast<size_t>(ed.from.index);
+  c.on_device = ed.to_node >= 0 && node_device[static_cast<size_t>(ed.to_node)] ==
+                                       node_device[static_cast<size_t>(ed.from.node)];
+  (c.on_device ? producer.output_on_device : producer.output_to_host)[index] = 1;
+}
+
 }  // namespace
 
 device_name checked_device(const node& n) {
@@ -529,11 +543,13 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   auto coord = std::make_shared<coordinator_plan>();
   coord->executable_id = executable_id;
   device_placer placer(g, rt.devices());
+  std::vector<int> node_device(g.size(), -1);
   for (size_t uid = 0; uid < g.size(); ++uid) {
     if (!spawn[uid]) continue;
     int id = static_cast<int>(uid);
     auto& n = g.at(id);
-    const local_device& device = rt.devices()[static_cast<size_t>(placer.device_of(id))];
+    node_device[uid] = placer.device_of(id);
+    const local_device& device = rt.devices()[static_cast<size_t>(node_device[uid])];
     placement_log_.push_back(placer.entry(id));
     auto plan = std::make_shared<node_plan>();
     plan->def = n.def;
@@ -543,6 +559,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     plan->attrs = n.attrs;
     plan->device = device.actor;
     plan->arena = device.arena;
+    plan->accel = device.accel;
     plan->in_loop = g.frame_of(id) >= 0;
     plan->output_consumers.resize(n.outputs.size());
     if (n.op == "placeholder") {
@@ -665,6 +682,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     auto& producer = *plans[static_cast<size_t>(ed.from.node)];
     consumer c = ed.to_node < 0 ? consumer{coordinator_, ed.slot, place[e]}
                                 : hosts.consumer_of(ed.to_node, ed.slot, place[e]);
+    if (producer.accel && !ed.control) mark_accelerator_edge(producer, ed, node_device, c);
     if (ed.control)
       producer.control_consumers.push_back(c);
     else

@@ -12,6 +12,7 @@
 #include "actors/tensor_wire.hpp"
 #include "core/op_registry.hpp"
 #include "core/tensor.hpp"
+#include "devices/accelerator.hpp"
 #include "devices/device.hpp"
 
 namespace actorflow {
@@ -36,6 +37,10 @@ struct step_value {
   std::string error;
   bool dead = false;
   dead_kind why_dead = dead_kind::plain;
+  /// Between two nodes of one accelerator: the value in its memory (then
+  /// `value` is empty). Never leaves the process: a consumer on another
+  /// device gets a host copy in `value` (see devices/accelerator.hpp).
+  device_value_ptr on_device;
   bool ok() const { return error.empty(); }
   static step_value dead_value(dead_kind why = dead_kind::plain) {
     return step_value{tensor(), std::string(), true, why};

@@ -62,6 +62,20 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
     deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
 }
 
+void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step,
+                   const frame_tag& tag, const accelerator_launch& launch) {
+  for (size_t i = 0; i < plan.output_consumers.size(); ++i)
+    for (auto& c : plan.output_consumers[i]) {
+      step_input in{step, c.slot, {}, tag};
+      if (c.on_device)
+        in.value.on_device = launch.device_outputs[i];
+      else
+        in.value.value = launch.host_outputs[i];
+      deliver(self, c, std::move(in));
+    }
+  for (auto& c : plan.control_consumers) deliver(self, c, step_input{step, c.slot, {}, tag});
+}
+
 // Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                dead_kind why) {

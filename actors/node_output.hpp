@@ -32,6 +32,10 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in);
 /// Sends a step's outputs (or its error) to every consumer.
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error);
+/// Sends an accelerator launch's outputs on: in device memory to consumers
+/// on the same device, host copies to the others.
+void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step,
+                   const frame_tag& tag, const accelerator_launch& launch);
 /// Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                dead_kind why);

@@ -10,6 +10,7 @@
 #include "actors/loop_gate.hpp"
 #include "actors/loop_history.hpp"
 #include "core/graph.hpp"
+#include "devices/accelerator.hpp"
 
 namespace actorflow {
 
@@ -31,6 +32,9 @@ struct consumer {
   int32_t slot = 0;
   placement place = placement::scheduler;
   uint32_t member = 0;
+  /// The consumer runs on the producer's accelerator: it gets the value in
+  /// device memory.
+  bool on_device = false;
 };
 
 enum class node_kind : uint8_t {
@@ -87,6 +91,10 @@ struct node_plan {
   caf::actor variable;                // the resource actor, for variable_read / variable_update
   caf::actor device;                  // where expensive kernels run
   tbb::task_arena* arena = nullptr;   // the device's threads, which a loop's kernels join
+  /// A node on an accelerator: every firing goes to `device` as a gpu_task.
+  /// Which outputs its consumers want in host memory, which on the device.
+  accelerator* accel = nullptr;
+  std::vector<char> output_to_host, output_on_device;
   std::shared_ptr<send_route> route;  // for sends
   /// The most messages one turn of the actor handles (0: no limit), so that
   /// a batch of steps splits in smaller waves down a segmented chain.

@@ -1,5 +1,7 @@
 #include "actors/placement.hpp"
 
+#include <set>
+
 #include "devices/cuda/gpu_support.hpp"
 
 namespace actorflow {
@@ -20,9 +22,30 @@ std::string device_list(const std::vector<local_device>& devices) {
   return s;
 }
 
-// Whether device d has a kernel for n's op. Every op has a CPU kernel, and
-// the ops the runtime serves itself (feeds, variables, sends) run anywhere.
-bool runs_op(const local_device& d, const node&) { return d.type == "cpu"; }
+// Ops whose work the runtime's own actors do: feeds, variables, transfers,
+// control flow, and what a resource's actor applies.
+bool served_by_runtime(const node& n) {
+  static const std::set<std::string> ops{"placeholder", "variable",     "recv",
+                                         "send",        "switch",       "merge",
+                                         "enter",       "exit",         "next_iteration",
+                                         "history_push", "history_read"};
+  return n.def->acts_on_resource() || ops.count(n.op) > 0;
+}
+
+// Why device d cannot run n ("" when it can). CPU devices run every op.
+std::string why_not_on(const local_device& d, const graph& g, const node& n) {
+  if (!d.accel) return "";
+  if (served_by_runtime(n)) return d.name + " does not serve " + n.op + " (the runtime does)";
+  if (g.frame_of(n.id) >= 0) return d.name + " does not run loop bodies";
+  dtype type = !n.inputs.empty() ? g.at(n.inputs[0].node)
+                                       .outputs[static_cast<size_t>(n.inputs[0].index)]
+                                       .type
+               : !n.outputs.empty() ? n.outputs[0].type
+                                    : dtype::float32;
+  if (!d.accel->has_kernel(*n.def, type))
+    return d.name + " has no kernel for " + n.op + " on " + dtype_name(type);
+  return "";
+}
 
 }  // namespace
 
@@ -107,13 +130,14 @@ int device_placer::place_by_hint(const node& n, std::string& why) const {
                         "', but this process has no " + hinted +
                         "; its devices: " + device_list(devices_) + why_not);
   }
-  if (runs_op(devices_[static_cast<size_t>(wanted)], n)) {
+  std::string why_not = why_not_on(devices_[static_cast<size_t>(wanted)], g_, n);
+  if (why_not.empty()) {
     why = "hint '" + n.device + "'";
     return wanted;
   }
   for (size_t i = 0; i < devices_.size(); ++i)
-    if (runs_op(devices_[i], n)) {
-      why = "soft placement: " + hinted + " has no kernel for " + n.op;
+    if (why_not_on(devices_[i], g_, n).empty()) {
+      why = "soft placement: " + why_not;
       return static_cast<int>(i);
     }
   fail("session", "node '" + n.name + "' (" + n.op + ") has a kernel on none of this process's " +

@@ -12,6 +12,7 @@
 #include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
+#include "devices/stand_in/stand_in_device.hpp"
 
 namespace actorflow {
 
@@ -61,6 +62,9 @@ runtime::runtime(runtime_options options) : options_(options) {
   if (options_.cpu_devices < 1 || options_.cpu_devices > 256)
     fail("runtime", "cpu_devices must be 1 to 256, not " + std::to_string(options_.cpu_devices));
   if (options_.compute_threads < 0) fail("runtime", "compute_threads must be >= 0");
+  if (options_.stand_in_devices < 0 || options_.stand_in_devices > 64)
+    fail("runtime", "stand_in_devices must be 0 to 64, not " +
+                        std::to_string(options_.stand_in_devices));
   options_.scheduler_threads = default_threads(options.scheduler_threads);
   options_.compute_threads = options.compute_threads > 0
                                  ? options.compute_threads
@@ -117,16 +121,31 @@ runtime::runtime(runtime_options options) : options_(options) {
     cpu_devices_.push_back(spawn_cpu_device(*system_, arena, config_->kernels_in_flight));
     devices_.push_back({"/cpu:" + std::to_string(d), "cpu", d, cpu_devices_.back().actor, &arena});
   }
+  for (int d = 0; d < options_.stand_in_devices; ++d) {
+    auto device = std::make_shared<stand_in_device>(
+        d, stand_in_options{.memory_limit = options_.stand_in_memory_bytes});
+    accelerator_actors_.push_back(gpu::spawn_gpu_device(*system_, device->streams()));
+    accelerators_.push_back(device);
+    devices_.push_back(
+        {device->name(), "stand_in", d, accelerator_actors_.back().actor, nullptr, device.get()});
+  }
 }
 
 runtime::~runtime() {
   while (config_->kernels_in_flight->load() > 0) std::this_thread::yield();
+  for (auto& device : accelerator_actors_)
+    while (device.in_flight->load() > 0) std::this_thread::yield();
   for (auto& device : cpu_devices_) {
+    caf::anon_send_exit(device.actor, caf::exit_reason::user_shutdown);
+    device.actor = nullptr;
+  }
+  for (auto& device : accelerator_actors_) {
     caf::anon_send_exit(device.actor, caf::exit_reason::user_shutdown);
     device.actor = nullptr;
   }
   devices_.clear();
   system_.reset();  // waits for every actor; sessions stopped theirs already
+  accelerators_.clear();  // after the actors that hold their streams
   for (auto& arena : arenas_) arena->terminate();
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/accelerator.hpp"
 #include "devices/cpu/cpu_device.hpp"
 
 namespace actorflow {
@@ -40,6 +41,12 @@ struct runtime_options {
   /// idle, so the default of one each per core does not oversubscribe in
   /// practice; lower either to share a machine.
   int compute_threads = 0;
+  /// Accelerator stand-ins ("/stand_in:0", ...): devices with the GPU's
+  /// protocol and no GPU (devices/stand_in/stand_in_device.hpp), for
+  /// testing placement and execution on an accelerator anywhere.
+  int stand_in_devices = 0;
+  /// Each stand-in's memory, in bytes (0: no limit).
+  size_t stand_in_memory_bytes = 0;
   /// 50-us naps an idle CAF worker takes before it sleeps until a message
   /// wakes it (CAF's default is 500, i.e. 25 ms of naps). A message from a
   /// kernel thread to a napping worker waits out the nap, which cost a
@@ -85,12 +92,16 @@ struct runtime_options {
 /// One device of this process, as placement sees it.
 struct local_device {
   std::string name;  // "/cpu:0"
-  std::string type;  // "cpu"
+  std::string type;  // "cpu", "stand_in"
   int index = 0;
-  caf::actor actor;  // takes device_task (devices/device.hpp)
+  /// A CPU device's actor takes device_task (devices/device.hpp), an
+  /// accelerator's gpu_task (devices/cuda/gpu_device_actor.hpp).
+  caf::actor actor;
   /// A CPU device's threads: its kernels run here, and a loop's actor joins
   /// it to split a large kernel.
   tbb::task_arena* arena = nullptr;
+  /// An accelerator (null for CPU devices).
+  accelerator* accel = nullptr;
 };
 
 class runtime {
@@ -120,6 +131,8 @@ class runtime {
   std::unique_ptr<runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::vector<cpu_device> cpu_devices_;
+  std::vector<std::shared_ptr<accelerator>> accelerators_;
+  std::vector<gpu::gpu_device> accelerator_actors_;
   std::vector<local_device> devices_;
 };
 

@@ -32,8 +32,8 @@ std::string lower(std::string s) {
 void set_device_type(device_name& d, const std::string& text, const std::string& type,
                      const std::string& index) {
   d.type = lower(type);
-  if (d.type != "cpu" && d.type != "gpu")
-    bad_name(text, "unknown device type '" + type + "' (cpu or gpu)");
+  if (d.type != "cpu" && d.type != "gpu" && d.type != "stand_in")
+    bad_name(text, "unknown device type '" + type + "' (cpu, gpu or stand_in)");
   d.index = index == "*" ? -1 : parse_index(text, d.type, index);
 }
 

@@ -15,7 +15,7 @@ struct device_name {
   std::string job;   // empty: not given
   int replica = -1;  // -1: not given
   int task = -1;
-  std::string type;  // "cpu" or "gpu"; empty: not given
+  std::string type;  // "cpu", "gpu" or "stand_in" (devices/stand_in); empty: not given
   int index = -1;
 
   /// Parses a device name; throws "[device] '<text>': <what was wrong>".
