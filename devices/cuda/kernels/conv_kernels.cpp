@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "devices/cuda/kernels/glue.hpp"
-#include "ops/conv_window.hpp"
+#include "ops/geometry/conv_window.hpp"
 
 namespace actorflow::gpu {
 
