@@ -1,5 +1,5 @@
 // NumPy broadcasting of partial and concrete shapes, shared by the CPU
-// kernels (ops/math_detail.hpp) and the CUDA glue (devices/cuda/kernels/glue.hpp).
+// kernels (ops/math_detail.hpp) and the CUDA glue (ops/cuda/glue.hpp).
 //
 // Concrete shapes are reduced to a "plan": size-1 dims dropped, adjacent dims
 // merged where every input stays contiguous or stays broadcast, so that the
