@@ -1,4 +1,5 @@
-# The CUDA device (devices/cuda): ACTORFLOW_CUDA is AUTO, ON or OFF.
+# The CUDA build (the device in devices/cuda, the GPU kernels in ops/cuda):
+# ACTORFLOW_CUDA is AUTO, ON or OFF.
 #   AUTO  builds it when nvcc, the CUDA toolkit (cudart, cuBLAS) and cuDNN are found;
 #   ON    builds it or stops with what is missing;
 #   OFF   leaves it out (placing a node on a GPU then fails with a clear error).

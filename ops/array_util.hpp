@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "core/op_registry.hpp"
+#include "ops/geometry/dims.hpp"
 
 namespace actorflow::detail {
-
-/// Row-major strides (in elements) of a dense tensor with these dims.
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims);
 
 /// For every index i of `dims`: dst[i·dst_strides] = src[i·src_strides] (strides in
 /// elements of `elem_size` bytes; a source stride may be 0 to broadcast). Merges
@@ -29,9 +27,6 @@ tensor broadcast_tensor(const tensor& x, const shape& to);
 
 /// Sets every element of t (allocated, not yet shared) to value cast to its dtype.
 void fill_value(tensor& t, double value, const std::string& op, const char* what = "value");
-
-/// "[1,2,3]" for error messages.
-std::string list_to_string(const std::vector<int64_t>& v);
 
 /// Product of known dims, or -1 when a dim is unknown.
 int64_t known_product(const shape& s);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ops/conv_gemm.hpp"
-#include "ops/conv_window.hpp"
+#include "ops/geometry/conv_window.hpp"
 #include "ops/op_util.hpp"
 
 namespace actorflow {

@@ -1,7 +1,9 @@
-// Helpers shared by the op families: building nodes and common shape logic.
+// Helpers shared by the op families: building nodes; normalize_axis and the
+// other index arithmetic come from ops/geometry/dims.hpp.
 #pragma once
 #include "core/graph.hpp"
 #include "devices/cpu/parallel.hpp"
+#include "ops/geometry/dims.hpp"
 
 namespace actorflow {
 
@@ -21,15 +23,9 @@ inline std::vector<output> make_op_outputs(const std::string& op, std::vector<ou
   graph& g = inputs[0].owner();
   auto& n = g.add_node(op, std::move(inputs), std::move(attrs), name);
   std::vector<output> outs;
-  for (size_t i = 0; i < n.outputs.size(); ++i) outs.emplace_back(&g, endpoint{n.id, static_cast<int>(i)});
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    outs.emplace_back(&g, endpoint{n.id, static_cast<int>(i)});
   return outs;
-}
-
-/// Normalizes axis (which may be negative) for a tensor of `rank`; throws naming op.
-inline int normalize_axis(int64_t axis, int rank, const std::string& op) {
-  if (axis < -rank || axis >= rank)
-    fail(op, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 }  // namespace actorflow

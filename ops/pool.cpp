@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "ops/conv_window.hpp"
+#include "ops/geometry/conv_window.hpp"
 #include "ops/op_util.hpp"
 
 namespace actorflow {

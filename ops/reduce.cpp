@@ -13,9 +13,9 @@
 
 #include "ops/array.hpp"
 #include "ops/array_util.hpp"
+#include "ops/geometry/reduce_plan.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
-#include "ops/reduce_plan.hpp"
 
 namespace actorflow {
 

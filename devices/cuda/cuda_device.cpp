@@ -4,10 +4,10 @@
 #include <future>
 
 #include "devices/cuda/cuda_check.hpp"
+#include "devices/cuda/cuda_launch_errors.hpp"
 #include "devices/cuda/cuda_memory.hpp"
 #include "devices/cuda/cuda_stream.hpp"
 #include "devices/cuda/gpu_support.hpp"
-#include "devices/cuda/kernels/launch.hpp"
 
 namespace actorflow::gpu {
 
@@ -125,11 +125,11 @@ int cuda_device::num_streams() const { return static_cast<int>(impl_->streams.si
 void cuda_device::launch(int s, std::function<void()> work) {
   impl_->at(s);
   impl_->activate();
-  kernels::take_launch_error();  // a failure of work launched elsewhere is not this work's
+  take_launch_error();  // a failure of work launched elsewhere is not this work's
   work();
   // Launch errors (bad configuration, a sticky device error) show up here;
   // errors while the kernels run reach when_done's callback.
-  cudaError_t e = kernels::take_launch_error();
+  cudaError_t e = take_launch_error();
   if (e == cudaSuccess) e = cudaGetLastError();
   check_cuda(e, "gpu device", "launch on stream " + std::to_string(s));
 }

@@ -2,7 +2,7 @@
 // step, with the slots of ops/optimizers.cpp (same names, same first values).
 #include <cmath>
 
-#include "devices/cuda/kernels/glue.hpp"
+#include "ops/cuda/glue.hpp"
 
 namespace actorflow::gpu {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "devices/cuda/kernels/device_util.cuh"
+#include "ops/cuda/device_util.cuh"
 
 namespace actorflow::gpu::kernels {
 

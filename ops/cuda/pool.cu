@@ -7,7 +7,7 @@
 // The gradients gather instead of scatter: each input element sums the
 // gradients of the windows that cover it, in the order the CPU kernel adds
 // them (ops/pool.cpp), without atomics - so the result is deterministic.
-#include "devices/cuda/kernels/device_util.cuh"
+#include "ops/cuda/device_util.cuh"
 
 namespace actorflow::gpu::kernels {
 

@@ -1,7 +1,7 @@
 // GPU kernels of the array ops a training step uses: the reshapes (which only
 // relabel the buffer), fills, broadcasting copies and transpose.
-#include "devices/cuda/kernels/glue.hpp"
-#include "ops/array_util.hpp"
+#include "ops/cuda/glue.hpp"
+#include "ops/geometry/dims.hpp"
 
 namespace actorflow::gpu {
 
@@ -38,7 +38,7 @@ void broadcast_kernel(gpu_kernel_context& ctx) {
   const device_tensor& x = ctx.input(0);
   const shape& to = ctx.output_specs[0].dims;
   if (x.dims() == to) return ctx.set_output(0, x);
-  auto plan = math_detail::make_plan<2>({&x.dims(), &to}, ctx.op);
+  auto plan = geometry::make_plan<2>({&x.dims(), &to}, ctx.op);
   device_tensor& y = ctx.allocate_output(0);
   gather(dtype_size(x.type()), x.raw_data(), y.raw_mutable_data(), to_index_plan(plan, ctx.op),
          plan.num_elements, stream_of(ctx));

@@ -1,8 +1,6 @@
-#include <cuda_runtime_api.h>
+#include "devices/cuda/cuda_launch_errors.hpp"
 
-#include "devices/cuda/kernels/launch.hpp"
-
-namespace actorflow::gpu::kernels {
+namespace actorflow::gpu {
 
 namespace {
 thread_local cudaError_t first_launch_error = cudaSuccess;
@@ -19,4 +17,4 @@ cudaError_t take_launch_error() {
   return e;
 }
 
-}  // namespace actorflow::gpu::kernels
+}  // namespace actorflow::gpu

@@ -5,7 +5,7 @@
 // one strided-batched call, a stride of 0 sharing a rank-2 operand.
 #include <limits>
 
-#include "devices/cuda/kernels/glue.hpp"
+#include "ops/cuda/glue.hpp"
 
 namespace actorflow::gpu {
 

@@ -1,5 +1,5 @@
 // How a reduction reads its input, shared by the CPU kernels (ops/reduce.cpp)
-// and the CUDA glue (devices/cuda/kernels/reduce_kernels.cpp): as a dense
+// and the CUDA glue (ops/cuda/reduce_kernels.cpp): as a dense
 // (outer, reduced, inner) block reduced over its middle dim. Size-1 dims are
 // dropped and neighbouring kept or reduced dims merged; the rare pattern with
 // reduced dims apart ([K R K R ...]) is copied first into [kept..., reduced...].

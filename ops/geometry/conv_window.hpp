@@ -1,6 +1,6 @@
-// Window geometry shared by the convolution and pooling families (NHWC,
-// TensorFlow semantics): attribute parsing for strides / ksize / padding and
-// TensorFlow's exact output-size and padding arithmetic.
+// Window geometry shared by the convolution and pooling families, CPU and
+// CUDA (NHWC, TensorFlow semantics): attribute parsing for strides / ksize /
+// padding and TensorFlow's exact output-size and padding arithmetic.
 #pragma once
 #include <algorithm>
 #include <array>

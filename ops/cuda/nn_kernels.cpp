@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "devices/cuda/kernels/glue.hpp"
-#include "ops/conv_window.hpp"
+#include "ops/cuda/glue.hpp"
+#include "ops/geometry/conv_window.hpp"
 
 namespace actorflow::gpu {
 
@@ -79,7 +79,7 @@ void sparse_xent_kernel(gpu_kernel_context& ctx) {
 void bias_add_kernel(gpu_kernel_context& ctx) {
   const device_tensor& v = ctx.input(0);
   const device_tensor& bias = ctx.input(1);
-  auto plan = math_detail::make_plan<2>({&v.dims(), &bias.dims()}, ctx.op);
+  auto plan = geometry::make_plan<2>({&v.dims(), &bias.dims()}, ctx.op);
   device_tensor& out = ctx.allocate_output(0);
   binary(binary_op::add, v.type(), v.raw_data(), bias.raw_data(), out.raw_mutable_data(),
          to_index_plan(plan, ctx.op), plan.num_elements, stream_of(ctx));

@@ -1,6 +1,6 @@
 // GPU kernels of the math family: unary ops, their derivative helpers, binary
 // ops with NumPy broadcasting, select and cast (elementwise.cu).
-#include "devices/cuda/kernels/glue.hpp"
+#include "ops/cuda/glue.hpp"
 
 namespace actorflow::gpu {
 
@@ -22,7 +22,7 @@ gpu_kernel_fn binary(binary_op op) {
   return [op](gpu_kernel_context& ctx) {
     const device_tensor& a = ctx.input(0);
     const device_tensor& b = ctx.input(1);
-    auto plan = math_detail::make_plan<2>({&a.dims(), &b.dims()}, ctx.op);
+    auto plan = geometry::make_plan<2>({&a.dims(), &b.dims()}, ctx.op);
     device_tensor& out = ctx.allocate_output(0);
     kernels::binary(op, a.type(), a.raw_data(), b.raw_data(), out.raw_mutable_data(),
                     to_index_plan(plan, ctx.op), plan.num_elements, stream_of(ctx));
@@ -33,7 +33,7 @@ void select_kernel(gpu_kernel_context& ctx) {
   const device_tensor& cond = ctx.input(0);
   const device_tensor& a = ctx.input(1);
   const device_tensor& b = ctx.input(2);
-  auto plan = math_detail::make_plan<3>({&cond.dims(), &a.dims(), &b.dims()}, ctx.op);
+  auto plan = geometry::make_plan<3>({&cond.dims(), &a.dims(), &b.dims()}, ctx.op);
   device_tensor& out = ctx.allocate_output(0);
   kernels::select(a.type(), cond.data<bool>(), a.raw_data(), b.raw_data(), out.raw_mutable_data(),
                   to_index_plan(plan, ctx.op), plan.num_elements, stream_of(ctx));

@@ -1,23 +1,23 @@
 // What the GPU kernels' C++ side shares (CUDA builds only): index plans from
-// the CPU kernels' broadcasting plans, and the context's stream.
+// broadcasting plans, and the context's stream.
 //
-// The glue reuses the op families' own shape logic (ops/math_detail.hpp's
-// broadcasting plans, ops/conv_window.hpp's window geometry), so that the GPU
-// computes exactly what the CPU does.
+// The glue takes its shape logic from ops/geometry (broadcasting and reduction
+// plans, window geometry), as the CPU kernels do, so that the GPU computes
+// exactly what the CPU does.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "devices/cuda/cuda_check.hpp"
 #include "devices/cuda/cuda_stream.hpp"
-#include "devices/cuda/kernels/launch.hpp"
-#include "ops/math_detail.hpp"
+#include "ops/cuda/launch.hpp"
+#include "ops/geometry/broadcast.hpp"
 
 namespace actorflow::gpu::kernels {
 
-/// The launchers' form of a CPU broadcasting plan; throws past max_dims dims.
+/// The launchers' form of a broadcasting plan; throws past max_dims dims.
 template <size_t N>
-index_plan to_index_plan(const math_detail::broadcast_plan<N>& p, const std::string& op) {
+index_plan to_index_plan(const geometry::broadcast_plan<N>& p, const std::string& op) {
   if (p.dims.size() > static_cast<size_t>(max_dims))
     fail(op, "the GPU kernel handles at most " + std::to_string(max_dims) +
                  " dims after merging, got " + std::to_string(p.dims.size()));

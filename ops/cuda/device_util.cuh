@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "devices/cuda/kernels/launch.hpp"
+#include "ops/cuda/launch.hpp"
 
 namespace actorflow::gpu::kernels {
 

@@ -13,8 +13,8 @@
 // float32 arithmetic (CUDNN_FMA_MATH) unless the device allows TF32.
 #include <limits>
 
-#include "devices/cuda/kernels/glue.hpp"
-#include "ops/conv_window.hpp"
+#include "ops/cuda/glue.hpp"
+#include "ops/geometry/conv_window.hpp"
 
 namespace actorflow::gpu {
 

@@ -1,9 +1,9 @@
-#include "ops/reduce_plan.hpp"
+#include "ops/geometry/reduce_plan.hpp"
 
 #include <algorithm>
 
-#include "ops/array_util.hpp"
-#include "ops/op_util.hpp"
+#include "core/error.hpp"
+#include "ops/geometry/dims.hpp"
 
 namespace actorflow {
 

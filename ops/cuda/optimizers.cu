@@ -5,7 +5,7 @@
 // are combined with it in double precision, as the CPU does, before the cast.
 #include <cmath>
 
-#include "devices/cuda/kernels/device_util.cuh"
+#include "ops/cuda/device_util.cuh"
 
 namespace actorflow::gpu::kernels {
 

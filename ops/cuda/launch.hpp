@@ -2,7 +2,7 @@
 // code and these thin launchers, and nothing else: the shapes, validation and
 // op semantics stay in the C++ glue (*_kernels.cpp), compiled by the host
 // compiler. Each launcher enqueues on `s` and returns; launch errors are kept
-// for cuda_device::launch to report (note_launch).
+// for cuda_device::launch to report (note_launch, devices/cuda/cuda_launch_errors.hpp).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -10,21 +10,15 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "devices/cuda/cuda_launch_errors.hpp"
 
 namespace actorflow::gpu::kernels {
 
 inline constexpr int max_dims = 8;
 
-/// Every launcher calls note_launch() after its launches: it keeps this
-/// thread's first launch error, so that later CUDA calls (an event query that
-/// clears a "not ready" status) cannot hide it. take_launch_error() returns it
-/// and starts over (cuda_device::launch checks it after each kernel).
-void note_launch();
-cudaError_t take_launch_error();
-
 /// A walk over an output of `rank` dims in row-major order: element i of the
 /// output reads element sum_d index_d(i) * strides[k][d] of operand k (a
-/// stride of 0 broadcasts). Built from math_detail::make_plan, which merges
+/// stride of 0 broadcasts). Built from geometry::make_plan, which merges
 /// dims, so rank is small.
 struct index_plan {
   int rank = 0;
@@ -97,7 +91,7 @@ void sparse_xent(dtype t, dtype label_type, const void* logits, const void* labe
 
 // ---- pooling (pool.cu) ----------------------------------------------------------------------
 
-/// conv_detail::geometry, as plain numbers.
+/// conv_detail::geometry (ops/geometry/conv_window.hpp), as plain numbers.
 struct pool_geometry {
   int64_t n, h, w, c, kh, kw, sh, sw, oh, ow, pad_top, pad_left;
 };

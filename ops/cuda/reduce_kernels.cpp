@@ -1,10 +1,10 @@
 // GPU kernels of the reductions (reduce.cu): sum, mean, max, min, prod over
 // axes, argmax / argmin, sum_to_shape_of, and bias_add_grad. Every reduction
-// is brought to a dense (O, R, I) block by ops/reduce_plan.hpp, as on the CPU.
-#include "devices/cuda/kernels/glue.hpp"
-#include "ops/array_util.hpp"
-#include "ops/op_util.hpp"
-#include "ops/reduce_plan.hpp"
+// is brought to a dense (O, R, I) block by ops/geometry/reduce_plan.hpp, as
+// on the CPU.
+#include "ops/cuda/glue.hpp"
+#include "ops/geometry/dims.hpp"
+#include "ops/geometry/reduce_plan.hpp"
 
 namespace actorflow::gpu {
 

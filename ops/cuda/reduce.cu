@@ -9,7 +9,7 @@
 // shape only, so a result does not depend on the GPU it ran on.
 #include <limits>
 
-#include "devices/cuda/kernels/device_util.cuh"
+#include "ops/cuda/device_util.cuh"
 
 namespace actorflow::gpu::kernels {
 
