@@ -454,7 +454,6 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   }
 }
 
-
 // An edge out of a node on an accelerator: a consumer on the same device
 // takes the value in device memory, any other (a fetch included) a host copy.
 void mark_accelerator_edge(node_plan& producer, const edge& ed, const std::vector<int>& node_device,

@@ -180,8 +180,7 @@ typename Inspector::result_type inspect(Inspector& f, frame_tag& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_input& x) {
-  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag,
-           x.member);
+  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag, x.member);
 }
 
 template <class Inspector>

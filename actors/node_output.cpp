@@ -62,8 +62,8 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
     deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
 }
 
-void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step,
-                   const frame_tag& tag, const accelerator_launch& launch) {
+void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                   const accelerator_launch& launch) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i)
     for (auto& c : plan.output_consumers[i]) {
       step_input in{step, c.slot, {}, tag};

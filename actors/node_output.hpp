@@ -34,8 +34,8 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
           std::vector<tensor>& outputs, const std::string& error);
 /// Sends an accelerator launch's outputs on: in device memory to consumers
 /// on the same device, host copies to the others.
-void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step,
-                   const frame_tag& tag, const accelerator_launch& launch);
+void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                   const accelerator_launch& launch);
 /// Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                dead_kind why);

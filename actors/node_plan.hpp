@@ -88,9 +88,9 @@ struct node_plan {
   /// consumers of each output, then the control consumers (sent an empty value).
   std::vector<std::vector<consumer>> output_consumers;
   std::vector<consumer> control_consumers;
-  caf::actor variable;                // the resource actor, for variable_read / variable_update
-  caf::actor device;                  // where expensive kernels run
-  tbb::task_arena* arena = nullptr;   // the device's threads, which a loop's kernels join
+  caf::actor variable;               // the resource actor, for variable_read / variable_update
+  caf::actor device;                 // where expensive kernels run
+  tbb::task_arena* arena = nullptr;  // the device's threads, which a loop's kernels join
   /// A node on an accelerator: every firing goes to `device` as a gpu_task.
   /// Which outputs its consumers want in host memory, which on the device.
   accelerator* accel = nullptr;

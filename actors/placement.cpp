@@ -25,10 +25,9 @@ std::string device_list(const std::vector<local_device>& devices) {
 // Ops whose work the runtime's own actors do: feeds, variables, transfers,
 // control flow, and what a resource's actor applies.
 bool served_by_runtime(const node& n) {
-  static const std::set<std::string> ops{"placeholder", "variable",     "recv",
-                                         "send",        "switch",       "merge",
-                                         "enter",       "exit",         "next_iteration",
-                                         "history_push", "history_read"};
+  static const std::set<std::string> ops{"placeholder",    "variable",     "recv",        "send",
+                                         "switch",         "merge",        "enter",       "exit",
+                                         "next_iteration", "history_push", "history_read"};
   return n.def->acts_on_resource() || ops.count(n.op) > 0;
 }
 
@@ -37,9 +36,8 @@ std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   if (!d.accel) return "";
   if (served_by_runtime(n)) return d.name + " does not serve " + n.op + " (the runtime does)";
   if (g.frame_of(n.id) >= 0) return d.name + " does not run loop bodies";
-  dtype type = !n.inputs.empty() ? g.at(n.inputs[0].node)
-                                       .outputs[static_cast<size_t>(n.inputs[0].index)]
-                                       .type
+  dtype type = !n.inputs.empty()
+                   ? g.at(n.inputs[0].node).outputs[static_cast<size_t>(n.inputs[0].index)].type
                : !n.outputs.empty() ? n.outputs[0].type
                                     : dtype::float32;
   if (!d.accel->has_kernel(*n.def, type))

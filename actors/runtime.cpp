@@ -63,8 +63,8 @@ runtime::runtime(runtime_options options) : options_(options) {
     fail("runtime", "cpu_devices must be 1 to 256, not " + std::to_string(options_.cpu_devices));
   if (options_.compute_threads < 0) fail("runtime", "compute_threads must be >= 0");
   if (options_.stand_in_devices < 0 || options_.stand_in_devices > 64)
-    fail("runtime", "stand_in_devices must be 0 to 64, not " +
-                        std::to_string(options_.stand_in_devices));
+    fail("runtime",
+         "stand_in_devices must be 0 to 64, not " + std::to_string(options_.stand_in_devices));
   options_.scheduler_threads = default_threads(options.scheduler_threads);
   options_.compute_threads = options.compute_threads > 0
                                  ? options.compute_threads
@@ -144,7 +144,7 @@ runtime::~runtime() {
     device.actor = nullptr;
   }
   devices_.clear();
-  system_.reset();  // waits for every actor; sessions stopped theirs already
+  system_.reset();        // waits for every actor; sessions stopped theirs already
   accelerators_.clear();  // after the actors that hold their streams
   for (auto& arena : arenas_) arena->terminate();
 }

@@ -32,8 +32,8 @@ struct device_name {
 /// A device function picks a node's device as it is added to the graph (see
 /// graph::device_function_scope): it sees the op, its attributes and the
 /// device the enclosing scopes give, and returns the device to use.
-using device_function =
-    std::function<std::string(const std::string& op, const attr_map& attrs, const std::string& device)>;
+using device_function = std::function<std::string(const std::string& op, const attr_map& attrs,
+                                                  const std::string& device)>;
 
 enum class ps_strategy { round_robin, by_size };
 

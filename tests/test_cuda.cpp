@@ -22,6 +22,7 @@
 #include "devices/cuda/gpu_device_actor.hpp"
 #include "devices/cuda/gpu_kernel.hpp"
 #include "devices/cuda/gpu_support.hpp"
+#include "devices/stand_in/thread_streams.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
@@ -331,83 +332,12 @@ TEST_CASE("a device tensor gives its block back when its last handle drops") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The device actor's protocol, over a CPU stand-in for streams
-
-namespace {
-
-// Each stream is a thread running its work in order; when_done queues a
-// marker behind the work. A throwing work item fails the stream for good, as
-// an error does a CUDA stream.
-class cpu_streams final : public stream_executor {
- public:
-  explicit cpu_streams(int n) : queues_(static_cast<size_t>(n)) {
-    for (auto& q : queues_) q.thread = std::thread([&q] { q.run(); });
-  }
-  ~cpu_streams() override {
-    for (auto& q : queues_) {
-      {
-        std::lock_guard<std::mutex> lock(q.mutex);
-        q.stop = true;
-      }
-      q.wake.notify_all();
-      q.thread.join();
-    }
-  }
-  int num_streams() const override { return static_cast<int>(queues_.size()); }
-  void launch(int s, std::function<void()> work) override {
-    queues_[static_cast<size_t>(s)].push([work = std::move(work)](std::string& error) {
-      if (error.empty()) {
-        try {
-          work();
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-      }
-    });
-  }
-  void when_done(int s, std::function<void(std::string)> done) override {
-    queues_[static_cast<size_t>(s)].push(
-        [done = std::move(done)](std::string& error) { done(error); });
-  }
-
- private:
-  struct queue {
-    std::mutex mutex;
-    std::condition_variable wake;
-    std::deque<std::function<void(std::string&)>> items;
-    bool stop = false;
-    std::string error;  // sticky
-    std::thread thread;
-    void push(std::function<void(std::string&)> f) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        items.push_back(std::move(f));
-      }
-      wake.notify_one();
-    }
-    void run() {
-      for (;;) {
-        std::function<void(std::string&)> f;
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          wake.wait(lock, [&] { return stop || !items.empty(); });
-          if (items.empty()) return;
-          f = std::move(items.front());
-          items.pop_front();
-        }
-        f(error);
-      }
-    }
-  };
-  std::deque<queue> queues_;
-};
-
-}  // namespace
+// The device actor's protocol, over the stand-in's streams (devices/stand_in/thread_streams.hpp)
 
 TEST_CASE("the device actor enqueues without waiting and reports completion as a message") {
   caf::actor_system_config cfg;
   caf::actor_system system(cfg);
-  auto streams = std::make_shared<cpu_streams>(2);
+  auto streams = std::make_shared<thread_streams>(2);
   auto device = spawn_gpu_device(system, streams);
   caf::scoped_actor self(system);
 
@@ -466,7 +396,7 @@ TEST_CASE("the device actor keeps nothing of a task once it is launched") {
   // would do: what the work captured is gone before its completion arrives.
   caf::actor_system_config cfg;
   caf::actor_system system(cfg);
-  auto streams = std::make_shared<cpu_streams>(1);
+  auto streams = std::make_shared<thread_streams>(1);
   auto device = spawn_gpu_device(system, streams);
   caf::scoped_actor self(system);
   auto held = std::make_shared<int>(7);

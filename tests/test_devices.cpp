@@ -8,10 +8,12 @@
 #include <future>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/array.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
@@ -305,4 +307,148 @@ TEST_CASE("steps in flight pipeline through the two halves and give each batch's
   auto two = logits_of(rt_two, {"/cpu:0", "/cpu:1"});
   REQUIRE(two.size() == one.size());
   for (size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(same_bits(one[i], two[i]), "batch " << i);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The accelerator stand-in: placement and execution on a device with memory of its own
+
+namespace {
+
+std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
+  return std::make_shared<runtime>(runtime_options{
+      .compute_threads = 1, .stand_in_devices = 1, .stand_in_memory_bytes = memory_bytes});
+}
+
+accelerator& stand_in_of(runtime& rt) {
+  auto* d = rt.find_device("stand_in", 0);
+  REQUIRE(d != nullptr);
+  REQUIRE(d->accel != nullptr);
+  return *d->accel;
+}
+
+// The stand-in's memory in use once every launch has let go of its values
+// (the last launch's state may go a moment after the step's answer).
+size_t settled_bytes_in_use(accelerator& a) {
+  for (int i = 0; i < 1000 && a.stats().memory.bytes_in_use > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return a.stats().memory.bytes_in_use;
+}
+
+}  // namespace
+
+TEST_CASE("nodes on the stand-in run there, and values cross to it and back only at the cuts") {
+  auto rt = with_stand_in();
+  auto& device = stand_in_of(*rt);
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 3}, "x");
+  auto w = constant(g, tensor::from_vector<float>({1, -1, 2, 0, 1, -2}, {3, 2}), "w");
+  output product, activated, doubled;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    product = matmul(x, w, false, false, "product");
+    activated = relu(product, "activated");
+    doubled = activated * 2.0f;
+  }
+  auto total = reduce_sum(doubled, {}, false, "total");  // on /cpu:0
+  session s(g, rt);
+  auto xs = tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  constexpr int steps = 3;
+  for (int i = 0; i < steps; ++i) {
+    auto out = s.run({{x, xs}}, {doubled, total});
+    // (1,2,3).w = (1+4+3, -1+0-6) = (8, -7), (4,5,6).w = (4+10+6, -4+0-12) = (20, -16);
+    // relu, then doubled.
+    CHECK(out[0].to_vector<float>() == std::vector<float>{16, 0, 40, 0});
+    CHECK(out[1].item<float>() == 56.0f);
+  }
+  auto stats = device.stats();
+  CHECK(stats.launches == 3 * steps);
+  // In: x, w (a folded constant) and the scalar 2; out: `doubled` once, for
+  // both of its consumers off the device. product and activated never cross.
+  CHECK(stats.bytes_copied_in == steps * (6 * 4 + 6 * 4 + 4));
+  CHECK(stats.bytes_copied_out == steps * 4 * 4);
+  CHECK(entry_of(s, "product").device == "/stand_in:0");
+  CHECK(entry_of(s, "total").device == "/cpu:0");
+  CHECK(settled_bytes_in_use(device) == 0);
+  CHECK(stats.memory.backend_allocations < 3 * steps);  // the pool reuses its blocks
+}
+
+TEST_CASE("what the stand-in cannot run falls back to a CPU device, and the log says why") {
+  auto rt = with_stand_in();
+  graph g;
+  variable v;
+  output x, y, looped;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    v = make_variable(fill(g, {3}, 1.0), "v");
+    x = placeholder(g, dtype::float32, {3}, "x");
+    y = neg(x + v.value(), "y");
+    looped = while_loop(
+        [](const std::vector<output>& vs) { return less(vs[0], scalar(vs[0].owner(), 5.0f)); },
+        [](const std::vector<output>& vs) { return std::vector<output>{vs[0] + 1.0f}; },
+        {scalar(g, 0.0f)})[0];
+  }
+  session s(g, rt);
+  s.run({global_variables_initializer(g)});
+  auto out = s.run({{x, tensor::from_vector<float>({1, 2, 3}, {3})}}, {y, looped});
+  CHECK(out[0].to_vector<float>() == std::vector<float>{-2, -3, -4});
+  CHECK(out[1].item<float>() == 5.0f);
+  CHECK(entry_of(s, "y").device == "/stand_in:0");
+  auto var = entry_of(s, "v");
+  CHECK(var.device == "/cpu:0");
+  CHECK(var.reason == "soft placement: /stand_in:0 does not serve variable (the runtime does)");
+  CHECK(entry_of(s, "x").reason.find("does not serve placeholder") != std::string::npos);
+  bool loop_fell_back = false;
+  for (auto& e : s.placement_log())
+    loop_fell_back |= e.reason == "soft placement: /stand_in:0 does not run loop bodies";
+  CHECK(loop_fell_back);
+}
+
+TEST_CASE("a kernel error on the stand-in fails its step only; the device goes on") {
+  auto rt = with_stand_in();
+  graph g;
+  auto params = constant(g, tensor::from_vector<float>({10, 20, 30}, {3}), "params");
+  auto idx = placeholder(g, dtype::int32, {2}, "idx");
+  output picked;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    picked = gather(params, idx, 0, "picked");
+  }
+  session s(g, rt);
+  auto e = error_of([&] { s.eval(picked, {{idx, tensor::from_vector<int32_t>({0, 7}, {2})}}); });
+  CHECK_MESSAGE(e.find("node 'picked' (gather)") != std::string::npos, e);
+  for (int i = 0; i < 3; ++i)
+    CHECK(s.eval(picked, {{idx, tensor::from_vector<int32_t>({2, 0}, {2})}}).to_vector<float>() ==
+          std::vector<float>{30, 10});
+  CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);
+}
+
+TEST_CASE("the stand-in out of memory fails the step naming the node and the device") {
+  auto rt = with_stand_in(64 * 1024);
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1}, "x");
+  output y;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    y = neg(x, "y");
+  }
+  session s(g, rt);
+  auto e = error_of([&] { s.eval(y, {{x, tensor(dtype::float32, {256 * 1024})}}); });
+  CHECK_MESSAGE(e.find("node 'y' (neg)") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("[/stand_in:0] out of memory") != std::string::npos, e);
+  auto small = s.eval(y, {{x, tensor::from_vector<float>({1, -2}, {2})}});
+  CHECK(small.to_vector<float>() == std::vector<float>{-1, 2});
+  CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);
+}
+
+TEST_CASE("the MLP trains on the stand-in to the losses it has on the CPU") {
+  auto cpu = train_mlp(std::make_shared<runtime>(runtime_options{.compute_threads = 1}), {});
+  auto rt = with_stand_in();
+  auto stand_in = train_mlp(rt, {"/stand_in:0"});
+  REQUIRE(stand_in.losses.size() == cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i)
+    CHECK(stand_in.losses[i] == doctest::Approx(cpu.losses[i]).epsilon(1e-5));
+  int on_device = 0;
+  for (auto& e : stand_in.log) on_device += e.device == "/stand_in:0";
+  CHECK(on_device > 20);  // forward and backward products, activations, gradients
+  CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);
 }
