@@ -12,6 +12,8 @@
 #include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
+#include "devices/cuda/cuda_accelerator.hpp"
+#include "devices/cuda/gpu_support.hpp"
 #include "devices/stand_in/stand_in_device.hpp"
 
 namespace actorflow {
@@ -121,14 +123,22 @@ runtime::runtime(runtime_options options) : options_(options) {
     cpu_devices_.push_back(spawn_cpu_device(*system_, arena, config_->kernels_in_flight));
     devices_.push_back({"/cpu:" + std::to_string(d), "cpu", d, cpu_devices_.back().actor, &arena});
   }
+  int gpus = gpu::built_with_cuda() ? gpu::discover_gpus().count : 0;
+  if (options_.gpus >= 0) gpus = std::min(gpus, options_.gpus);
+  for (int d = 0; d < gpus; ++d) add_accelerator(gpu::make_cuda_accelerator(d), "gpu", d);
   for (int d = 0; d < options_.stand_in_devices; ++d) {
-    auto device = std::make_shared<stand_in_device>(
-        d, stand_in_options{.memory_limit = options_.stand_in_memory_bytes});
-    accelerator_actors_.push_back(gpu::spawn_gpu_device(*system_, device->streams()));
-    accelerators_.push_back(device);
-    devices_.push_back(
-        {device->name(), "stand_in", d, accelerator_actors_.back().actor, nullptr, device.get()});
+    add_accelerator(std::make_shared<stand_in_device>(
+                        d, stand_in_options{.memory_limit = options_.stand_in_memory_bytes}),
+                    "stand_in", d);
   }
+}
+
+void runtime::add_accelerator(std::shared_ptr<accelerator> device, const std::string& type,
+                              int index) {
+  accelerator_actors_.push_back(gpu::spawn_gpu_device(*system_, device->streams()));
+  accelerators_.push_back(device);
+  devices_.push_back(
+      {device->name(), type, index, accelerator_actors_.back().actor, nullptr, device.get()});
 }
 
 runtime::~runtime() {

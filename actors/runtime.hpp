@@ -41,6 +41,10 @@ struct runtime_options {
   /// idle, so the default of one each per core does not oversubscribe in
   /// practice; lower either to share a machine.
   int compute_threads = 0;
+  /// GPUs ("/gpu:0", ...) this runtime offers placement: -1 every one the
+  /// process sees (none in a build without CUDA), else at most this many.
+  /// A GPU is opened (streams, handles) only when a node first runs on it.
+  int gpus = -1;
   /// Accelerator stand-ins ("/stand_in:0", ...): devices with the GPU's
   /// protocol and no GPU (devices/stand_in/stand_in_device.hpp), for
   /// testing placement and execution on an accelerator anywhere.
@@ -122,6 +126,8 @@ class runtime {
   const runtime_options& options() const { return options_; }
 
  private:
+  void add_accelerator(std::shared_ptr<accelerator> device, const std::string& type, int index);
+
   runtime_options options_;
   // TBB allows hardware_concurrency - 1 workers by default, counting on the
   // caller to join; enqueued kernels have no joining caller, so the runtime

@@ -51,14 +51,20 @@ TEST_CASE("the library is built as CMake configured it (ACTORFLOW_CUDA)") {
   CHECK((found.count > 0) != !found.reason.empty());
 }
 
-TEST_CASE("a node placed on a GPU is refused with the reason") {
+TEST_CASE("a node placed on a GPU runs there, or is refused with the reason") {
   graph g;
   output y;
   {
     auto d = g.device_scope("/gpu:0");
-    y = neg(scalar(g, 1.0f));
+    y = neg(scalar(g, 1.0f), "y");
   }
   session s(g);
+  if (built_with_cuda() && discover_gpus().count > 0) {
+    CHECK(s.eval(y).item<float>() == -1.0f);
+    REQUIRE(!s.placement_log().empty());
+    CHECK(s.placement_log().back().device == "/gpu:0");
+    return;
+  }
   auto e = error_of([&] { s.eval(y); });
   CHECK_MESSAGE(e.find("asks for device '/gpu:0'") != std::string::npos, e);
   CHECK_MESSAGE(e.find(gpu_placement_refusal()) != std::string::npos, e);
@@ -66,10 +72,8 @@ TEST_CASE("a node placed on a GPU is refused with the reason") {
     CHECK_MESSAGE(e.find("actorflow was built without CUDA (-DACTORFLOW_CUDA=OFF or no nvcc)") !=
                       std::string::npos,
                   e);
-  else if (discover_gpus().count == 0)
-    CHECK_MESSAGE(e.find("no CUDA device: ") != std::string::npos, e);
   else
-    CHECK_MESSAGE(e.find("does not run graph nodes on a GPU yet") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("no CUDA device: ") != std::string::npos, e);
 }
 
 // ---------------------------------------------------------------------------------------------

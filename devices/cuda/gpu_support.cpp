@@ -1,5 +1,8 @@
 #include "devices/cuda/gpu_support.hpp"
 
+#include "core/error.hpp"
+#include "devices/cuda/cuda_accelerator.hpp"
+
 #if ACTORFLOW_HAS_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -45,8 +48,13 @@ std::string gpu_placement_refusal() {
   if (!built_with_cuda()) return without_cuda;
   const auto& d = discover_gpus();
   if (d.count == 0) return d.reason;
-  return "actorflow was built with CUDA and sees " + std::to_string(d.count) +
-         " GPU(s), but the executable does not run graph nodes on a GPU yet";
+  return "this process sees " + std::to_string(d.count) + " GPU(s), /gpu:0 to /gpu:" +
+         std::to_string(d.count - 1) + ", but its runtime opened fewer (runtime_options::gpus)";
 }
+
+#if !ACTORFLOW_HAS_CUDA
+// The CUDA build defines it in cuda_accelerator.cpp.
+std::shared_ptr<accelerator> make_cuda_accelerator(int) { fail("gpu device", without_cuda); }
+#endif
 
 }  // namespace actorflow::gpu

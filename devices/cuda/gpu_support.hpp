@@ -20,8 +20,8 @@ struct gpu_discovery {
 const gpu_discovery& discover_gpus();
 
 /// Why a node placed on a GPU cannot run in this process: built without CUDA,
-/// no CUDA device, or (built with CUDA and a GPU present) the executable does
-/// not run nodes on a GPU yet. Used in placement errors.
+/// no CUDA device, or (GPUs present) its runtime opened fewer than the node
+/// asks for. Used in placement errors.
 std::string gpu_placement_refusal();
 
 }  // namespace actorflow::gpu
