@@ -28,6 +28,7 @@
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
+#include "devices/cuda/gpu_support.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 
@@ -50,7 +51,9 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data) 
   auto& g = t.g;
   t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
   auto batch = queue_dequeue(t.queue, "next_batch");
-  auto net = models::make_classifier(g, c.model, c.seed);
+  std::vector<std::string> devices;
+  if (c.device != "cpu") devices.push_back("/" + c.device + ":0");
+  auto net = models::make_classifier(g, c.model, c.seed, devices);
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
   t.train = make_optimizer(c.optimizer, c.lr)->minimize(t.loss);
   t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
@@ -82,7 +85,12 @@ epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int
 int train(const train_config& c) {
   auto ckpt = apps::prepare_outputs(c);
   auto rt = std::make_shared<runtime>(
-      runtime_options{.scheduler_threads = c.threads, .compute_threads = c.threads});
+      runtime_options{.scheduler_threads = c.threads,
+                      .compute_threads = c.threads,
+                      .gpus = c.device == "gpu" ? -1 : 0,
+                      .stand_in_devices = c.device == "stand_in" ? 1 : 0});
+  if (c.device == "gpu" && !rt->find_device("gpu", 0))
+    fail("train", "--device gpu: no GPU to train on (" + gpu::gpu_placement_refusal() + ")");
   double t0 = now_seconds();
   auto data = load_fashion_mnist(c.data_dir);
   auto train_data =
@@ -181,6 +189,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "threads for actors and for kernels (0: one per core)")
       ->check(apps::whole_between(0, apps::max_threads))
       ->capture_default_str();
+  app.add_option("--device", c.device,
+                 "where the model runs: cpu, gpu (/gpu:0) or stand_in (the accelerator stand-in, "
+                 "the GPU's protocol on the CPU, for testing)")
+      ->check(CLI::IsMember({"cpu", "gpu", "stand_in"}))
+      ->capture_default_str();
   app.add_option("--out", c.out, "directory for metrics.csv and metrics.svg")
       ->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
@@ -230,6 +243,8 @@ int main(int argc, char** argv) {
   }
   try {
     auto setup = apps::resolve_cluster(cluster);
+    if (c.device != "cpu" && (setup.enabled() || c.model == "lstm_lm"))
+      fail("train", "--device " + c.device + " is for mlp and cnn in one process, for now");
     if (c.model == "lstm_lm") {
       if (setup.enabled()) fail("train", "--model lstm_lm runs in one process only, for now");
       return apps::train_lstm_lm(c);

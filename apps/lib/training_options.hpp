@@ -15,6 +15,9 @@ struct training_options {
   double lr = 1e-3;
   int64_t seed = 0;
   int threads = 0;
+  /// Where the model's layers run: "cpu", "gpu" (/gpu:0) or "stand_in" (the
+  /// accelerator stand-in, devices/stand_in: the GPU's protocol on the CPU).
+  std::string device = "cpu";
   std::string out = "train-out";
   std::string checkpoint_dir;
   int keep_checkpoints = 5;

@@ -60,8 +60,8 @@ class cuda_accelerator final : public accelerator {
           inputs.push_back(dev.upload(launch.host_inputs[i], s));
         }
       }
-      auto outputs = dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s,
-                                    launch.node_name);
+      auto outputs =
+          dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s, launch.node_name);
       copy_outputs(dev, s, outputs, launch);
     } catch (const std::exception& e) {
       launch.error = e.what();
@@ -114,8 +114,8 @@ class cuda_accelerator final : public accelerator {
         copied = true;
       }
       if (launch.on_device[i])
-        launch.device_outputs[i] = std::make_shared<const device_value>(
-            device_value{std::move(outputs[i]), this});
+        launch.device_outputs[i] =
+            std::make_shared<const device_value>(device_value{std::move(outputs[i]), this});
     }
     if (copied) dev.order(dev.d2h_stream(), s);
   }

@@ -48,8 +48,9 @@ std::string gpu_placement_refusal() {
   if (!built_with_cuda()) return without_cuda;
   const auto& d = discover_gpus();
   if (d.count == 0) return d.reason;
-  return "this process sees " + std::to_string(d.count) + " GPU(s), /gpu:0 to /gpu:" +
-         std::to_string(d.count - 1) + ", but its runtime opened fewer (runtime_options::gpus)";
+  return "this process sees " + std::to_string(d.count) +
+         " GPU(s), /gpu:0 to /gpu:" + std::to_string(d.count - 1) +
+         ", but its runtime opened fewer (runtime_options::gpus)";
 }
 
 #if !ACTORFLOW_HAS_CUDA

@@ -35,4 +35,14 @@ if "$train" --model resnet > /dev/null 2> "$scratch/err.txt"; then fail "unknown
 grep -q 'resnet' "$scratch/err.txt" || fail "unknown-model error: $(cat "$scratch/err.txt")"
 if "$train" --resume > /dev/null 2> "$scratch/err.txt"; then fail "--resume without a directory accepted"; fi
 grep -q 'checkpoint-dir' "$scratch/err.txt" || fail "resume error: $(cat "$scratch/err.txt")"
+
+# The model on an accelerator: the stand-in runs the GPU's protocol anywhere;
+# --device gpu on a machine without one says why, before any training.
+"$train" --device stand_in --epochs 1 --max-steps 30 --batch 128 --out "$scratch/stand_in" \
+  > "$scratch/stand_in.txt" || fail "--device stand_in exited with $?"
+grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/stand_in.txt" ||
+  fail "--device stand_in: $(cat "$scratch/stand_in.txt")"
+if ! "$train" --device gpu --epochs 1 --max-steps 5 --out "$scratch/gpu" > /dev/null 2> "$scratch/err.txt"; then
+  grep -q 'no GPU to train on' "$scratch/err.txt" || fail "--device gpu error: $(cat "$scratch/err.txt")"
+fi
 echo "actorflow-train: all checks passed"

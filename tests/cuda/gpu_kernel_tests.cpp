@@ -14,9 +14,9 @@
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "cuda/cuda_test_util.hpp"
+#include "devices/cuda/gpu_support.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
-#include "devices/cuda/gpu_support.hpp"
 
 #if ACTORFLOW_HAS_CUDA
 #include "devices/cuda/cuda_device.hpp"
@@ -429,8 +429,7 @@ TEST_SUITE("gpu") {
     auto cpu = mlp_losses("");
     auto gpu = mlp_losses("/gpu:0");
     REQUIRE(gpu.size() == cpu.size());
-    for (size_t i = 0; i < cpu.size(); ++i)
-      CHECK(gpu[i] == doctest::Approx(cpu[i]).epsilon(1e-4));
+    for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == doctest::Approx(cpu[i]).epsilon(1e-4));
     CHECK(cpu.back() < cpu.front());
   }
 
