@@ -20,6 +20,7 @@
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "perf/bench_control.hpp"
+#include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
@@ -186,9 +187,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
   app.add_option(
          "--only", only,
-         "run one group: runtime, control, gemm, train, mlp, cnn, embedding or dist (default: all)")
+         "run one group: runtime, control, gemm, train, mlp, cnn, embedding, devices or dist "
+         "(default: all)")
       ->check(CLI::IsMember(
-          {"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding", "dist"}));
+          {"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding", "devices", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -287,6 +289,21 @@ int main(int argc, char** argv) {
     add_row("sync_embedding_rows_speedup", sync_dense / sync_rows, "x", "dense over rows");
   }
 
+  if (wanted("devices")) {
+    auto d = device_benchmarks();
+    add_row("mlp_step_ms", d.mlp_step_ms, "ms", "one CPU device, one step at a time");
+    add_row("mlp_step_ms_8_in_flight", d.mlp_step_ms_8_in_flight, "ms",
+            "one CPU device, 8 steps in flight");
+    add_row("two_device_mlp_step_ms", d.two_device_mlp_step_ms, "ms",
+            fmt::format("fc1 on /cpu:0, fc2+fc3 on /cpu:1, 8 in flight; {:.2f}x one device with "
+                        "8 in flight, {:.2f}x one at a time",
+                        d.two_device_mlp_step_ms / d.mlp_step_ms_8_in_flight,
+                        d.two_device_mlp_step_ms / d.mlp_step_ms));
+    add_row("device_copy_gbps", d.device_copy_gbps, "GB/s",
+            fmt::format("64 MiB into the stand-in's memory and out; {:.2f}x two plain memcpy",
+                        d.device_copy_gbps / d.memcpy_gbps));
+    add_row("memcpy_gbps", d.memcpy_gbps, "GB/s", "the same 128 MiB moved by two memcpy calls");
+  }
   if (wanted("dist")) {
     // Two actorflow-node PS tasks on 127.0.0.1, started and reaped here.
     auto d = dist_benchmarks();
