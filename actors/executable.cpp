@@ -542,6 +542,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
   auto coord = std::make_shared<coordinator_plan>();
   coord->executable_id = executable_id;
   device_placer placer(g, rt.devices());
+  if (rt.options().cost_model_placement) placer.place_by_cost(needed, rt.device_rates());
   std::vector<int> node_device(g.size(), -1);
   for (size_t uid = 0; uid < g.size(); ++uid) {
     if (!spawn[uid]) continue;

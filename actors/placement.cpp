@@ -1,5 +1,6 @@
 #include "actors/placement.hpp"
 
+#include <cstdio>
 #include <set>
 
 #include "devices/cuda/gpu_support.hpp"
@@ -108,6 +109,48 @@ placement_entry device_placer::entry(int id) const {
   int d = device_[static_cast<size_t>(id)];
   return {n.name, n.op, d >= 0 ? devices_[static_cast<size_t>(d)].name : "",
           why_[static_cast<size_t>(id)]};
+}
+
+void device_placer::place_by_cost(const std::vector<bool>& needed,
+                                  const std::vector<device_rate>& rates) {
+  std::vector<double> finish(g_.size(), 0), busy_until(devices_.size(), 0);
+  for (size_t uid = 0; uid < g_.size(); ++uid) {
+    if (!needed[uid]) continue;
+    int id = static_cast<int>(uid);
+    const node& n = g_.at(id);
+    bool free = colocation_root(g_, id) == id && parsed_hint(n).type.empty();
+    double flops = estimated_flops(g_, n);
+    int best = -1;
+    double best_finish = 0;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (free ? !why_not_on(devices_[d], g_, n).empty() : int(d) != device_of(id)) continue;
+      double start = busy_until[d];
+      for (auto& e : n.inputs) {
+        if (!needed[static_cast<size_t>(e.node)]) continue;  // a folded constant
+        int from = device_[static_cast<size_t>(e.node)];
+        if (from < 0) continue;
+        start =
+            std::max(start, finish[static_cast<size_t>(e.node)] +
+                                transfer_us(devices_, rates, from, int(d), estimated_bytes(g_, e)));
+      }
+      for (int c : n.control_inputs) start = std::max(start, finish[static_cast<size_t>(c)]);
+      double end = start + flops / (rates[d].gflops * 1e3);
+      if (best < 0 || end < best_finish) {
+        best = int(d);
+        best_finish = end;
+      }
+    }
+    if (best < 0) best = device_of(id);  // nothing fits: device_of says why
+    finish[uid] = best_finish;
+    busy_until[static_cast<size_t>(best)] = best_finish;
+    if (free) {
+      device_[uid] = best;
+      char text[96];
+      std::snprintf(text, sizeof text, "cost model: done at %.1f us in the simulated step",
+                    best_finish);
+      why_[uid] = text;
+    }
+  }
 }
 
 int device_placer::place_by_hint(const node& n, std::string& why) const {

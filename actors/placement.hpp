@@ -12,13 +12,15 @@
 //     device when the process has none such.
 //  3. Soft placement: a hinted device without a kernel for the op falls back
 //     to the first device that has one, and the log says so.
-//  4. No hint: "/cpu:0".
+//  4. No hint: "/cpu:0"; or, with runtime_options::cost_model_placement, the
+//     device the cost model picks (actors/cost_model.hpp).
 // A CPU-to-CPU edge inside a process needs nothing at the cut: a tensor
 // travels between actors by reference, whichever arenas run them.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "actors/cost_model.hpp"
 #include "actors/runtime.hpp"
 #include "core/graph.hpp"
 
@@ -55,6 +57,10 @@ class device_placer {
   int device_of(int id);
   /// The log entry of a node placed already.
   placement_entry entry(int id) const;
+  /// Places the `needed` nodes without a hint or colocation, in topological
+  /// order, each on the device where the simulated step finishes it soonest
+  /// (`rates` in the order of the devices); the others as device_of does.
+  void place_by_cost(const std::vector<bool>& needed, const std::vector<device_rate>& rates);
 
  private:
   int place_by_hint(const node& n, std::string& why) const;

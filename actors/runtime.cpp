@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/cost_model.hpp"
 #include "actors/messages.hpp"
 #include "actors/network_backend.hpp"
 #include "actors/runtime_config.hpp"
@@ -157,6 +158,11 @@ runtime::~runtime() {
   system_.reset();        // waits for every actor; sessions stopped theirs already
   accelerators_.clear();  // after the actors that hold their streams
   for (auto& arena : arenas_) arena->terminate();
+}
+
+const std::vector<device_rate>& runtime::device_rates() {
+  std::call_once(rates_measured_, [this] { rates_ = measure_device_rates(*this); });
+  return rates_;
 }
 
 const local_device* runtime::find_device(const std::string& type, int index) const {

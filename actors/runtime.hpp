@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 namespace actorflow {
 
 struct runtime_config;  // actors/runtime_config.hpp
+struct device_rate;     // actors/cost_model.hpp
 
 /// Mutual TLS for the connections between cluster tasks (CAF's OpenSSL
 /// module): this process's certificate and private key, and the CA file that
@@ -51,6 +53,10 @@ struct runtime_options {
   int stand_in_devices = 0;
   /// Each stand-in's memory, in bytes (0: no limit).
   size_t stand_in_memory_bytes = 0;
+  /// Nodes without a device hint go where the cost model expects the step
+  /// to finish them soonest (actors/cost_model.hpp), instead of to /cpu:0.
+  /// The devices' rates are measured when a signature first needs them.
+  bool cost_model_placement = false;
   /// 50-us naps an idle CAF worker takes before it sleeps until a message
   /// wakes it (CAF's default is 500, i.e. 25 ms of naps). A message from a
   /// kernel thread to a napping worker waits out the nap, which cost a
@@ -124,6 +130,9 @@ class runtime {
   /// The device of `type` ("cpu") and `index`, or nullptr.
   const local_device* find_device(const std::string& type, int index) const;
   const runtime_options& options() const { return options_; }
+  /// Each device's measured rates (actors/cost_model.hpp), in devices()'s
+  /// order: measured on the first call (milliseconds), then remembered.
+  const std::vector<device_rate>& device_rates();
 
  private:
   void add_accelerator(std::shared_ptr<accelerator> device, const std::string& type, int index);
@@ -140,6 +149,8 @@ class runtime {
   std::vector<std::shared_ptr<accelerator>> accelerators_;
   std::vector<gpu::gpu_device> accelerator_actors_;
   std::vector<local_device> devices_;
+  std::once_flag rates_measured_;
+  std::vector<device_rate> rates_;
 };
 
 }  // namespace actorflow

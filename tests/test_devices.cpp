@@ -452,3 +452,38 @@ TEST_CASE("the MLP trains on the stand-in to the losses it has on the CPU") {
   CHECK(on_device > 20);  // forward and backward products, activations, gradients
   CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The cost model's placement
+
+TEST_CASE("the cost model spreads independent products over CPU devices and keeps chains") {
+  auto rt = std::make_shared<runtime>(
+      runtime_options{.cpu_devices = 2, .compute_threads = 1, .cost_model_placement = true});
+  auto rates = rt->device_rates();
+  REQUIRE(rates.size() == 2);
+  for (auto& r : rates) CHECK(r.gflops > 0.1);
+  graph g;
+  auto x = placeholder(g, dtype::float32, {256, 256}, "x");
+  auto w =
+      constant(g, tensor::from_vector<float>(std::vector<float>(256 * 256, 0.01f), {256, 256}));
+  auto left = matmul(x, w, false, false, "left");
+  auto right = matmul(x, w, false, true, "right");
+  auto chained = matmul(left, w, false, false, "chained");
+  output pinned;
+  {
+    auto d = g.device_scope("/cpu:1");
+    pinned = neg(chained, "pinned");
+  }
+  auto total = add(chained, right, "total");
+  session s(g, rt);
+  tensor ones(dtype::float32, {256, 256});
+  for (int64_t i = 0; i < ones.num_elements(); ++i) ones.mutable_data<float>()[i] = 1.0f;
+  auto out = s.run({{x, ones}}, {total, pinned});
+  // Each product of ones and 0.01s sums 256 terms: 2.56; the chain's 2.56 * 2.56.
+  CHECK(out[0].data<float>()[0] == doctest::Approx(2.56 * 2.56 + 2.56).epsilon(1e-4));
+  auto l = entry_of(s, "left"), r = entry_of(s, "right"), c = entry_of(s, "chained");
+  CHECK(l.device != r.device);
+  CHECK(c.device == l.device);
+  CHECK(l.reason.rfind("cost model: done at ", 0) == 0);
+  CHECK(entry_of(s, "pinned").reason == "hint '/cpu:1'");
+}
