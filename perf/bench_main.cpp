@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/session.hpp"
+#include "devices/cuda/gpu_support.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
@@ -303,6 +304,18 @@ int main(int argc, char** argv) {
             fmt::format("64 MiB into the stand-in's memory and out; {:.2f}x two plain memcpy",
                         d.device_copy_gbps / d.memcpy_gbps));
     add_row("memcpy_gbps", d.memcpy_gbps, "GB/s", "the same 128 MiB moved by two memcpy calls");
+    if (!runtime::shared()->find_device("gpu", 0)) {
+      add_failure("gpu_mlp_step_ms", "no GPU: " + gpu::gpu_placement_refusal());
+    } else {
+      for (auto [model, steps] : {std::pair{"mlp", 200}, std::pair{"cnn", 50}}) {
+        double ours = train_step_ms(model, 128, steps, {"/gpu:0"});
+        auto ref = skip_torch ? std::nullopt : torch_train_step_ms(model, 128, steps, "cuda");
+        add_row(fmt::format("gpu_{}_step_ms", model), ours, "ms",
+                ref ? fmt::format("{:.2f}x PyTorch on the same GPU; target <= 1.0", ours / *ref)
+                    : "PyTorch on the GPU not measured");
+        if (ref) add_row(fmt::format("torch_gpu_{}_step_ms", model), *ref, "ms", "PyTorch, CUDA");
+      }
+    }
   }
   if (wanted("dist")) {
     // Two actorflow-node PS tasks on 127.0.0.1, started and reaped here.

@@ -27,11 +27,12 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch) {
   return {images, labels};
 }
 
-double train_step_ms(const std::string& model, int batch, int steps) {
+double train_step_ms(const std::string& model, int batch, int steps,
+                     const std::vector<std::string>& devices) {
   graph g;
   auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
   auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-  auto net = models::make_classifier(g, model, 1);
+  auto net = models::make_classifier(g, model, 1, devices);
   auto loss = models::mean_cross_entropy(net->logits(images), labels);
   auto train = adam(1e-3).minimize(loss);
   session s(g);
@@ -47,10 +48,12 @@ double train_step_ms(const std::string& model, int batch, int steps) {
   return 1000.0 * secs / block;
 }
 
-std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps) {
+std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
+                                          const std::string& device) {
   static const std::regex field(R"(step_ms=([0-9.]+))");
   return run_torch_reference(
-      "torch_fmnist.py", model + " " + std::to_string(steps) + " " + std::to_string(batch), field);
+      "torch_fmnist.py",
+      model + " " + std::to_string(steps) + " " + std::to_string(batch) + " " + device, field);
 }
 
 // loss = sum(lookup(ids)^2) over a rows x cols table in 4 shards.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/tensor.hpp"
 
@@ -16,11 +17,16 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch);
 /// Milliseconds of one training step (forward, backward, Adam update) of
 /// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:
 /// the median of five blocks of steps / 5 steps each.
-double train_step_ms(const std::string& model, int batch, int steps);
+/// With `devices` (e.g. {"/gpu:0"}), the model's layers run there
+/// (models::make_classifier), in the process-wide runtime.
+double train_step_ms(const std::string& model, int batch, int steps,
+                     const std::vector<std::string>& devices = {});
 
 /// ../shared/perf-ref/torch_fmnist.py's step_ms for the same model (the median
 /// of three runs), when python3-torch and the dataset are installed.
-std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps);
+/// `device`: "cpu" or "cuda".
+std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
+                                          const std::string& device = "cpu");
 
 /// Milliseconds of one AdaGrad step through embedding_lookup on a table of
 /// `rows` x `cols` float32 split in 4 shards, `batch` random ids per step:
