@@ -117,6 +117,10 @@ void run_valid_case(const op_case& c, const std::shared_ptr<runtime>& rt,
     FAIL_CHECK("the step failed: " << e.what());
     return;
   }
+  if (got.size() != want.size() * devices.size()) {
+    FAIL_CHECK("the nodes have " << got.size() << " outputs, the kernel " << want.size());
+    return;
+  }
   size_t next = 0;
   for (size_t k = 0; k < devices.size(); ++k) {
     const auto& d = devices[k];
