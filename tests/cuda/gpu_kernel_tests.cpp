@@ -1,14 +1,14 @@
 // The CUDA device on a GPU (the doctest suite "gpu", run by ctest as
-// test_cuda_gpu): every GPU kernel against the CPU kernel, the optimizer
-// updates, copies, allocation reuse, the device actor over CUDA streams,
-// numeric gradient and adjoint checks. Without a GPU (or CUDA) every case
-// prints why, once, and passes; ctest reports the test as skipped. The
-// coverage of the case table is checked everywhere.
+// test_cuda_gpu): the optimizer updates, copies, allocation reuse, the device
+// actor over CUDA streams, numeric gradient and adjoint checks, TF32/BF16 and
+// a session's training steps. Without a GPU (or CUDA) every case prints why,
+// once, and passes; ctest reports the test as skipped. Every GPU kernel
+// against its CPU kernel is test_ops' device runner (tests/ops/
+// device_runner.cpp), which replays the op families' cases on /gpu:N.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <iostream>
-#include <set>
 #include <tuple>
 
 #include "actors/session.hpp"
@@ -25,28 +25,6 @@
 using namespace actorflow;
 using namespace actorflow::gpu;
 using namespace actorflow::testing;
-
-TEST_CASE("every GPU kernel has cases, and they are valid inputs of the CPU kernel") {
-  auto cases = gpu_cases();
-  for (auto* k : gpu_kernel_registry::global().all()) {
-    if (k->update) continue;  // the optimizer updates have their own test
-    INFO("GPU kernel '" << k->op << "'");
-    auto it = cases.find(k->op);
-    REQUIRE_MESSAGE(it != cases.end(), "no cases for the GPU kernel of '" << k->op << "'");
-    std::set<dtype> covered;
-    for (auto& c : it->second) {
-      INFO("case " << c.label);
-      CHECK_NOTHROW(run_kernel(k->op, c.inputs, c.attrs));
-      if (k->supports(key_type(*k, c))) covered.insert(key_type(*k, c));
-    }
-    for (dtype t : k->types)
-      CHECK_MESSAGE(covered.count(t), "no case for " << std::string(dtype_name(t)));
-  }
-  // And no cases for kernels that do not exist (a misspelt op would test nothing).
-  if (built_with_cuda())
-    for (auto& [op, list] : cases)
-      CHECK_MESSAGE(gpu_kernel_registry::global().find(op) != nullptr, "cases for '" << op << "'");
-}
 
 // ---------------------------------------------------------------------------------------------
 // On the GPU. Without one (or without CUDA) each case prints why and passes; the reason is
@@ -115,37 +93,6 @@ TEST_SUITE("gpu") {
 
   }  // namespace
 
-  TEST_CASE("every GPU kernel computes what its CPU kernel does") {
-    if (!have_gpu()) return;
-    cuda_device& dev = *the_gpu().device;
-    auto cases = gpu_cases();
-    int64_t runs = 0;
-    for (auto* k : gpu_kernel_registry::global().all()) {
-      if (k->update) continue;
-      for (auto& c : cases[k->op]) {
-        if (!k->supports(key_type(*k, c))) continue;
-        INFO("op '" << k->op << "' case " << c.label);
-        auto want = run_kernel(k->op, c.inputs, c.attrs);
-        std::vector<tensor> got;
-        try {
-          got = run_on_gpu(dev, k->op, c.inputs, c.attrs);
-        } catch (const std::exception& e) {
-          FAIL_CHECK("threw: " << e.what());
-          continue;
-        }
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-          const double tol = c.tolerance > 0 ? c.tolerance : default_tolerance(want[i].type());
-          auto diff = compare(got[i], want[i], tol);
-          CHECK_MESSAGE(diff.empty(), "output " << i << ": " << diff);
-        }
-        ++runs;
-      }
-    }
-    CHECK(runs > 300);
-    dev.synchronize();
-  }
-
   TEST_CASE("the fused optimizer updates match the CPU updates, step after step") {
     if (!have_gpu()) return;
     cuda_device& dev = *the_gpu().device;
@@ -176,14 +123,15 @@ TEST_SUITE("gpu") {
             def.update(cpu, ctx);
             auto out = dev.run_update(op, gpu, {dev.upload(grad), dev.upload(lr)}, attrs);
             REQUIRE(out.size() == 1);
-            auto diff = compare(dev.copy_to_host(out[0]), cpu.value, default_tolerance(t) * 10);
+            auto diff =
+                compare_tensors(dev.copy_to_host(out[0]), cpu.value, default_tolerance(t) * 10);
             CHECK_MESSAGE(diff.empty(), "step " << step << ": " << diff);
           }
           for (auto& [slot, value] : cpu.slots) {
             if (value.type() == dtype::int64) continue;  // Adam's step count: a host counter
             REQUIRE_MESSAGE(gpu.slots.count(slot), "slot " << slot);
-            auto diff =
-                compare(dev.copy_to_host(gpu.slots[slot]), value, default_tolerance(t) * 10);
+            auto diff = compare_tensors(dev.copy_to_host(gpu.slots[slot]), value,
+                                        default_tolerance(t) * 10);
             CHECK_MESSAGE(diff.empty(), "slot " << slot << ": " << diff);
           }
         }
@@ -252,7 +200,7 @@ TEST_SUITE("gpu") {
     CHECK(done.error.empty());
     REQUIRE(result->size() == 1);
     auto want = run_kernel("square", {host})[0];
-    CHECK(compare(dev->copy_to_host((*result)[0]), want, 1e-6).empty());
+    CHECK(compare_tensors(dev->copy_to_host((*result)[0]), want, 1e-6).empty());
     // A kernel that cannot launch reports its error in the completion message.
     self->send(device.actor, run_atom::value,
                gpu_task{0,
@@ -363,8 +311,9 @@ TEST_SUITE("gpu") {
     for (auto [math, tol] : {std::pair{gpu_math::tf32, 1e-2}, std::pair{gpu_math::bf16, 5e-2}}) {
       INFO("gpu_math " << int(math));
       cuda_device dev(cuda_device_options{.math = math});
-      CHECK(compare(run_on_gpu(dev, "matmul", {a, b}, {})[0], want, tol).empty());
-      CHECK(compare(run_on_gpu(dev, "conv2d", {x, f}, conv_attrs)[0], want_conv, tol).empty());
+      CHECK(compare_tensors(run_on_gpu(dev, "matmul", {a, b}, {})[0], want, tol).empty());
+      CHECK(compare_tensors(run_on_gpu(dev, "conv2d", {x, f}, conv_attrs)[0], want_conv, tol)
+                .empty());
     }
   }
 

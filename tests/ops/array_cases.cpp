@@ -1,5 +1,7 @@
-// Cases for the array ops (the table); array_checks.cpp holds the tests the
-// table cannot express (buffer sharing, build-time inference, large inputs).
+// Cases for the shape and combining array ops (ops/array_shape.cpp,
+// ops/array_combine.cpp); the index, fill and broadcast ops are in
+// array_index_cases.cpp; array_checks.cpp holds the tests the table cannot
+// express (buffer sharing, build-time inference, large inputs).
 #include <limits>
 
 #include "ops/op_cases.hpp"
@@ -382,257 +384,146 @@ const op_case_registrar combine_cases({
      .expect_error = "one entry per dim of (2,3)"},
 });
 
-const op_case_registrar index_fill_cases({
-    // ---- gather ----
-    {.op = "gather",
-     .label = "rows, int32 indices",
-     .inputs = {make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), make<int32_t>({2}, {2, 0})},
-     .expected = {make<float>({2, 2}, {5, 6, 1, 2})}},
-    {.op = "gather",
-     .label = "axis 1, 2-D int64 indices",
-     .inputs = {make<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6}), make<int64_t>({2, 2}, {2, 2, 0, 1})},
-     .attrs = {{"axis", int64_t{1}}},
-     .expected = {make<int32_t>({2, 2, 2}, {3, 3, 1, 2, 6, 6, 4, 5})}},
-    {.op = "gather",
-     .label = "0-d index drops the dim, axis -1",
-     .inputs = {make<double>({2, 3}, {1, 2, 3, 4, 5, 6}), scalar_of<int64_t>(1)},
-     .attrs = {{"axis", int64_t{-1}}},
-     .expected = {make<double>({2}, {2, 5})}},
-    {.op = "gather",
-     .label = "no indices",
-     .inputs = {make<float>({3}, {1, 2, 3}), tensor(dtype::int32, {0})},
-     .expected = {tensor(dtype::float32, {0})}},
-    {.op = "gather",
-     .label = "index out of range",
-     .inputs = {make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), make<int32_t>({2}, {0, 3})},
-     .expect_error = "index 3 (at position 1) is out of range for axis 0 of size 3"},
-    {.op = "gather",
-     .label = "negative index",
-     .inputs = {make<float>({3}, {1, 2, 3}), make<int64_t>({1}, {-1})},
-     .expect_error = "index -1"},
-    {.op = "gather",
-     .label = "float indices",
-     .inputs = {make<float>({3}, {1, 2, 3}), make<float>({1}, {0})},
-     .expect_error = "indices must be int32 or int64"},
-    {.op = "gather",
-     .label = "scalar params",
-     .inputs = {scalar_of<float>(1), scalar_of<int32_t>(0)},
-     .expect_error = "cannot gather from a scalar"},
-    // ---- scatter_add_into ----
-    {.op = "scatter_add_into",
-     .label = "rows at int32 indices, repeated ones add up",
-     .inputs = {make<float>({3, 2}, {1, 1, 1, 1, 1, 1}), make<float>({3, 2}, {1, 2, 3, 4, 5, 6}),
-                make<int32_t>({3}, {2, 0, 2})},
-     .expected = {make<float>({3, 2}, {4, 5, 1, 1, 7, 9})}},
-    {.op = "scatter_add_into",
-     .label = "a scalar int64 index adds one row",
-     .inputs = {make<double>({2, 2}, {1, 2, 3, 4}), make<double>({2}, {10, 20}),
-                scalar_of<int64_t>(1)},
-     .expected = {make<double>({2, 2}, {1, 2, 13, 24})}},
-    {.op = "scatter_add_into",
-     .label = "an index past the end",
-     .inputs = {make<float>({2, 1}, {0, 0}), make<float>({1, 1}, {1}), make<int32_t>({1}, {2})},
-     .expect_error = "out of range"},
-    // ---- scatter_add_like ----
-    {.op = "scatter_add_like",
-     .label = "rows, repeated int32 indices add up",
-     .inputs = {make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), make<int32_t>({3}, {2, 0, 2}),
-                tensor(dtype::float32, {4, 2})},
-     .expected = {make<float>({4, 2}, {3, 4, 0, 0, 6, 8, 0, 0})}},
-    {.op = "scatter_add_like",
-     .label = "axis 1, 2-D int64 indices, int32",
-     .inputs = {make<int32_t>({2, 2, 2}, {3, 3, 1, 2, 6, 6, 4, 5}),
-                make<int64_t>({2, 2}, {2, 2, 0, 1}), tensor(dtype::boolean, {2, 3})},
-     .attrs = {{"axis", int64_t{1}}},
-     .expected = {make<int32_t>({2, 3}, {1, 2, 6, 4, 5, 12})}},
-    {.op = "scatter_add_like",
-     .label = "0-d index, axis -1",
-     .inputs = {make<double>({2}, {2, 5}), scalar_of<int64_t>(1), tensor(dtype::float64, {2, 3})},
-     .attrs = {{"axis", int64_t{-1}}},
-     .expected = {make<double>({2, 3}, {0, 2, 0, 0, 5, 0})}},
-    {.op = "scatter_add_like",
-     .label = "no indices gives zeros",
-     .inputs = {tensor(dtype::float32, {0}), tensor(dtype::int32, {0}),
-                tensor(dtype::float32, {3})},
-     .expected = {make<float>({3}, {0, 0, 0})}},
-    {.op = "scatter_add_like",
-     .label = "integers wrap",
-     .inputs = {make<int32_t>({2}, {i32_max, 1}), make<int32_t>({2}, {0, 0}),
-                tensor(dtype::int32, {1})},
-     .expected = {make<int32_t>({1}, {i32_min})}},
-    {.op = "scatter_add_like",
-     .label = "index out of range",
-     .inputs = {make<float>({2}, {1, 2}), make<int32_t>({2}, {0, 3}), tensor(dtype::float32, {3})},
-     .expect_error = "index 3 (at position 1) is out of range for axis 0 of size 3 in the "
-                     "output (3)"},
-    {.op = "scatter_add_like",
-     .label = "updates of the wrong shape",
-     .inputs = {make<float>({2, 2}, {1, 2, 3, 4}), make<int32_t>({2}, {0, 1}),
-                tensor(dtype::float32, {3, 3})},
-     .expect_error = "updates (2,2) do not match (2,3)"},
-    {.op = "scatter_add_like",
-     .label = "float indices",
-     .inputs = {make<float>({1}, {1}), make<float>({1}, {0}), tensor(dtype::float32, {3})},
-     .expect_error = "indices must be int32 or int64"},
-    {.op = "scatter_add_like",
-     .label = "bool updates",
-     .inputs = {make<bool>({1}, {true}), make<int32_t>({1}, {0}), tensor(dtype::boolean, {3})},
-     .expect_error = "bool is not a numeric type"},
-    {.op = "scatter_add_like",
-     .label = "scalar like",
-     .inputs = {make<float>({1}, {1}), make<int32_t>({1}, {0}), scalar_of<float>(0)},
-     .expect_error = "cannot scatter into a scalar"},
-    // ---- one_hot ----
-    {.op = "one_hot",
-     .label = "out-of-range index gives an off row",
-     .inputs = {make<int32_t>({4}, {0, 2, 5, -1})},
-     .attrs = {{"depth", int64_t{3}}},
-     .expected = {make<float>({4, 3}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0})}},
-    {.op = "one_hot",
-     .label = "int32 output, on/off values, int64 indices",
-     .inputs = {make<int64_t>({2}, {1, 0})},
-     .attrs =
-         {{"depth", int64_t{2}}, {"on_value", 5.0}, {"off_value", -1.0}, {"dtype", dtype::int32}},
-     .expected = {make<int32_t>({2, 2}, {-1, 5, 5, -1})}},
-    {.op = "one_hot",
-     .label = "0-d index",
-     .inputs = {scalar_of<int32_t>(1)},
-     .attrs = {{"depth", int64_t{2}}, {"dtype", dtype::float64}},
-     .expected = {make<double>({2}, {0, 1})}},
-    {.op = "one_hot",
-     .label = "depth 0",
-     .inputs = {make<int32_t>({2}, {0, 1})},
-     .attrs = {{"depth", int64_t{0}}},
-     .expected = {tensor(dtype::float32, {2, 0})}},
-    {.op = "one_hot",
-     .label = "negative depth",
-     .inputs = {make<int32_t>({1}, {0})},
-     .attrs = {{"depth", int64_t{-2}}},
-     .expect_error = "depth must not be negative"},
-    {.op = "one_hot",
-     .label = "float indices",
-     .inputs = {make<float>({1}, {0})},
-     .attrs = {{"depth", int64_t{2}}},
-     .expect_error = "indices must be int32 or int64"},
-    // ---- fill, zeros_like, ones_like ----
-    {.op = "fill",
-     .label = "float32 (2,2)",
-     .attrs = {{"shape", ints{2, 2}}, {"value", 3.5}, {"dtype", dtype::float32}},
-     .expected = {make<float>({2, 2}, {3.5f, 3.5f, 3.5f, 3.5f})}},
-    {.op = "fill",
-     .label = "int64 scalar",
-     .attrs = {{"shape", ints{}}, {"value", -4.0}, {"dtype", dtype::int64}},
-     .expected = {scalar_of<int64_t>(-4)}},
-    {.op = "fill",
-     .label = "bool",
-     .attrs = {{"shape", ints{2}}, {"value", 1.0}, {"dtype", dtype::boolean}},
-     .expected = {make<bool>({2}, {true, true})}},
-    {.op = "fill",
-     .label = "zero-size",
-     .attrs = {{"shape", ints{0, 4}}, {"value", 1.0}},
-     .expected = {tensor(dtype::float32, {0, 4})}},
-    {.op = "fill",
-     .label = "negative dim",
-     .attrs = {{"shape", ints{-1, 2}}, {"value", 1.0}},
-     .expect_error = "must be fully defined"},
-    {.op = "fill",
-     .label = "value does not fit int32",
-     .attrs = {{"shape", ints{1}}, {"value", 1e10}, {"dtype", dtype::int32}},
-     .expect_error = "does not fit int32"},
-    {.op = "zeros_like",
-     .label = "float32",
-     .inputs = {m23},
-     .expected = {make<float>({2, 3}, {0, 0, 0, 0, 0, 0})}},
-    {.op = "zeros_like",
-     .label = "bool 0-d",
-     .inputs = {scalar_of<bool>(true)},
-     .expected = {scalar_of<bool>(false)}},
-    {.op = "zeros_like",
-     .label = "zero-size int32",
-     .inputs = {tensor(dtype::int32, {0})},
-     .expected = {tensor(dtype::int32, {0})}},
-    {.op = "ones_like",
-     .label = "int64",
-     .inputs = {make<int64_t>({2}, {5, -5})},
-     .expected = {make<int64_t>({2}, {1, 1})}},
-    {.op = "ones_like",
-     .label = "uint8 0-d",
-     .inputs = {scalar_of<uint8_t>(9)},
-     .expected = {scalar_of<uint8_t>(1)}},
-    {.op = "ones_like", .label = "arity", .expect_error = "expects 1 inputs"},
-    {.op = "zeros_like",
-     .label = "arity",
-     .inputs = {m23, m23},
-     .expect_error = "expects 1 inputs"},
-    // ---- shape, size ----
-    {.op = "shape", .label = "(2,3)", .inputs = {m23}, .expected = {make<int64_t>({2}, {2, 3})}},
-    {.op = "shape",
-     .label = "0-d",
-     .inputs = {scalar_of<bool>(false)},
-     .expected = {tensor(dtype::int64, {0})}},
-    {.op = "shape",
-     .label = "zero-size",
-     .inputs = {tensor(dtype::uint8, {3, 0})},
-     .expected = {make<int64_t>({2}, {3, 0})}},
-    {.op = "shape", .label = "arity", .expect_error = "expects 1 inputs"},
-    {.op = "size", .label = "(2,3)", .inputs = {m23}, .expected = {scalar_of<int64_t>(6)}},
-    {.op = "size",
-     .label = "0-d",
-     .inputs = {scalar_of<int32_t>(3)},
-     .expected = {scalar_of<int64_t>(1)}},
-    {.op = "size",
-     .label = "zero-size",
-     .inputs = {tensor(dtype::float64, {0, 3})},
-     .expected = {scalar_of<int64_t>(0)}},
-    {.op = "size", .label = "arity", .expect_error = "expects 1 inputs"},
-    // ---- broadcast_to, broadcast_like ----
-    {.op = "broadcast_to",
-     .label = "(3) to (2,3)",
-     .inputs = {make<float>({3}, {1, 2, 3})},
-     .attrs = {{"shape", ints{2, 3}}},
-     .expected = {make<float>({2, 3}, {1, 2, 3, 1, 2, 3})}},
-    {.op = "broadcast_to",
-     .label = "(2,1) to (2,3), int32",
-     .inputs = {make<int32_t>({2, 1}, {1, 2})},
-     .attrs = {{"shape", ints{2, 3}}},
-     .expected = {make<int32_t>({2, 3}, {1, 1, 1, 2, 2, 2})}},
-    {.op = "broadcast_to",
-     .label = "0-d to (2)",
-     .inputs = {scalar_of<bool>(true)},
-     .attrs = {{"shape", ints{2}}},
-     .expected = {make<bool>({2}, {true, true})}},
-    {.op = "broadcast_to",
-     .label = "(1) to (0)",
-     .inputs = {make<float>({1}, {1})},
-     .attrs = {{"shape", ints{0}}},
-     .expected = {tensor(dtype::float32, {0})}},
-    {.op = "broadcast_to",
-     .label = "incompatible",
-     .inputs = {make<float>({3}, {1, 2, 3})},
-     .attrs = {{"shape", ints{2, 2}}},
-     .expect_error = "cannot broadcast (3) to (2,2)"},
-    {.op = "broadcast_to",
-     .label = "unknown target dim",
-     .inputs = {make<float>({3}, {1, 2, 3})},
-     .attrs = {{"shape", ints{-1, 3}}},
-     .expect_error = "must be fully defined"},
-    {.op = "broadcast_like",
-     .label = "(1,3) like (2,3) int64",
-     .inputs = {make<float>({1, 3}, {1, 2, 3}), tensor(dtype::int64, {2, 3})},
-     .expected = {make<float>({2, 3}, {1, 2, 3, 1, 2, 3})}},
-    {.op = "broadcast_like",
-     .label = "0-d like (2,1)",
-     .inputs = {scalar_of<uint8_t>(4), tensor(dtype::float32, {2, 1})},
-     .expected = {make<uint8_t>({2, 1}, {4, 4})}},
-    {.op = "broadcast_like",
-     .label = "same shape",
-     .inputs = {make<double>({2}, {1, 2}), tensor(dtype::float32, {2})},
-     .expected = {make<double>({2}, {1, 2})}},
-    {.op = "broadcast_like",
-     .label = "incompatible",
-     .inputs = {make<float>({2, 3}, {1, 2, 3, 4, 5, 6}), tensor(dtype::float32, {3})},
-     .expect_error = "cannot broadcast (2,3) to (3)"},
-});
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  for (dtype t : every) {
+    auto x = rnd.uniform(t, shape{6, 4}, 0, 9);
+    auto add = [&](const char* op, const std::string& what, std::vector<tensor> inputs,
+                   attr_map attrs = {}) {
+      cases.push_back({.op = op,
+                       .label = label_of("random " + what, t),
+                       .inputs = std::move(inputs),
+                       .attrs = std::move(attrs)});
+    };
+    add("reshape", "(6,4) -> (-1,8)", {x}, {{"shape", ints{-1, 8}}});
+    add("reshape_like", "like (3,8)", {x, rnd.uniform(dtype::float32, shape{3, 8})});
+    add("expand_dims", "axis 1", {x}, {{"axis", int64_t{1}}});
+    add("squeeze", "(6,1,4)", {x.reshaped(shape{6, 1, 4})});
+    add("transpose", "(2,3,4) perm (2,0,1)", {x.reshaped(shape{2, 3, 4})},
+        {{"perm", ints{2, 0, 1}}});
+    add("transpose", "reversed", {x});
+  }
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  c.push_back({.op = "reshape",
+               .label = "(2,3) to (3,2)",
+               .inputs = {uniform({2, 3})},
+               .attrs = {{"shape", ints{3, 2}}}});
+  c.push_back({.op = "reshape",
+               .label = "unknown dim 0 to (-1)",
+               .inputs = {uniform({4, 3})},
+               .attrs = {{"shape", ints{-1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "reshape_like",
+               .label = "(2,3) like (3,1,2), unknown dims",
+               .inputs = {uniform({2, 3}), uniform({3, 1, 2})},
+               .unknown_dim0 = {0, 1}});
+  c.push_back({.op = "transpose", .label = "reversed", .inputs = {uniform({2, 3, 4})}});
+  c.push_back({.op = "transpose",
+               .label = "perm (1,2,0)",
+               .inputs = {uniform({2, 3, 4})},
+               .attrs = {{"perm", ints{1, 2, 0}}}});
+  c.push_back({.op = "expand_dims",
+               .label = "axis 1",
+               .inputs = {uniform({2, 3})},
+               .attrs = {{"axis", int64_t{1}}}});
+  c.push_back({.op = "expand_dims",
+               .label = "axis -1, unknown dim 0",
+               .inputs = {uniform({2, 3})},
+               .attrs = {{"axis", int64_t{-1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "squeeze", .label = "all size-1 dims", .inputs = {uniform({1, 3, 1, 2})}});
+  c.push_back({.op = "squeeze",
+               .label = "axis 1, unknown dim 0",
+               .inputs = {uniform({2, 1, 3})},
+               .attrs = {{"axes", ints{1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "concat",
+               .label = "axis 0",
+               .inputs = {uniform({1, 3}), uniform({2, 3})},
+               .attrs = {{"axis", int64_t{0}}}});
+  c.push_back({.op = "concat",
+               .label = "three along axis -1",
+               .inputs = {uniform({2, 1}), uniform({2, 3}), uniform({2, 2})},
+               .attrs = {{"axis", int64_t{-1}}}});
+  c.push_back({.op = "concat",
+               .label = "axis 0, one unknown size",
+               .inputs = {uniform({3, 2}), uniform({2, 2})},
+               .attrs = {{"axis", int64_t{0}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "concat",
+               .label = "axis 0, two unknown sizes",
+               .inputs = {uniform({3, 2}), uniform({1, 2}), uniform({2, 2})},
+               .attrs = {{"axis", int64_t{0}}},
+               .unknown_dim0 = {0, 2}});
+  c.push_back({.op = "split_like",
+               .label = "axis 1, unknown dim 0",
+               .inputs = {uniform({3, 5}), uniform({3, 2}), uniform({1, 3})},
+               .attrs = {{"axis", int64_t{1}}},
+               .unknown_dim0 = {0, 1}});
+  c.push_back({.op = "concat",
+               .label = "one input",
+               .inputs = {uniform({2, 2})},
+               .attrs = {{"axis", int64_t{1}}}});
+  c.push_back({.op = "split",
+               .label = "3 parts along axis 1",
+               .inputs = {uniform({2, 6})},
+               .attrs = {{"axis", int64_t{1}}, {"num_splits", int64_t{3}}}});
+  c.push_back({.op = "split",
+               .label = "sizes (1,-1) along axis 0, unknown dim 0",
+               .inputs = {uniform({4, 2})},
+               .attrs = {{"axis", int64_t{0}}, {"sizes", ints{1, -1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "slice",
+               .label = "inner block",
+               .inputs = {uniform({3, 4})},
+               .attrs = {{"begin", ints{1, 1}}, {"size", ints{2, 2}}}});
+  c.push_back({.op = "slice",
+               .label = "to the end of an unknown dim",
+               .inputs = {uniform({4, 3})},
+               .attrs = {{"begin", ints{1, 1}}, {"size", ints{-1, 1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "pad",
+               .label = "both sides, value 2",
+               .inputs = {uniform({2, 3})},
+               .attrs = {{"paddings", ints{1, 0, 2, 1}}, {"value", 2.0}}});
+  c.push_back({.op = "pad",
+               .label = "not after an unknown dim",
+               .inputs = {uniform({3, 2})},
+               .attrs = {{"paddings", ints{2, 0, 1, 1}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "tile",
+               .label = "(2,3) by (2,1)",
+               .inputs = {uniform({2, 3})},
+               .attrs = {{"multiples", ints{2, 1}}}});
+  c.push_back({.op = "tile",
+               .label = "(2,1,2) by (2,3,2)",
+               .inputs = {uniform({2, 1, 2})},
+               .attrs = {{"multiples", ints{2, 3, 2}}}});
+  c.push_back({.op = "tile",
+               .label = "unknown dim 0 by (1,3)",
+               .inputs = {uniform({2, 2})},
+               .attrs = {{"multiples", ints{1, 3}}},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "tile",
+               .label = "unknown dim 0 by (2,2)",
+               .inputs = {uniform({2, 2})},
+               .attrs = {{"multiples", ints{2, 2}}},
+               .unknown_dim0 = {0}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
 
 }  // namespace
 }  // namespace actorflow::testing

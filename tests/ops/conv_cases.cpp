@@ -246,6 +246,86 @@ const op_case_registrar cases({
      .expect_error = "strides must be"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+// Symmetric and TF's bottom-heavy SAME padding, strides, VALID.
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  struct shapes {
+    shape x, f;
+    std::vector<int64_t> strides;
+    std::string padding;
+    shape y;
+  };
+  const std::vector<shapes> convs{
+      {shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {1, 1}, "SAME", shape{2, 9, 9, 4}},
+      {shape{2, 8, 8, 3}, shape{3, 3, 3, 4}, {2, 2}, "SAME", shape{2, 4, 4, 4}},
+      {shape{1, 8, 7, 2}, shape{2, 2, 2, 3}, {1, 1}, "SAME", shape{1, 8, 7, 3}},
+      {shape{2, 9, 9, 3}, shape{3, 3, 3, 4}, {2, 1}, "VALID", shape{2, 4, 7, 4}},
+      {shape{2, 28, 28, 1}, shape{5, 5, 1, 32}, {1, 1}, "SAME", shape{2, 28, 28, 32}}};
+  for (auto& c : convs) {
+    const auto label = "random " + c.x.to_string() + " * " + c.f.to_string() + " " + c.padding +
+                       " strides " + std::to_string(c.strides[0]) + "," +
+                       std::to_string(c.strides[1]);
+    auto x = rnd.uniform(dtype::float32, c.x);
+    auto f = rnd.uniform(dtype::float32, c.f);
+    auto dy = rnd.uniform(dtype::float32, c.y);
+    auto a = conv_attrs(c.strides, c.padding);
+    // cuDNN sums in another order.
+    cases.push_back(
+        {.op = "conv2d", .label = label, .inputs = {x, f}, .attrs = a, .device_tolerance = 1e-4});
+    for (auto op : {"conv2d_backprop_input", "conv2d_backprop_filter"})
+      cases.push_back(
+          {.op = op, .label = label, .inputs = {x, f, dy}, .attrs = a, .device_tolerance = 1e-4});
+  }
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  c.push_back({.op = "conv2d",
+               .label = "VALID, stride 1",
+               .inputs = {uniform({1, 5, 5, 2}), uniform({3, 3, 2, 3})},
+               .attrs = conv_attrs({1, 1}, "VALID")});
+  c.push_back({.op = "conv2d",
+               .label = "SAME, stride 2, unknown batch",
+               .inputs = {uniform({2, 5, 4, 2}), uniform({3, 2, 2, 2})},
+               .attrs = conv_attrs({2, 2}, "SAME"),
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "conv2d",
+               .label = "VALID, strides (1,2,2,1)",
+               .inputs = {uniform({1, 6, 6, 1}), uniform({2, 2, 1, 2})},
+               .attrs = conv_attrs({1, 2, 2, 1}, "VALID")});
+  c.push_back({.op = "conv2d",
+               .label = "SAME, stride 1",
+               .inputs = {uniform({1, 4, 5, 3}), uniform({3, 3, 3, 2})},
+               .attrs = conv_attrs({1, 1}, "SAME")});
+  c.push_back({.op = "conv2d_backprop_input",
+               .label = "VALID, stride 1",
+               .inputs = {uniform({1, 5, 5, 2}), uniform({3, 3, 2, 3}), uniform({1, 3, 3, 3})},
+               .attrs = conv_attrs({1, 1}, "VALID")});
+  c.push_back({.op = "conv2d_backprop_input",
+               .label = "SAME, stride 2",
+               .inputs = {uniform({2, 5, 4, 2}), uniform({3, 2, 2, 2}), uniform({2, 3, 2, 2})},
+               .attrs = conv_attrs({2, 2}, "SAME")});
+  c.push_back({.op = "conv2d_backprop_filter",
+               .label = "VALID, stride 1",
+               .inputs = {uniform({1, 5, 5, 2}), uniform({3, 3, 2, 3}), uniform({1, 3, 3, 3})},
+               .attrs = conv_attrs({1, 1}, "VALID")});
+  c.push_back({.op = "conv2d_backprop_filter",
+               .label = "SAME, stride 2",
+               .inputs = {uniform({2, 5, 4, 2}), uniform({3, 2, 2, 2}), uniform({2, 3, 2, 2})},
+               .attrs = conv_attrs({2, 2}, "SAME")});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 // --- references for the extra test cases ---
 
 struct conv_cfg {

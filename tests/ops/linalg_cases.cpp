@@ -232,6 +232,89 @@ const op_case_registrar bias_cases({
      .expect_error = "bool is not a numeric type"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  for (dtype t : nums) {
+    for (auto dims : {shape{64, 10}, shape{2, 3, 4}})
+      cases.push_back({.op = "bias_add_grad",
+                       .label = label_of("random " + dims.to_string(), t),
+                       .inputs = {rnd.uniform(t, dims, 0, 20)}});
+    cases.push_back(
+        {.op = "bias_add",
+         .label = label_of("random (8,10) + (10)", t),
+         .inputs = {rnd.uniform(t, shape{8, 10}, 0, 20), rnd.uniform(t, shape{10}, 0, 20)}});
+  }
+  // Every transpose flag, batched on either side or both.
+  struct product {
+    shape a, b;
+    bool ta, tb;
+  };
+  const std::vector<product> products{{shape{5, 7}, shape{7, 3}, false, false},
+                                      {shape{7, 5}, shape{7, 3}, true, false},
+                                      {shape{5, 7}, shape{3, 7}, false, true},
+                                      {shape{7, 5}, shape{3, 7}, true, true},
+                                      {shape{2, 5, 7}, shape{7, 3}, false, false},
+                                      {shape{2, 7, 5}, shape{7, 3}, true, false},
+                                      {shape{5, 7}, shape{2, 7, 3}, false, false},
+                                      {shape{2, 5, 7}, shape{2, 3, 7}, false, true},
+                                      {shape{64, 784}, shape{784, 512}, false, false},
+                                      {shape{5, 0}, shape{0, 3}, false, false}};
+  for (dtype t : floats)
+    for (auto& p : products)
+      cases.push_back({.op = "matmul",
+                       .label = label_of("random " + p.a.to_string() + " x " + p.b.to_string() +
+                                             (p.ta ? " ta" : "") + (p.tb ? " tb" : ""),
+                                         t),
+                       .inputs = {rnd.uniform(t, p.a), rnd.uniform(t, p.b)},
+                       .attrs = flags(p.ta, p.tb),
+                       // Sums of 784 products in another order (cuBLAS).
+                       .device_tolerance = t == dtype::float32 ? 1e-4 : 0});
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+using ints = std::vector<int64_t>;
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  // matmul: each transpose flag, batches, and a rank-2 operand shared by the batch.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      c.push_back({.op = "matmul",
+                   .label = std::string("transpose_a ") + (ta ? "1" : "0") + ", transpose_b " +
+                            (tb ? "1" : "0"),
+                   .inputs = {uniform(ta ? shape{3, 2} : shape{2, 3}),
+                              uniform(tb ? shape{4, 3} : shape{3, 4})},
+                   .attrs = {{"transpose_a", ta}, {"transpose_b", tb}}});
+  c.push_back(
+      {.op = "matmul", .label = "batched", .inputs = {uniform({2, 2, 3}), uniform({2, 3, 2})}});
+  c.push_back({.op = "matmul",
+               .label = "batched by shared",
+               .inputs = {uniform({2, 2, 3}), uniform({3, 2})}});
+  c.push_back({.op = "matmul",
+               .label = "shared by batched, transposed",
+               .inputs = {uniform({3, 2}), uniform({2, 2, 3})},
+               .attrs = {{"transpose_a", true}, {"transpose_b", true}}});
+  c.push_back({.op = "matmul",
+               .label = "unknown batch rows",
+               .inputs = {uniform({4, 3}), uniform({3, 2})},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "bias_add", .label = "(2,3)", .inputs = {uniform({2, 3}), uniform({3})}});
+  c.push_back({.op = "bias_add",
+               .label = "rank 4, unknown dim 0",
+               .inputs = {uniform({2, 2, 2, 3}), uniform({3})},
+               .unknown_dim0 = {0}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 // Compares gemm with a naive product for every transpose combination.
 template <class T>
 void check_gemm(int64_t m, int64_t n, int64_t k, double tol) {

@@ -7,7 +7,6 @@
 namespace actorflow::testing {
 namespace {
 
-
 const op_case_registrar arithmetic_cases({
     // add
     {.op = "add",
@@ -398,6 +397,87 @@ const op_case_registrar select_cases({
                 make<float>({3}, {1.f, 2.f, 3.f})},
      .expect_error = "[select] shapes (2), (3) and (3) cannot broadcast"},
 });
+
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  const std::vector<std::pair<shape, shape>> pairs{{shape{6, 40}, shape{6, 40}},
+                                                   {shape{4, 1, 5}, shape{3, 1}},
+                                                   {shape{}, shape{2, 3}},
+                                                   {shape{2, 1, 3, 1, 2}, shape{1, 4, 1, 5, 2}},
+                                                   {shape{0, 3}, shape{3}}};
+  auto binary = [&](const std::string& op, const std::vector<dtype>& types, double lo, double hi,
+                    double blo, double bhi) {
+    for (dtype t : types)
+      for (auto& [a, b] : pairs)
+        cases.push_back({.op = op,
+                         .label = label_of("random " + a.to_string() + " with " + b.to_string(), t),
+                         .inputs = {rnd.uniform(t, a, lo, hi), rnd.uniform(t, b, blo, bhi)}});
+  };
+  for (auto op : {"add", "sub", "mul", "maximum", "minimum"})
+    binary(op, nums, -100, 100, -100, 100);
+  binary("div", floats, -10, 10, 0.5, 3);
+  binary("pow", floats, 0.1, 3, -2, 2);
+  for (dtype t : floats)
+    cases.push_back({.op = "pow",
+                     .label = label_of("random squares", t),
+                     .inputs = {rnd.uniform(t, shape{50}),
+                                run_kernel("cast", {scalar_of(2.0)}, {{"dtype", t}})[0]}});
+  for (auto op : {"maximum", "minimum"})
+    for (dtype t : floats)
+      cases.push_back({.op = op,
+                       .label = label_of("NaN wins", t),
+                       .inputs = {with_value_every(rnd.uniform(t, shape{30}), 4, nan_f),
+                                  with_value_every(rnd.uniform(t, shape{30}), 3, nan_f)}});
+  for (auto op : {"equal", "not_equal"}) binary(op, every, 0, 3, 0, 3);
+  for (auto op : {"less", "less_equal", "greater", "greater_equal"}) binary(op, nums, 0, 3, 0, 3);
+  for (auto op : {"logical_and", "logical_or"}) binary(op, {dtype::boolean}, 0, 1, 0, 1);
+  for (dtype t : every)
+    cases.push_back(
+        {.op = "select",
+         .label = label_of("random cond (4,1), a (4,5), b (5)", t),
+         .inputs = {rnd.uniform(dtype::boolean, shape{4, 1}), rnd.uniform(t, shape{4, 5}, 0, 100),
+                    rnd.uniform(t, shape{5}, 0, 100)}});
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> cases;
+  auto shapes = std::vector<std::pair<shape, shape>>{
+      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 1}, {1, 3}}, {{}, {2, 3}}, {{2, 3}, {}}};
+  for (auto& [a, b] : shapes) {
+    std::string label = a.to_string() + " and " + b.to_string();
+    for (const char* op : {"add", "sub", "mul"})
+      cases.push_back({.op = op, .label = label, .inputs = {uniform(a), uniform(b)}});
+    cases.push_back({.op = "div", .label = label, .inputs = {uniform(a), nonzero(b)}});
+    cases.push_back({.op = "pow", .label = label, .inputs = {positive(a), uniform(b, -2, 2)}});
+    for (const char* op : {"maximum", "minimum"})
+      cases.push_back({.op = op, .label = label, .inputs = {grid(a, 0), grid(b, 0.05)}});
+  }
+  cases.push_back({.op = "add",
+                   .label = "unknown dim 0 against a row",
+                   .inputs = {uniform({4, 3}), uniform({3})},
+                   .unknown_dim0 = {0}});
+  cases.push_back({.op = "mul",
+                   .label = "both with unknown dim 0",
+                   .inputs = {uniform({4, 1}), uniform({4, 3})},
+                   .unknown_dim0 = {0, 1}});
+  auto cond = make<bool>({2, 3}, {true, false, false, true, true, false});
+  cases.push_back(
+      {.op = "select", .label = "same shapes", .inputs = {cond, uniform({2, 3}), uniform({2, 3})}});
+  cases.push_back({.op = "select",
+                   .label = "broadcast condition and scalar",
+                   .inputs = {make<bool>({3}, {true, false, true}), uniform({2, 3}), uniform({})}});
+  return cases;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
 
 }  // namespace
 }  // namespace actorflow::testing

@@ -8,7 +8,6 @@
 namespace actorflow::testing {
 namespace {
 
-
 const char* const want_float = "expects float32 or float64, got ";
 const char* const want_signed = "expects float32, float64, int32 or int64, got ";
 
@@ -297,7 +296,7 @@ const op_case_registrar cast_cases({
      .expect_error = "[cast] attribute 'dtype' has kind int"},
 });
 
-const op_case_registrar grad_cases({
+const op_case_registrar derivative_helper_cases({
     // relu_grad(dy, x)
     {.op = "relu_grad",
      .label = "float32",
@@ -392,6 +391,113 @@ const op_case_registrar grad_cases({
      .inputs = {make<float>({1}, {1.f})},
      .expect_error = "[reciprocal_grad] expects 2 inputs, got 1"},
 });
+
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  auto unary = [&](const std::string& op, const std::vector<dtype>& types, double lo, double hi) {
+    for (dtype t : types) {
+      cases.push_back({.op = op,
+                       .label = label_of("random (3,257)", t),
+                       .inputs = {rnd.uniform(t, shape{3, 257}, lo, hi)}});
+      cases.push_back({.op = op,
+                       .label = label_of("random scalar", t),
+                       .inputs = {rnd.uniform(t, {}, lo, hi)}});
+    }
+  };
+  for (auto op : {"exp", "sigmoid", "tanh"}) unary(op, floats, -5, 5);
+  for (auto op : {"log", "sqrt", "rsqrt"}) unary(op, floats, 0.01, 10);
+  unary("reciprocal", floats, 0.1, 4);
+  for (auto op : {"neg", "abs", "square", "sign"}) unary(op, signed_nums, -100, 100);
+  unary("relu", nums, -100, 100);
+  unary("logical_not", {dtype::boolean}, 0, 1);
+  for (dtype t : floats)
+    cases.push_back({.op = "relu",
+                     .label = label_of("NaN passes", t),
+                     .inputs = {with_value_every(rnd.uniform(t, shape{64}), 7, nan_f)}});
+
+  // cast: saturation, NaN -> 0, to and from bool.
+  auto big = with_value_every(rnd.uniform(dtype::float32, shape{200}, -1e10, 1e10), 9, nan_f);
+  for (dtype to : {dtype::int32, dtype::int64, dtype::uint8, dtype::boolean, dtype::float64})
+    cases.push_back({.op = "cast",
+                     .label = std::string("random float32 -> ") + dtype_name(to),
+                     .inputs = {big},
+                     .attrs = {{"dtype", to}}});
+  for (dtype from : {dtype::int64, dtype::boolean, dtype::uint8, dtype::float64})
+    cases.push_back({.op = "cast",
+                     .label = std::string("random ") + dtype_name(from) + " -> float32",
+                     .inputs = {rnd.uniform(from, shape{100}, -300, 300)},
+                     .attrs = {{"dtype", dtype::float32}}});
+  cases.push_back({.op = "cast",
+                   .label = "random int32 -> uint8 wraps",
+                   .inputs = {rnd.uniform(dtype::int32, shape{100}, -1000, 1000)},
+                   .attrs = {{"dtype", dtype::uint8}}});
+
+  // Derivative helpers: same-shape pairs.
+  for (dtype t : nums)
+    cases.push_back(
+        {.op = "relu_grad",
+         .label = label_of("random (dy, x)", t),
+         .inputs = {rnd.uniform(t, shape{5, 40}, 0, 50), rnd.uniform(t, shape{5, 40}, -50, 50)}});
+  for (auto op : {"sigmoid_grad", "tanh_grad", "sqrt_grad", "rsqrt_grad", "reciprocal_grad"})
+    for (dtype t : floats)
+      cases.push_back(
+          {.op = op,
+           .label = label_of("random (y, dy)", t),
+           .inputs = {rnd.uniform(t, shape{5, 40}, 0.1, 1), rnd.uniform(t, shape{5, 40})}});
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> cases;
+  for (const char* op : {"neg", "exp", "square", "sigmoid", "tanh"}) {
+    cases.push_back({.op = op, .label = "(2,3)", .inputs = {uniform({2, 3})}});
+    cases.push_back({.op = op, .label = "scalar", .inputs = {uniform({})}});
+  }
+  for (const char* op : {"abs", "sign", "relu"})
+    cases.push_back({.op = op, .label = "(2,3) away from 0", .inputs = {nonzero({2, 3})}});
+  for (const char* op : {"log", "sqrt", "rsqrt", "reciprocal"})
+    cases.push_back({.op = op, .label = "(2,3) positive", .inputs = {positive({2, 3})}});
+  cases.push_back({.op = "reciprocal", .label = "negative", .inputs = {uniform({4}, -2, -0.5)}});
+  cases.push_back(
+      {.op = "relu", .label = "unknown dim 0", .inputs = {nonzero({3, 2})}, .unknown_dim0 = {0}});
+  // Derivative helpers: (dy, x) for relu_grad, (y, dy) for the others.
+  cases.push_back(
+      {.op = "relu_grad", .label = "(2,3)", .inputs = {uniform({2, 3}), nonzero({2, 3})}});
+  cases.push_back({.op = "sigmoid_grad",
+                   .label = "(2,3)",
+                   .inputs = {uniform({2, 3}, 0.1, 0.9), uniform({2, 3})}});
+  cases.push_back(
+      {.op = "tanh_grad", .label = "(2,3)", .inputs = {uniform({2, 3}), uniform({2, 3})}});
+  for (const char* op : {"sqrt_grad", "rsqrt_grad", "reciprocal_grad"})
+    cases.push_back({.op = op, .label = "(2,3)", .inputs = {positive({2, 3}), uniform({2, 3})}});
+  cases.push_back({.op = "cast",
+                   .label = "float64 to float64",
+                   .inputs = {uniform({2, 3})},
+                   .attrs = {{"dtype", dtype::float64}}});
+  // float32 on one side: a larger step (the function is linear) and tolerance.
+  cases.push_back({.op = "cast",
+                   .label = "float64 to float32",
+                   .inputs = {uniform({2, 3})},
+                   .attrs = {{"dtype", dtype::float32}},
+                   .tolerance = 1e-4,
+                   .eps = 1e-2});
+  cases.push_back({.op = "cast",
+                   .label = "float32 to float64",
+                   .inputs = {to_float32(uniform({2, 3}))},
+                   .attrs = {{"dtype", dtype::float64}},
+                   .tolerance = 1e-4,
+                   .eps = 1e-2});
+  return cases;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
 
 }  // namespace
 }  // namespace actorflow::testing

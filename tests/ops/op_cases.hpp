@@ -1,7 +1,31 @@
-// The generic op harness's table: each op family's test file registers cases
-// (inputs, attributes, hand-computed expected outputs, or an expected error),
-// and registry_harness.cpp runs every case and fails for any registered op
-// without one. Later devices run the same table against the CPU results.
+// The op table: each op family's test file (tests/ops/<family>_cases.cpp)
+// registers its forward cases (op_case: inputs, attributes, and hand-computed
+// outputs, a check, an expected error, or nothing: "as the CPU kernel") and
+// its gradient cases (grad_case, ops/grad_cases.hpp) side by side. Three
+// runners replay the table:
+//   registry_harness.cpp  every forward case on the CPU kernel; fails for a
+//                         registered op without a case;
+//   device_runner.cpp     every forward case through a session on every
+//                         device of a runtime (/cpu:0, /cpu:1, /stand_in:0,
+//                         /gpu:N where there is one) against the CPU kernel;
+//                         fails for a GPU kernel without cases of its dtypes;
+//   gradient_check.cpp    every gradient case against finite differences;
+//                         fails for an op with a gradient and no case.
+// All compare with compare_tensors (ops/compare.hpp).
+//
+// Adding an op:
+//  1. ops/<family>.cpp: its op_def (inputs, attrs, shape function, CPU
+//     kernel, gradient or .not_differentiable = true), registered with
+//     op_registrar; its builder function in ops/<family>.hpp.
+//  2. tests/ops/<family>_cases.cpp: forward cases (values, edge cases, each
+//     error the kernel raises) and, with a gradient, gradient cases. Nothing
+//     else: the device runner runs them on every device.
+//  3. A GPU kernel: ops/cuda/<family>_kernels.cpp (its .cu beside), registered
+//     with gpu_kernel_registrar; add random-input cases without expected
+//     outputs (random_source, ops/case_inputs.hpp) to the family's cases,
+//     covering each dtype the kernel lists.
+//  4. An op the runtime itself serves (feeds, resources, control flow, as
+//     served_by_runtime lists) is tested in tests/test_<area>.cpp instead.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -11,6 +35,9 @@
 #include <vector>
 
 #include "core/op_registry.hpp"
+#include "ops/case_inputs.hpp"
+#include "ops/compare.hpp"
+#include "ops/grad_cases.hpp"
 
 namespace actorflow::testing {
 
@@ -20,8 +47,12 @@ struct op_case {
   std::vector<tensor> inputs;
   attr_map attrs;
   /// Expected outputs; floats compare within `tolerance`, others exactly.
+  /// None (and no check): the case only says what every device must compute
+  /// as the CPU kernel does.
   std::vector<tensor> expected;
   double tolerance = 1e-6;
+  /// A device against the CPU kernel; 0: default_tolerance of the output's dtype.
+  double device_tolerance = 0;
   /// For outputs that cannot be written down (random ops): checks them instead.
   std::function<void(const std::vector<tensor>&)> check;
   /// Non-empty: the op must throw an actorflow::error whose text contains it.
@@ -62,8 +93,9 @@ inline std::vector<tensor> run_kernel_only(const std::string& op, std::vector<te
   return ctx.outputs;
 }
 
-/// Compares dtype, shape and values; floats within tol (relative to magnitude).
-/// Returns an empty string on a match, else what differed.
-std::string compare_tensors(const tensor& actual, const tensor& expected, double tol);
+/// Ops whose work the runtime's actors do (feeds, variables, queues,
+/// transfers, control flow, resource updates): no case in the table, and no
+/// node of their own on a device.
+bool served_by_runtime(const op_def& def);
 
 }  // namespace actorflow::testing

@@ -65,8 +65,8 @@ const op_case_registrar partition_cases({
      .expected = {make<float>({4, 2}, {1, 2, 3, 4, 0, 0, 7, 8})}},
     {.op = "dynamic_stitch",
      .label = "a row named twice takes the later value; 2-D indices",
-     .inputs = {make<int32_t>({1}, {1}), make<int32_t>({2, 1}, {0, 1}),
-                make<int32_t>({1}, {5}), make<int32_t>({2, 1}, {6, 9})},
+     .inputs = {make<int32_t>({1}, {1}), make<int32_t>({2, 1}, {0, 1}), make<int32_t>({1}, {5}),
+                make<int32_t>({2, 1}, {6, 9})},
      .expected = {make<int32_t>({2}, {6, 9})}},
     {.op = "dynamic_stitch",
      .label = "no rows at all",
@@ -74,8 +74,8 @@ const op_case_registrar partition_cases({
      .expected = {tensor(dtype::float32, {0, 3})}},
     {.op = "dynamic_stitch",
      .label = "row shapes differ",
-     .inputs = {make<int32_t>({1}, {0}), make<int32_t>({1}, {1}),
-                make<float>({1, 2}, {1, 2}), make<float>({1, 3}, {1, 2, 3})},
+     .inputs = {make<int32_t>({1}, {0}), make<int32_t>({1}, {1}), make<float>({1, 2}, {1, 2}),
+                make<float>({1, 3}, {1, 2, 3})},
      .expect_error = "followed by the row shape of data 0"},
     {.op = "dynamic_stitch",
      .label = "negative index",
@@ -113,6 +113,26 @@ const op_case_registrar partition_cases({
      .attrs = {{"row_offsets", ints{0, 4, 2}}},
      .expect_error = "row_offsets must not decrease"},
 });
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  c.push_back({.op = "dynamic_partition",
+               .label = "rows of (4,3) into 3 partitions, one empty",
+               .inputs = {uniform({4, 3}), make<int32_t>({4}, {1, 0, 1, 0})},
+               .attrs = {{"num_partitions", int64_t{3}}}});
+  c.push_back({.op = "dynamic_partition",
+               .label = "2-D partitions of a (2,2) matrix",
+               .inputs = {uniform({2, 2}), make<int32_t>({2, 2}, {1, 0, 0, 1})},
+               .attrs = {{"num_partitions", int64_t{2}}}});
+  c.push_back({.op = "dynamic_stitch",
+               .label = "two parts of (2,3) rows into 4 rows",
+               .inputs = {ids({2}, {0, 2}), ids({2}, {3, 1}), uniform({2, 3}), uniform({2, 3})}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
 
 }  // namespace
 }  // namespace actorflow::testing

@@ -231,6 +231,80 @@ const op_case_registrar cases({
      .expect_error = "grad must be float32 or float64"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+// Odd SAME padding (bottom / right), VALID, overlapping windows.
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  struct window {
+    shape x;
+    std::vector<int64_t> ksize, strides;
+    std::string padding;
+  };
+  const std::vector<window> pools{{shape{2, 7, 7, 3}, {2, 2}, {2, 2}, "SAME"},
+                                  {shape{2, 7, 7, 3}, {2, 2}, {2, 2}, "VALID"},
+                                  {shape{1, 6, 5, 2}, {3, 3}, {1, 1}, "SAME"},
+                                  {shape{1, 6, 5, 2}, {3, 2}, {2, 1}, "SAME"}};
+  for (dtype t : floats)
+    for (auto& p : pools) {
+      const auto label =
+          label_of("random " + p.x.to_string() + " ksize " + std::to_string(p.ksize[0]) + "," +
+                       std::to_string(p.ksize[1]) + " " + p.padding,
+                   t);
+      auto a = pool_attrs(p.ksize, p.strides, p.padding);
+      auto x = rnd.uniform(t, p.x);
+      auto y = run_kernel("max_pool", {x}, a)[0];
+      auto dy = rnd.uniform(t, y.dims());
+      cases.push_back({.op = "max_pool", .label = label, .inputs = {x}, .attrs = a});
+      cases.push_back({.op = "avg_pool", .label = label, .inputs = {x}, .attrs = a});
+      cases.push_back({.op = "max_pool_grad", .label = label, .inputs = {x, y, dy}, .attrs = a});
+      cases.push_back({.op = "avg_pool_grad", .label = label, .inputs = {x, dy}, .attrs = a});
+    }
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  c.push_back({.op = "max_pool",
+               .label = "2x2 stride 2 VALID",
+               .inputs = {distinct({1, 4, 4, 2})},
+               .attrs = pool_attrs({2, 2}, {2, 2}, "VALID")});
+  c.push_back({.op = "max_pool",
+               .label = "3x3 stride 2 SAME, unknown batch",
+               .inputs = {distinct({2, 5, 5, 1})},
+               .attrs = pool_attrs({3, 3}, {2, 2}, "SAME"),
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "max_pool",
+               .label = "overlapping 2x2 stride 1",
+               .inputs = {distinct({1, 4, 4, 1})},
+               .attrs = pool_attrs({1, 2, 2, 1}, {1, 1, 1, 1}, "VALID")});
+  c.push_back({.op = "avg_pool",
+               .label = "2x2 stride 2 VALID",
+               .inputs = {uniform({1, 4, 4, 2})},
+               .attrs = pool_attrs({2, 2}, {2, 2}, "VALID")});
+  c.push_back({.op = "avg_pool",
+               .label = "3x3 stride 2 SAME, unknown batch",
+               .inputs = {uniform({2, 5, 5, 1})},
+               .attrs = pool_attrs({3, 3}, {2, 2}, "SAME"),
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "avg_pool_grad",
+               .label = "3x3 stride 2 SAME",
+               .inputs = {uniform({1, 5, 5, 1}), uniform({1, 3, 3, 1})},
+               .attrs = pool_attrs({3, 3}, {2, 2}, "SAME")});
+  c.push_back({.op = "avg_pool_grad",
+               .label = "2x2 stride 2 VALID",
+               .inputs = {uniform({1, 4, 4, 2}), uniform({1, 2, 2, 2})},
+               .attrs = pool_attrs({2, 2}, {2, 2}, "VALID")});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 // --- references for the extra test cases ---
 
 struct pool_cfg {

@@ -336,6 +336,127 @@ const op_case_registrar cases({
      .expect_error = "cannot sum (3) to (1,3)"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+attr_map axes_attrs(ints axes, bool keep_dims = false) {
+  return {{"axes", std::move(axes)}, {"keep_dims", keep_dims}};
+}
+
+// Trailing, leading, middle and scattered axes, keep_dims, long rows and
+// columns (split into parts on a GPU), empty inputs.
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  const std::vector<std::pair<shape, ints>> reductions{
+      {shape{4, 5, 6}, {}},   {shape{4, 5, 6}, {2}},    {shape{4, 5, 6}, {0}},
+      {shape{4, 5, 6}, {1}},  {shape{4, 5, 6}, {0, 2}}, {shape{3, 20000}, {1}},
+      {shape{20000, 3}, {0}}, {shape{300, 700}, {0}},   {shape{0, 4}, {1}}};
+  for (std::string op : {"sum", "mean", "max", "min", "prod"})
+    for (dtype t : nums)
+      for (auto& [dims, axes] : reductions) {
+        if (op == "prod" && dims.num_elements() > 1000) continue;  // overflows
+        const double lo = op == "prod" ? 0.9 : (t == dtype::uint8 ? 0 : -100);
+        const double hi = op == "prod" ? 1.1 : 100;
+        cases.push_back(
+            {.op = op,
+             .label =
+                 label_of("random " + dims.to_string() + " axes " + std::to_string(axes.size()), t),
+             .inputs = {rnd.uniform(t, dims, lo, hi)},
+             .attrs = axes_attrs(axes)});
+      }
+  for (dtype t : floats) {
+    cases.push_back({.op = "sum",
+                     .label = label_of("random keep_dims", t),
+                     .inputs = {rnd.uniform(t, shape{4, 5, 6})},
+                     .attrs = axes_attrs({-1}, true)});
+    cases.push_back({.op = "sum",
+                     .label = label_of("sum over an empty dim", t),
+                     .inputs = {rnd.uniform(t, shape{4, 0})},
+                     .attrs = axes_attrs({1})});
+    cases.push_back({.op = "mean",
+                     .label = label_of("mean over an empty dim is NaN", t),
+                     .inputs = {rnd.uniform(t, shape{4, 0})},
+                     .attrs = axes_attrs({1})});
+    cases.push_back({.op = "max",
+                     .label = label_of("NaN wins", t),
+                     .inputs = {with_value_every(rnd.uniform(t, shape{8, 9}), 10, nan_f)},
+                     .attrs = axes_attrs({1})});
+  }
+  for (auto op : {"argmax", "argmin"})
+    for (dtype t : nums)
+      for (int64_t axis : {0, 1, -1})
+        cases.push_back(
+            {.op = op,
+             .label = label_of("random (7,9,5) axis " + std::to_string(axis) + ", ties", t),
+             .inputs = {rnd.uniform(t, shape{7, 9, 5}, 0, 5)},
+             .attrs = {{"axis", axis}}});
+  for (dtype t : nums)
+    cases.push_back(
+        {.op = "sum_to_shape_of",
+         .label = label_of("random (4,3,5) to (3,1)", t),
+         .inputs = {rnd.uniform(t, shape{4, 3, 5}, 0, 20), rnd.uniform(t, shape{3, 1})}});
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+attr_map axes(ints a, bool keep_dims = false) {
+  return {{"axes", std::move(a)}, {"keep_dims", keep_dims}};
+}
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> cases;
+  auto add_all = [&](const char* op, auto make_input) {
+    cases.push_back({.op = op, .label = "all", .inputs = {make_input(shape{2, 3})}});
+    cases.push_back(
+        {.op = op, .label = "axis 0", .inputs = {make_input(shape{2, 3})}, .attrs = axes({0})});
+    cases.push_back({.op = op,
+                     .label = "axis -1 keep_dims",
+                     .inputs = {make_input(shape{2, 3})},
+                     .attrs = axes({-1}, true)});
+    cases.push_back({.op = op,
+                     .label = "axes 0 and 2 of rank 3",
+                     .inputs = {make_input(shape{2, 3, 2})},
+                     .attrs = axes({0, 2})});
+    cases.push_back({.op = op,
+                     .label = "all keep_dims",
+                     .inputs = {make_input(shape{2, 2, 2})},
+                     .attrs = axes({}, true)});
+    cases.push_back({.op = op,
+                     .label = "axis 0, unknown dim 0",
+                     .inputs = {make_input(shape{4, 3})},
+                     .attrs = axes({0}),
+                     .unknown_dim0 = {0}});
+    cases.push_back({.op = op,
+                     .label = "axis 1, unknown dim 0",
+                     .inputs = {make_input(shape{4, 3})},
+                     .attrs = axes({1}),
+                     .unknown_dim0 = {0}});
+  };
+  add_all("sum", [](shape s) { return uniform(s); });
+  add_all("mean", [](shape s) { return uniform(s); });
+  add_all("max", [](shape s) { return distinct(s); });
+  add_all("min", [](shape s) { return distinct(s); });
+  add_all("prod", [](shape s) { return uniform(s, 0.5, 1.5); });
+  cases.push_back({.op = "prod",
+                   .label = "rows with one and two zeros",
+                   .inputs = {make<double>({3, 3}, {0, 2, 3, 0, 0, 1.5, -1, 2, 0.5})},
+                   .attrs = axes({1})});
+  cases.push_back({.op = "l2_loss", .label = "(2,3)", .inputs = {uniform({2, 3})}});
+  cases.push_back({.op = "sum_to_shape_of",
+                   .label = "(2,3) to (3)",
+                   .inputs = {uniform({2, 3}), uniform({3})}});
+  cases.push_back({.op = "sum_to_shape_of",
+                   .label = "(2,3,2) to (3,1), unknown dim 0",
+                   .inputs = {uniform({2, 3, 2}), uniform({3, 1})},
+                   .unknown_dim0 = {0, 1}});
+  return cases;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 // Reference reduction in double over `axes` (sorted, distinct) of a dense tensor.
 std::vector<double> naive_reduce(const std::vector<float>& x, const std::vector<int64_t>& dims,
                                  const std::vector<bool>& red, const std::string& kind) {

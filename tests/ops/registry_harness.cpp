@@ -1,5 +1,4 @@
 // The generic op test: every registered op has cases, and every case passes.
-#include <cmath>
 #include <set>
 
 #include "ops/op_cases.hpp"
@@ -11,48 +10,15 @@ std::vector<op_case>& op_cases() {
   return cases;
 }
 
-std::string compare_tensors(const tensor& actual, const tensor& expected, double tol) {
-  if (!actual.valid()) return "output is empty";
-  if (actual.type() != expected.type())
-    return std::string("dtype ") + dtype_name(actual.type()) + ", expected " +
-           dtype_name(expected.type());
-  if (actual.dims() != expected.dims())
-    return "shape " + actual.dims().to_string() + ", expected " + expected.dims().to_string();
-  std::string diff;
-  visit_dtype(actual.type(), [&](auto tag) {
-    using T = decltype(tag);
-    auto a = actual.data<T>();
-    auto e = expected.data<T>();
-    for (int64_t i = 0; i < actual.num_elements() && diff.empty(); ++i) {
-      bool same;
-      if constexpr (std::is_floating_point_v<T>) {
-        same = (std::isnan(a[i]) && std::isnan(e[i])) || a[i] == e[i] ||
-               std::abs(double(a[i]) - double(e[i])) <= tol * (1.0 + std::abs(double(e[i])));
-      } else {
-        same = a[i] == e[i];
-      }
-      if (!same)
-        diff = "element " + std::to_string(i) + " differs: got " + actual.to_string() +
-               ", expected " + expected.to_string();
-    }
-  });
-  return diff;
-}
-
-namespace {
-
-// Ops whose work the runtime does (feeds, variable and queue actors, the
-// transfers of a partitioned graph, control flow's dead values): tested in
-// test_session, test_input, test_distributed and test_control_flow.
+// Tested in test_session, test_input, test_distributed and test_control_flow.
 bool served_by_runtime(const op_def& def) {
   static const std::set<std::string> runtime_ops{
-      "placeholder", "variable", "fifo_queue", "conditional_accumulator",
-      "send",        "recv",     "switch",     "merge",
-      "enter",       "exit",     "next_iteration", "history_push", "history_read"};
+      "placeholder", "variable", "fifo_queue",     "conditional_accumulator",
+      "send",        "recv",     "switch",         "merge",
+      "enter",       "exit",     "next_iteration", "history_push",
+      "history_read"};
   return def.acts_on_resource() || runtime_ops.count(def.name) > 0;
 }
-
-}  // namespace
 
 TEST_CASE("every registered op has cases in the generic harness") {
   std::set<std::string> covered;
@@ -99,6 +65,7 @@ TEST_CASE("every op case passes") {
       c.check(outs);
       continue;
     }
+    if (c.expected.empty()) continue;  // a case for the devices: the CPU kernel ran
     REQUIRE(outs.size() == c.expected.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       auto diff = compare_tensors(outs[i], c.expected[i], c.tolerance);

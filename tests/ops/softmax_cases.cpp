@@ -203,6 +203,65 @@ const op_case_registrar sparse_xent_cases({
      .expect_error = "expects logits [batch, classes] and labels [batch]"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  for (dtype t : floats) {
+    for (auto op : {"softmax", "log_softmax"})
+      for (auto dims : {shape{7, 10}, shape{2, 3, 1000}})
+        cases.push_back({.op = op,
+                         .label = label_of("random " + dims.to_string(), t),
+                         .inputs = {rnd.uniform(t, dims, -20, 20)}});
+    for (int64_t rows : {9, 3}) {
+      const int64_t cols = rows == 9 ? 10 : 100;
+      cases.push_back({.op = "softmax_cross_entropy_with_logits",
+                       .label = label_of("random " + shape{rows, cols}.to_string(), t),
+                       .inputs = {rnd.uniform(t, shape{rows, cols}, -20, 20),
+                                  rnd.distribution(t, rows, cols)}});
+    }
+    for (dtype l : {dtype::int32, dtype::int64})
+      cases.push_back(
+          {.op = "sparse_softmax_cross_entropy_with_logits",
+           .label = label_of(std::string("random (33,10), labels ") + dtype_name(l), t),
+           .inputs = {rnd.uniform(t, shape{33, 10}, -20, 20), rnd.uniform(l, shape{33}, 0, 9)}});
+  }
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  for (const char* op : {"softmax", "log_softmax"}) {
+    c.push_back({.op = op, .label = "(2,4)", .inputs = {uniform({2, 4}, -2, 2)}});
+    c.push_back({.op = op,
+                 .label = "rank 3, unknown dim 0",
+                 .inputs = {uniform({2, 2, 3}, -2, 2)},
+                 .unknown_dim0 = {0}});
+  }
+  c.push_back({.op = "softmax_cross_entropy_with_logits",
+               .label = "(3,4)",
+               .inputs = {uniform({3, 4}, -2, 2), distributions(3, 4)}});
+  c.push_back({.op = "softmax_cross_entropy_with_logits",
+               .label = "unknown batch",
+               .inputs = {uniform({2, 3}, -2, 2), distributions(2, 3)},
+               .unknown_dim0 = {0, 1}});
+  c.push_back({.op = "sparse_softmax_cross_entropy_with_logits",
+               .label = "(3,4) int64 labels",
+               .inputs = {uniform({3, 4}, -2, 2), ids({3}, {0, 3, 1})}});
+  c.push_back({.op = "sparse_softmax_cross_entropy_with_logits",
+               .label = "int32 labels, unknown batch",
+               .inputs = {uniform({2, 3}, -2, 2), ids32({2}, {2, 2})},
+               .unknown_dim0 = {0, 1}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 TEST_CASE("softmax over many rows (parallel path) sums to one per row") {
   const int64_t rows = 3000, cols = 37;
   std::vector<float> x(size_t(rows * cols));

@@ -25,5 +25,31 @@ const op_case_registrar cases({
     {.op = "identity", .label = "arity", .expect_error = "expects 1 inputs"},
 });
 
+// ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
+
+std::vector<op_case> device_cases() {
+  random_source rnd;
+  std::vector<op_case> cases;
+  for (dtype t : every)
+    for (const char* op : {"identity", "stop_gradient"})
+      cases.push_back({.op = op,
+                       .label = label_of("random (6,4)", t),
+                       .inputs = {rnd.uniform(t, shape{6, 4}, 0, 9)}});
+  return cases;
+}
+
+const op_case_registrar device_registration(device_cases());
+
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  for (auto dims : {shape{2, 3}, shape{}})
+    c.push_back({.op = "identity", .label = dims.to_string(), .inputs = {uniform(dims)}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 }  // namespace
 }  // namespace actorflow::testing

@@ -85,5 +85,20 @@ const op_case_registrar cases({
      .expect_error = "int64 scalar"},
 });
 
+// ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
+
+std::vector<grad_case> gradient_cases() {
+  std::vector<grad_case> c;
+  // The mask is a function of (seed, counter, index) alone: finite differences see it fixed.
+  c.push_back({.op = "dropout",
+               .label = "rate 0.5, unknown dim 0",
+               .inputs = {uniform({3, 4}), scalar_of<int64_t>(7)},
+               .attrs = {{"rate", 0.5}, {"seed", int64_t{3}}},
+               .unknown_dim0 = {0}});
+  return c;
+}
+
+const grad_case_registrar gradient_registration(gradient_cases());
+
 }  // namespace
 }  // namespace actorflow::testing
