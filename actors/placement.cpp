@@ -17,36 +17,41 @@ device_name parsed_hint(const node& n) {
   }
 }
 
+// " on float32, int32": the dtypes of a node's inputs, for messages.
+std::string kinds(const std::vector<dtype>& types) {
+  std::string s;
+  for (dtype t : types) s += (s.empty() ? " on " : ", ") + std::string(dtype_name(t));
+  return s;
+}
+
 std::string device_list(const std::vector<local_device>& devices) {
   std::string s;
   for (auto& d : devices) s += (s.empty() ? "" : ", ") + d.name;
   return s;
 }
 
-// Ops whose work the runtime's own actors do: feeds, variables, transfers,
-// control flow, and what a resource's actor applies.
-bool served_by_runtime(const node& n) {
-  static const std::set<std::string> ops{"placeholder",    "variable",     "recv",        "send",
-                                         "switch",         "merge",        "enter",       "exit",
-                                         "next_iteration", "history_push", "history_read"};
-  return n.def->acts_on_resource() || ops.count(n.op) > 0;
-}
-
 // Why device d cannot run n ("" when it can). CPU devices run every op.
 std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   if (!d.accel) return "";
-  if (served_by_runtime(n)) return d.name + " does not serve " + n.op + " (the runtime does)";
+  if (served_by_runtime(*n.def)) return d.name + " does not serve " + n.op + " (the runtime does)";
   if (g.frame_of(n.id) >= 0) return d.name + " does not run loop bodies";
-  dtype type = !n.inputs.empty()
-                   ? g.at(n.inputs[0].node).outputs[static_cast<size_t>(n.inputs[0].index)].type
-               : !n.outputs.empty() ? n.outputs[0].type
-                                    : dtype::float32;
-  if (!d.accel->has_kernel(*n.def, type))
-    return d.name + " has no kernel for " + n.op + " on " + dtype_name(type);
+  std::vector<dtype> types;
+  for (auto& e : n.inputs) types.push_back(g.at(e.node).outputs[static_cast<size_t>(e.index)].type);
+  if (!d.accel->has_kernel(*n.def, types))
+    return d.name + " has no kernel for " + n.op + kinds(types);
   return "";
 }
 
 }  // namespace
+
+bool served_by_runtime(const op_def& def) {
+  static const std::set<std::string> ops{
+      "placeholder", "variable", "fifo_queue",     "conditional_accumulator",
+      "send",        "recv",     "switch",         "merge",
+      "enter",       "exit",     "next_iteration", "history_push",
+      "history_read"};
+  return def.acts_on_resource() || ops.count(def.name) > 0;
+}
 
 int colocation_target(const graph& g, const node& n) {
   if (n.def->acts_on_resource() && !n.inputs.empty()) return n.inputs[0].node;

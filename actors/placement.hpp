@@ -26,6 +26,11 @@
 
 namespace actorflow {
 
+/// Ops whose work the runtime's own actors do, on CPU devices: feeds,
+/// variables and other resources, transfers, control flow, and what a
+/// resource's actor applies.
+bool served_by_runtime(const op_def& def);
+
 /// The attribute graph::colocate_with sets: the name of the op to run with.
 inline constexpr const char* colocate_attr = "_colocate_with";
 

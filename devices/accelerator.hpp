@@ -64,9 +64,8 @@ class accelerator {
   virtual ~accelerator() = default;
   /// "/stand_in:0", "/gpu:0".
   virtual const std::string& name() const = 0;
-  /// Whether it runs `def` on inputs of `type` (the node's first input's
-  /// dtype, or its output's for a source).
-  virtual bool has_kernel(const op_def& def, dtype type) const = 0;
+  /// Whether it runs `def` on inputs of these dtypes.
+  virtual bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const = 0;
   /// The streams its device actor drives.
   virtual std::shared_ptr<gpu::stream_executor> streams() const = 0;
   /// Copies in, runs the kernel and copies out on stream `s`. Called from

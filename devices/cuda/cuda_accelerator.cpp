@@ -38,9 +38,12 @@ class cuda_accelerator final : public accelerator {
 
   const std::string& name() const override { return name_; }
 
-  bool has_kernel(const op_def& def, dtype type) const override {
+  // As cuda_device::run_kernel selects: by the dtype of the kernel's type input.
+  bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const override {
     const gpu_kernel_def* k = gpu_kernel_registry::global().find(def.name);
-    return k && k->kernel && k->supports(type);
+    if (!k || !k->kernel) return false;
+    auto at = static_cast<size_t>(k->type_input);
+    return at >= input_types.size() || k->supports(input_types[at]);
   }
 
   std::shared_ptr<stream_executor> streams() const override { return streams_; }

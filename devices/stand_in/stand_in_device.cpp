@@ -49,7 +49,7 @@ stand_in_device::stand_in_device(int index, stand_in_options options)
 // memory goes.
 stand_in_device::~stand_in_device() { streams_.reset(); }
 
-bool stand_in_device::has_kernel(const op_def& def, dtype) const {
+bool stand_in_device::has_kernel(const op_def& def, const std::vector<dtype>&) const {
   return static_cast<bool>(def.kernel);
 }
 

@@ -32,7 +32,7 @@ class stand_in_device final : public accelerator {
   ~stand_in_device() override;
 
   const std::string& name() const override { return name_; }
-  bool has_kernel(const op_def& def, dtype type) const override;
+  bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const override;
   std::shared_ptr<gpu::stream_executor> streams() const override { return streams_; }
   void enqueue(int s, accelerator_launch& launch) override;
   accelerator_stats stats() const override;

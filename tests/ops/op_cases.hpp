@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/placement.hpp"
 #include "core/op_registry.hpp"
 #include "ops/case_inputs.hpp"
 #include "ops/compare.hpp"
@@ -93,9 +94,9 @@ inline std::vector<tensor> run_kernel_only(const std::string& op, std::vector<te
   return ctx.outputs;
 }
 
-/// Ops whose work the runtime's actors do (feeds, variables, queues,
-/// transfers, control flow, resource updates): no case in the table, and no
-/// node of their own on a device.
-bool served_by_runtime(const op_def& def);
+/// Ops whose work the runtime's actors do (actors/placement.hpp: feeds,
+/// variables, queues, transfers, control flow, resource updates): no case in
+/// the table, and no node of their own on a device.
+using actorflow::served_by_runtime;
 
 }  // namespace actorflow::testing

@@ -11,14 +11,6 @@ std::vector<op_case>& op_cases() {
 }
 
 // Tested in test_session, test_input, test_distributed and test_control_flow.
-bool served_by_runtime(const op_def& def) {
-  static const std::set<std::string> runtime_ops{
-      "placeholder", "variable", "fifo_queue",     "conditional_accumulator",
-      "send",        "recv",     "switch",         "merge",
-      "enter",       "exit",     "next_iteration", "history_push",
-      "history_read"};
-  return def.acts_on_resource() || runtime_ops.count(def.name) > 0;
-}
 
 TEST_CASE("every registered op has cases in the generic harness") {
   std::set<std::string> covered;
