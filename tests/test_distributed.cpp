@@ -530,6 +530,37 @@ TEST_CASE("a kernel failing on a remote task names the node and the task; the se
   CHECK(ok.at(0).dims() == shape{2, 2});
 }
 
+TEST_CASE("a task places its partition on its own devices; a device it lacks is named") {
+  test_cluster c;
+  auto ps = c.start("ps", 0, {"--cpu-devices", "2", "--stand-in-devices", "1"});
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 2}, "x");
+  output on_cpu1, on_stand_in, missing;
+  {
+    auto d = g.device_scope("/job:ps/task:0/cpu:1");
+    on_cpu1 = matmul(x, x, false, false, "on_cpu1");
+  }
+  {
+    auto d = g.device_scope("/job:ps/task:0/stand_in:0");
+    on_stand_in = neg(on_cpu1, "on_stand_in");
+  }
+  {
+    auto d = g.device_scope("/job:ps/task:0/cpu:2");
+    missing = neg(x, "on_cpu2");
+  }
+  session s(g, c.connect());
+  auto xs = tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  auto out = s.run({{x, xs}}, {on_cpu1, on_stand_in});
+  CHECK(out[0].to_vector<float>() == std::vector<float>{7, 10, 15, 22});
+  CHECK(out[1].to_vector<float>() == std::vector<float>{-7, -10, -15, -22});
+  auto e = error_of([&] { s.run({{x, xs}}, {missing}); });
+  CHECK_MESSAGE(
+      e.find("node 'on_cpu2' asks for device '/job:ps/task:0/cpu:2', but this process "
+             "has no /cpu:2; its devices: /cpu:0, /cpu:1, /stand_in:0") != std::string::npos,
+      e);
+  CHECK(s.run({{x, xs}}, {on_cpu1})[0].to_vector<float>() == std::vector<float>{7, 10, 15, 22});
+}
+
 TEST_CASE("cluster processes poll a while before they sleep; --idle-spin-us sets how long") {
   CHECK(cluster_runtime_options().idle_spin_us == default_cluster_idle_spin_us);
   CHECK(runtime_options{}.idle_spin_us == 0);  // a single process sleeps at once

@@ -44,6 +44,18 @@ void add_cluster_flags(CLI::App& app, cluster_flags& flags) {
   app.add_option("--tls-key", flags.tls.key, "TLS: this task's private key (PEM)")->group(group);
   app.add_option("--tls-ca", flags.tls.ca_file, "TLS: the CA peers' certificates must chain to")
       ->group(group);
+  app.add_option("--cpu-devices", flags.cpu_devices,
+                 "CPU devices of this task (/cpu:0 ...), each with --threads threads; nodes are "
+                 "placed on them by their device hints")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--stand-in-devices", flags.stand_in_devices,
+                 "accelerator stand-ins of this task (/stand_in:0 ...): the GPU's protocol on the "
+                 "CPU, for testing")
+      ->check(CLI::Range(0, 8))
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--idle-spin-us", flags.idle_spin_us,
                  "microseconds idle threads poll before they sleep; 0 on a shared machine")
       ->check(CLI::Range(0, 1000000))
@@ -66,6 +78,8 @@ cluster_setup resolve_cluster(const cluster_flags& flags) {
   }
   setup.tls = flags.tls;
   setup.idle_spin_us = flags.idle_spin_us;
+  setup.cpu_devices = flags.cpu_devices;
+  setup.stand_in_devices = flags.stand_in_devices;
   setup.handshake_timeout_ms = flags.handshake_timeout_ms;
   setup.max_message_bytes = flags.max_message_bytes;
   if (!flags.secret_file.empty())
@@ -82,6 +96,8 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
   auto options = cluster_runtime_options(threads);
   options.tls = setup.tls;
   options.idle_spin_us = setup.idle_spin_us;
+  options.cpu_devices = setup.cpu_devices;
+  options.stand_in_devices = setup.stand_in_devices;
   options.secret = setup.secret;
   options.handshake_timeout_ms = setup.handshake_timeout_ms;
   options.max_message_bytes = setup.max_message_bytes;

@@ -23,6 +23,8 @@ struct cluster_flags {
   int idle_spin_us = default_cluster_idle_spin_us;
   int handshake_timeout_ms = runtime_options{}.handshake_timeout_ms;
   uint64_t max_message_bytes = runtime_options{}.max_message_bytes;
+  int cpu_devices = 1;       // this task's CPU devices (/cpu:0 ...)
+  int stand_in_devices = 0;  // and accelerator stand-ins (/stand_in:0 ...)
 };
 
 /// Adds the flags to `app` (group "Cluster").
@@ -37,6 +39,8 @@ struct cluster_setup {
   int idle_spin_us = default_cluster_idle_spin_us;
   int handshake_timeout_ms = runtime_options{}.handshake_timeout_ms;
   uint64_t max_message_bytes = runtime_options{}.max_message_bytes;
+  int cpu_devices = 1;
+  int stand_in_devices = 0;
   bool enabled() const { return !spec.jobs().empty(); }
   std::string task_name() const { return actorflow::task_name(job, task); }
 };
