@@ -12,6 +12,7 @@ namespace {
 constexpr int64_t unknown_dim_guess = 64;
 constexpr double hop_us = 2;               // a message between actors
 constexpr double accelerator_hop_us = 10;  // a launch's copy set-up and completion
+constexpr double unusable_gflops = 1e-9;   // never the soonest finish
 
 double known_elements(const shape& dims) {
   double n = 1;
@@ -104,7 +105,15 @@ device_rate measure(const local_device& d) {
 
 std::vector<device_rate> measure_device_rates(runtime& rt) {
   std::vector<device_rate> rates;
-  for (auto& d : rt.devices()) rates.push_back(measure(d));
+  for (auto& d : rt.devices()) {
+    // A device that cannot run the probe (a GPU that fails to open) gets no
+    // free node; a node hinted there fails with the device's own error.
+    try {
+      rates.push_back(measure(d));
+    } catch (const std::exception&) {
+      rates.push_back({unusable_gflops, 0});
+    }
+  }
   return rates;
 }
 

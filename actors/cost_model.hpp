@@ -18,7 +18,8 @@ struct device_rate {
 };
 
 /// Measures every device of `rt` (a few milliseconds each): CPU devices
-/// inside their arena, accelerators through their streams.
+/// inside their arena, accelerators through their streams. A device whose
+/// probe fails gets a rate so low that the cost model never picks it.
 std::vector<device_rate> measure_device_rates(runtime& rt);
 
 /// Floating-point operations of n's kernel, from its shapes: products and
