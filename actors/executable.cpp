@@ -454,30 +454,14 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   }
 }
 
-// An edge out of a node on an accelerator: a consumer on the same device
-// takes the value in device memory, any other (a fetch included) a host copy.
-void mark_accelerator_edge(node_plan& producer, const edge& ed, const std::vector<int>& node_device,
-                           consumer& c) {
-  size_t outputs = producer.output_consumers.size();
-  producer.output_to_host.resize(outputs, 0);
-  producer.output_on_device.resize(outputs, 0);
-  auto index = static_cast<size_t>(ed.from.index);
-  c.on_device = ed.to_node >= 0 && node_device[static_cast<size_t>(ed.to_node)] ==
-                                       node_device[static_cast<size_t>(ed.from.node)];
-  (c.on_device ? producer.output_on_device : producer.output_to_host)[index] = 1;
+// A consumer on the producer's accelerator takes the value in device memory;
+// any other (a fetch included) a host copy.
+bool on_same_device(const edge& ed, const std::vector<int>& node_device) {
+  return ed.to_node >= 0 && node_device[static_cast<size_t>(ed.to_node)] ==
+                                node_device[static_cast<size_t>(ed.from.node)];
 }
 
 }  // namespace
-
-device_name checked_device(const node& n) {
-  device_name d;
-  try {
-    d = device_name::parse(n.device);
-  } catch (const error& e) {
-    fail("session", "node '" + n.name + "': " + e.what());
-  }
-  return d;
-}
 
 // A loop merge's back edge is an attribute of its next_iteration (the graph
 // keeps topological order), so the walk from the fetches adds it by hand.
@@ -682,7 +666,7 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     auto& producer = *plans[static_cast<size_t>(ed.from.node)];
     consumer c = ed.to_node < 0 ? consumer{coordinator_, ed.slot, place[e]}
                                 : hosts.consumer_of(ed.to_node, ed.slot, place[e]);
-    if (producer.accel && !ed.control) mark_accelerator_edge(producer, ed, node_device, c);
+    c.on_device = producer.accel && !ed.control && on_same_device(ed, node_device);
     if (ed.control)
       producer.control_consumers.push_back(c);
     else

@@ -26,10 +26,6 @@ struct run_signature {
 /// Without `follow_resources`, an op on a resource (an update, a queue op)
 /// does not need the resource node: the resource's actor serves it.
 std::vector<bool> needed_nodes(const graph& g, const run_signature& sig, bool follow_resources);
-/// The node's device hint, parsed; throws naming the node for a malformed
-/// name. Which device of a process runs it is actors/placement.hpp's business.
-device_name checked_device(const node& n);
-
 /// Finds (or spawns) the actor serving resource node `n` (a variable, a
 /// queue); a variable's large updates run on `device`'s threads.
 using variable_lookup = std::function<caf::actor(const node& n, const local_device& device)>;

@@ -35,9 +35,6 @@ constexpr size_t local_values_per_turn = 512;
 
 using drain_atom = caf::atom_constant<caf::atom("drain")>;  // to itself: go on with local values
 
-// An accelerator launch's id: its node's member index above these bits.
-constexpr int launch_member_shift = 40;
-
 // What the dead values a node sends say: a loop's last iteration passes on
 // as such, so that every node of the body learns where its frame ends.
 dead_kind passed_on(const step_value* slots, size_t num_slots) {
@@ -122,16 +119,7 @@ class node_runner {
   // The device actor ran launch `id` (error: a fault of the device or its
   // stream); its outputs go on, or the error.
   void launch_done(uint64_t id, const std::string& error) {
-    auto it = launches_.find(id);
-    if (it == launches_.end()) return;  // its step was dropped
-    launched done = std::move(it->second);
-    launches_.erase(it);
-    const std::string& failure = error.empty() ? done.launch->error : error;
-    if (!failure.empty()) {
-      std::vector<tensor> none;
-      return emit(host_, *plan_, done.step, done.tag, none, describe_failure(*plan_, failure));
-    }
-    emit_launched(host_, *plan_, done.step, done.tag, *done.launch);
+    launches_.finish(host_, *plan_, id, error);
   }
 
   void frame_ended(uint64_t step, uint64_t frame, uint64_t last) {
@@ -309,7 +297,11 @@ class node_runner {
             variable_update{plan.def, plan.name, &plan.attrs, std::exchange(inputs_, {}),
                             step_key{plan.executable_id, step}});
       case node_kind::kernel:
-        if (plan.accel) return launch_on_accelerator(step, tag, slots, num_slots);
+        // On an accelerator, each firing goes to the device actor, which
+        // answers with gpu_done once the device has run it.
+        if (plan.accel)
+          return launches_.start(host_, plan, member_, step, tag,
+                                 make_launch(plan, slots, num_slots, invocations_++));
         fill_inputs(slots, num_slots);
         return run_kernel_for(step, tag);
       case node_kind::send:
@@ -587,7 +579,7 @@ class node_runner {
       it = frames_.erase(it);
     }
     if (plan_->gate) plan_->gate->drop(step);
-    std::erase_if(launches_, [step](const auto& l) { return l.second.step == step; });
+    launches_.drop(step);
   }
 
   // Sets inputs_ to the op's inputs in order: the folded constants (kept
@@ -656,35 +648,6 @@ class node_runner {
         }});
   }
 
-  // A node on an accelerator hands each firing to the device actor, which
-  // answers with gpu_done once the device's stream has run it: no thread
-  // waits for the device. Its inputs are host tensors or values in the
-  // device's memory, as its producers sent them.
-  void launch_on_accelerator(uint64_t step, const frame_tag& tag, step_value* slots,
-                             size_t num_slots) {
-    const node_plan& plan = *plan_;
-    auto launch = std::make_shared<accelerator_launch>();
-    launch->def = plan.def;
-    launch->node_name = plan.name;
-    launch->attrs = &plan.attrs;
-    launch->invocation = invocations_++;
-    launch->host_inputs = plan.bound_inputs;
-    launch->device_inputs.resize(plan.bound_inputs.size());
-    for (size_t s = 0; s < num_slots; ++s)
-      if (int i = plan.slot_input[s]; i >= 0) {
-        launch->host_inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
-        launch->device_inputs[static_cast<size_t>(i)] = std::move(slots[s].on_device);
-      }
-    launch->to_host = plan.output_to_host;
-    launch->on_device = plan.output_on_device;
-    // The member rides in the id, so the host knows whose launch completed.
-    uint64_t id = (uint64_t{member_} << launch_member_shift) | next_launch_++;
-    launches_.emplace(id, launched{step, tag, launch});
-    accelerator* accel = plan.accel;
-    host_->send(plan.device, run_atom::value,
-                gpu::gpu_task{0, [accel, launch] { accel->enqueue(0, *launch); }, id});
-  }
-
   void read_variable(uint64_t step, const frame_tag& tag) {
     host_->request(plan_->variable, caf::infinite, read_atom::value)
         .then(
@@ -730,14 +693,7 @@ class node_runner {
   static constexpr size_t max_spare_slots = 8;
   std::vector<std::vector<step_value>> spare_slots_;
   uint64_t invocations_ = 0;
-  // Launches on an accelerator, by id, until their gpu_done.
-  struct launched {
-    uint64_t step;
-    frame_tag tag;
-    std::shared_ptr<accelerator_launch> launch;
-  };
-  std::unordered_map<uint64_t, launched> launches_;
-  uint64_t next_launch_ = 0;
+  accelerator_launches launches_;
 };
 
 // The actor of one or more nodes (see spawn_node_host). A value between
@@ -783,7 +739,7 @@ class node_host : public node_host_base {
           for (auto& r : runners_) r.drop(step);
         },
         [this](gpu::gpu_done_atom, uint64_t id, const std::string& error) {
-          auto member = static_cast<uint32_t>(id >> launch_member_shift);
+          uint32_t member = accelerator_launches::member_of(id);
           if (member < runners_.size()) runners_[member].launch_done(id, error);
           drain_local();
         },

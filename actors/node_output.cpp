@@ -62,18 +62,66 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
     deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
 }
 
-void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-                   const accelerator_launch& launch) {
+std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_value* slots,
+                                                size_t num_slots, uint64_t invocation) {
+  auto launch = std::make_shared<accelerator_launch>();
+  launch->def = plan.def;
+  launch->node_name = plan.name;
+  launch->attrs = &plan.attrs;
+  launch->invocation = invocation;
+  launch->host_inputs = plan.bound_inputs;
+  launch->device_inputs.resize(plan.bound_inputs.size());
+  for (size_t s = 0; s < num_slots; ++s)
+    if (int i = plan.slot_input[s]; i >= 0) {
+      launch->host_inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
+      launch->device_inputs[static_cast<size_t>(i)] = std::move(slots[s].on_device);
+    }
+  size_t outputs = plan.output_consumers.size();
+  launch->to_host.assign(outputs, 0);
+  launch->on_device.assign(outputs, 0);
+  for (size_t i = 0; i < outputs; ++i)
+    for (auto& c : plan.output_consumers[i])
+      (c.on_device ? launch->on_device : launch->to_host)[i] = 1;
+  return launch;
+}
+
+void accelerator_launches::start(node_host_base* self, const node_plan& plan, uint32_t member,
+                                 uint64_t step, const frame_tag& tag,
+                                 std::shared_ptr<accelerator_launch> launch) {
+  uint64_t id = (uint64_t{member} << member_shift) | next_++;
+  pending_.emplace(id, launched{step, tag, launch});
+  accelerator* accel = plan.accel;
+  self->send(plan.device, run_atom::value,
+             gpu::gpu_task{0, [accel, launch] { accel->enqueue(0, *launch); }, id});
+}
+
+void accelerator_launches::finish(node_host_base* self, const node_plan& plan, uint64_t id,
+                                  const std::string& error) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // its step was dropped
+  launched done = std::move(it->second);
+  pending_.erase(it);
+  const accelerator_launch& launch = *done.launch;
+  const std::string& failure = error.empty() ? launch.error : error;
+  if (!failure.empty()) {
+    std::vector<tensor> none;
+    return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure));
+  }
   for (size_t i = 0; i < plan.output_consumers.size(); ++i)
     for (auto& c : plan.output_consumers[i]) {
-      step_input in{step, c.slot, {}, tag};
+      step_input in{done.step, c.slot, {}, done.tag};
       if (c.on_device)
         in.value.on_device = launch.device_outputs[i];
       else
         in.value.value = launch.host_outputs[i];
       deliver(self, c, std::move(in));
     }
-  for (auto& c : plan.control_consumers) deliver(self, c, step_input{step, c.slot, {}, tag});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{done.step, c.slot, {}, done.tag});
+}
+
+void accelerator_launches::drop(uint64_t step) {
+  std::erase_if(pending_, [step](const auto& l) { return l.second.step == step; });
 }
 
 // Sends a dead value to every consumer: this node did not run in the step.

@@ -4,7 +4,9 @@
 #pragma once
 #include <caf/all.hpp>
 #include <deque>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -32,10 +34,39 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in);
 /// Sends a step's outputs (or its error) to every consumer.
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error);
-/// Sends an accelerator launch's outputs on: in device memory to consumers
-/// on the same device, host copies to the others.
-void emit_launched(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-                   const accelerator_launch& launch);
+/// A firing of `plan` (on an accelerator) with the values in `slots`: its
+/// inputs, host tensors or device values as they came, and which outputs its
+/// consumers want in host memory and which on the device.
+std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_value* slots,
+                                                size_t num_slots, uint64_t invocation);
+
+/// A node's firings on an accelerator, from the gpu_task that carries one to
+/// its gpu_done: no thread waits for the device.
+class accelerator_launches {
+ public:
+  /// Sends `launch` to the plan's device actor; node `member` of `self` hears
+  /// of it again by finish().
+  void start(node_host_base* self, const node_plan& plan, uint32_t member, uint64_t step,
+             const frame_tag& tag, std::shared_ptr<accelerator_launch> launch);
+  /// Launch `id` ran: its outputs go on (in device memory to consumers on the
+  /// same device, host copies to the others), or its error, or `error` (a
+  /// fault of the device). Nothing for a launch of a dropped step.
+  void finish(node_host_base* self, const node_plan& plan, uint64_t id, const std::string& error);
+  void drop(uint64_t step);
+  /// The member a launch id belongs to: it rides in the id's top bits.
+  static uint32_t member_of(uint64_t id) { return static_cast<uint32_t>(id >> member_shift); }
+
+ private:
+  static constexpr int member_shift = 40;
+  struct launched {
+    uint64_t step;
+    frame_tag tag;
+    std::shared_ptr<accelerator_launch> launch;
+  };
+  std::unordered_map<uint64_t, launched> pending_;
+  uint64_t next_ = 0;
+};
+
 /// Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                dead_kind why);

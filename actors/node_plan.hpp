@@ -92,9 +92,7 @@ struct node_plan {
   caf::actor device;                 // where expensive kernels run
   tbb::task_arena* arena = nullptr;  // the device's threads, which a loop's kernels join
   /// A node on an accelerator: every firing goes to `device` as a gpu_task.
-  /// Which outputs its consumers want in host memory, which on the device.
   accelerator* accel = nullptr;
-  std::vector<char> output_to_host, output_on_device;
   std::shared_ptr<send_route> route;  // for sends
   /// The most messages one turn of the actor handles (0: no limit), so that
   /// a batch of steps splits in smaller waves down a segmented chain.

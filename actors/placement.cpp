@@ -9,14 +9,6 @@ namespace actorflow {
 
 namespace {
 
-device_name parsed_hint(const node& n) {
-  try {
-    return device_name::parse(n.device);
-  } catch (const error& e) {
-    fail("session", "node '" + n.name + "': " + e.what());
-  }
-}
-
 // " on float32, int32": the dtypes of a node's inputs, for messages.
 std::string kinds(const std::vector<dtype>& types) {
   std::string s;
@@ -43,6 +35,14 @@ std::string why_not_on(const local_device& d, const graph& g, const node& n) {
 }
 
 }  // namespace
+
+device_name checked_device(const node& n) {
+  try {
+    return device_name::parse(n.device);
+  } catch (const error& e) {
+    fail("session", "node '" + n.name + "': " + e.what());
+  }
+}
 
 bool served_by_runtime(const op_def& def) {
   static const std::set<std::string> ops{
@@ -123,12 +123,13 @@ void device_placer::place_by_cost(const std::vector<bool>& needed,
     if (!needed[uid]) continue;
     int id = static_cast<int>(uid);
     const node& n = g_.at(id);
-    bool free = colocation_root(g_, id) == id && parsed_hint(n).type.empty();
+    bool free = colocation_root(g_, id) == id && checked_device(n).type.empty();
+    int fixed = free ? -1 : device_of(id);
     double flops = estimated_flops(g_, n);
-    int best = -1;
+    int best = -1;  // always found: a CPU device runs any node
     double best_finish = 0;
     for (size_t d = 0; d < devices_.size(); ++d) {
-      if (free ? !why_not_on(devices_[d], g_, n).empty() : int(d) != device_of(id)) continue;
+      if (free ? !why_not_on(devices_[d], g_, n).empty() : int(d) != fixed) continue;
       double start = busy_until[d];
       for (auto& e : n.inputs) {
         if (!needed[static_cast<size_t>(e.node)]) continue;  // a folded constant
@@ -145,7 +146,6 @@ void device_placer::place_by_cost(const std::vector<bool>& needed,
         best_finish = end;
       }
     }
-    if (best < 0) best = device_of(id);  // nothing fits: device_of says why
     finish[uid] = best_finish;
     busy_until[static_cast<size_t>(best)] = best_finish;
     if (free) {
@@ -159,7 +159,7 @@ void device_placer::place_by_cost(const std::vector<bool>& needed,
 }
 
 int device_placer::place_by_hint(const node& n, std::string& why) const {
-  device_name hint = parsed_hint(n);
+  device_name hint = checked_device(n);
   if (hint.type.empty()) {
     why = "default";
     return 0;

@@ -26,6 +26,9 @@
 
 namespace actorflow {
 
+/// The node's device hint, parsed; throws naming the node for a malformed name.
+device_name checked_device(const node& n);
+
 /// Ops whose work the runtime's own actors do, on CPU devices: feeds,
 /// variables and other resources, transfers, control flow, and what a
 /// resource's actor applies.
