@@ -26,8 +26,10 @@ using actorflow::testing::error_of;
 
 namespace {
 
+// The tests below count and name devices: none asks for the GPU a machine may have.
 std::shared_ptr<runtime> two_cpu_devices() {
-  return std::make_shared<runtime>(runtime_options{.cpu_devices = 2, .compute_threads = 1});
+  return std::make_shared<runtime>(
+      runtime_options{.cpu_devices = 2, .compute_threads = 1, .gpus = 0});
 }
 
 // Which CPU device's arena the calling thread is in (-1: none), set by an
@@ -93,7 +95,7 @@ tensor random_labels(int64_t n, uint32_t seed) {
 
 TEST_CASE("a runtime has the CPU devices it is asked for, each with an arena of its own") {
   auto rt = std::make_shared<runtime>(
-      runtime_options{.scheduler_threads = 2, .cpu_devices = 3, .compute_threads = 2});
+      runtime_options{.scheduler_threads = 2, .cpu_devices = 3, .compute_threads = 2, .gpus = 0});
   REQUIRE(rt->devices().size() == 3);
   for (int d = 0; d < 3; ++d) {
     auto& dev = rt->devices()[static_cast<size_t>(d)];
@@ -315,8 +317,10 @@ TEST_CASE("steps in flight pipeline through the two halves and give each batch's
 namespace {
 
 std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
-  return std::make_shared<runtime>(runtime_options{
-      .compute_threads = 1, .stand_in_devices = 1, .stand_in_memory_bytes = memory_bytes});
+  return std::make_shared<runtime>(runtime_options{.compute_threads = 1,
+                                                   .gpus = 0,
+                                                   .stand_in_devices = 1,
+                                                   .stand_in_memory_bytes = memory_bytes});
 }
 
 accelerator& stand_in_of(runtime& rt) {
@@ -457,8 +461,8 @@ TEST_CASE("the MLP trains on the stand-in to the losses it has on the CPU") {
 // The cost model's placement
 
 TEST_CASE("the cost model spreads independent products over CPU devices and keeps chains") {
-  auto rt = std::make_shared<runtime>(
-      runtime_options{.cpu_devices = 2, .compute_threads = 1, .cost_model_placement = true});
+  auto rt = std::make_shared<runtime>(runtime_options{
+      .cpu_devices = 2, .compute_threads = 1, .gpus = 0, .cost_model_placement = true});
   auto rates = rt->device_rates();
   REQUIRE(rates.size() == 2);
   for (auto& r : rates) CHECK(r.gflops > 0.1);

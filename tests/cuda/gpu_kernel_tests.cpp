@@ -172,13 +172,17 @@ TEST_SUITE("gpu") {
     step();
     step();
     dev.synchronize();
+    // The device is shared with the tests before: count from here.
     const auto before = dev.memory()->stats();
+    const auto staging_before = dev.staging()->stats();
     for (int i = 0; i < 5; ++i) step();
     dev.synchronize();
     const auto after = dev.memory()->stats();
     CHECK(after.backend_allocations == before.backend_allocations);
     CHECK(after.reuses > before.reuses);
-    CHECK(dev.staging()->stats().backend_allocations <= 4);
+    // A staging buffer given back by the step before may still wait for its
+    // fence (recorded at the next allocation): at most one more per copy.
+    CHECK(dev.staging()->stats().backend_allocations <= staging_before.backend_allocations + 2);
   }
 
   TEST_CASE("the device actor runs kernels on CUDA streams and reports completion") {
