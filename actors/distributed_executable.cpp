@@ -36,21 +36,24 @@ struct driver_step {
   std::chrono::steady_clock::time_point deadline;
   std::vector<tensor> fetched;
   std::string error;
+  int64_t sent_ns = 0;  // a traced step: when its starts went out
 };
 
 struct driver_state {
   uint64_t next_step = 1;
   std::unordered_map<uint64_t, driver_step> steps;
   std::map<caf::actor_addr, std::string> watched;  // -> task
-  std::string down;  // why the executable is broken
+  std::string down;                                // why the executable is broken
   bool watchdog_armed = false;
 };
 
 using driver_actor = caf::stateful_actor<driver_state>;
 
 void answer(const step_request_ptr& request, std::vector<tensor> fetched, const std::string& err) {
-  if (err.empty()) request->result.set_value(std::move(fetched));
-  else request->result.set_exception(std::make_exception_ptr(error(err)));
+  if (err.empty())
+    request->result.set_value(std::move(fetched));
+  else
+    request->result.set_exception(std::make_exception_ptr(error(err)));
   if (request->on_done) request->on_done();
 }
 
@@ -59,12 +62,29 @@ std::string from_task(const std::string& task, const std::string& what) {
   return "[cluster] task " + task + ": " + what;
 }
 
+// A traced step's records from one partition, brought onto our clock: a
+// remote task's offset is estimated from this step's round trip to it.
+void add_partition_trace(step_request& request, const partition_route& part, int64_t sent,
+                         step_result& r) {
+  int64_t offset = 0;
+  if (!part.client && r.received_ns != 0) {
+    offset = clock_offset_ns(sent, r.received_ns, r.answered_ns, trace_now_ns());
+    request.clock_offset_ns[part.task] = offset;
+  }
+  for (auto& t : r.trace) {
+    for (int64_t* time : {&t.ready_ns, &t.start_ns, &t.end_ns}) *time -= offset;
+    if (t.kind > trace_kind::last) t.kind = trace_kind::kernel;  // a peer's garbage
+    request.trace_records.push_back(std::move(t));
+  }
+}
+
 void part_done(driver_actor* self, const driver_plan& plan, uint64_t step, size_t part,
                step_result& r) {
   auto it = self->state.steps.find(step);
   if (it == self->state.steps.end() || it->second.answered[part]) return;  // failed already
   auto& st = it->second;
   st.answered[part] = true;
+  if (st.request->trace) add_partition_trace(*st.request, plan.parts[part], st.sent_ns, r);
   if (!r.ok() && st.error.empty()) {
     st.error = r.error;  // names the node and its task
     // The others may wait on a value that will never come: drop the step.
@@ -126,11 +146,13 @@ void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_requ
   st.request = request;
   st.answered.assign(plan->parts.size(), false);
   st.deadline = std::chrono::steady_clock::now() + plan->timeout;
+  const bool trace = request->trace;
+  if (trace) st.sent_ns = trace_now_ns();
   for (size_t i = 0; i < plan->parts.size(); ++i) {
     auto& part = plan->parts[i];
     std::vector<tensor> feeds;
     for (size_t f : part.feed_index) feeds.push_back(request->feeds[f]);
-    self->request(part.coordinator, caf::infinite, start_atom::value, step, std::move(feeds))
+    self->request(part.coordinator, caf::infinite, start_atom::value, step, std::move(feeds), trace)
         .then([self, plan, step, i](step_result& r) { part_done(self, *plan, step, i, r); },
               [self, plan, step, i](caf::error& e) {
                 step_result r;
@@ -147,8 +169,8 @@ void task_down(driver_actor* self, const driver_plan& plan, const caf::down_msg&
   auto it = self->state.watched.find(down.source);
   std::string task = it == self->state.watched.end() ? "?" : it->second;
   if (self->state.down.empty())
-    self->state.down = from_task(task, "went down (" + caf::to_string(down.reason) +
-                                           "); the next run reconnects");
+    self->state.down =
+        from_task(task, "went down (" + caf::to_string(down.reason) + "); the next run reconnects");
   {
     std::lock_guard<std::mutex> lock(plan.health->mutex);
     plan.health->dead.push_back(task);
@@ -165,7 +187,9 @@ void task_down(driver_actor* self, const driver_plan& plan, const caf::down_msg&
 caf::behavior driver(driver_actor* self, std::shared_ptr<driver_plan> plan) {
   self->set_down_handler([self, plan](caf::down_msg& down) { task_down(self, *plan, down); });
   return {
-      [self, plan](run_atom, step_request_ptr& request) { start_step(self, plan, std::move(request)); },
+      [self, plan](run_atom, step_request_ptr& request) {
+        start_step(self, plan, std::move(request));
+      },
       [self, plan](tick_atom) { check_deadlines(self, *plan); },
       [self](watch_atom, caf::actor& whom, std::string& task) {
         self->state.watched.emplace(whom.address(), task);
@@ -198,7 +222,8 @@ registration register_remote(caf::scoped_actor& self, const caf::actor& server,
               reg.recvs.emplace(names[i], actors[i]);
           },
           [&](caf::error& e) { failure = error_text(e); });
-  if (!failure.empty()) fail("cluster", "registering a partition with task " + p.task + ": " + failure);
+  if (!failure.empty())
+    fail("cluster", "registering a partition with task " + p.task + ": " + failure);
   return reg;
 }
 
@@ -250,7 +275,8 @@ distributed_executable::distributed_executable(const graph& g, const run_signatu
     for (auto& cut : parts_.cuts) {
       auto recv = recvs.find({cut.recv_task, cut.recv_name});
       if (recv == recvs.end())
-        fail("cluster", "task " + cut.recv_task + " did not report its recv '" + cut.recv_name + "'");
+        fail("cluster",
+             "task " + cut.recv_task + " did not report its recv '" + cut.recv_name + "'");
       if (cut.send_task == client.task) {
         local_->connect(cut.send_name, recv->second);
       } else {

@@ -8,6 +8,7 @@
 #include "actors/cancelled_steps.hpp"
 #include "actors/node_plan.hpp"
 #include "core/device_name.hpp"
+#include "ops/transfer.hpp"
 
 namespace actorflow {
 
@@ -45,6 +46,8 @@ struct coordinator_plan {
 // partition's sinks may hear from a remote send before the client's start.
 struct active_step {
   bool started = false;
+  bool traced = false;
+  int64_t received_ns = 0;      // a traced partition step: when its start came
   step_request_ptr request;     // a local run
   caf::response_promise reply;  // a start from a cluster client
   std::vector<tensor> fetched;
@@ -94,6 +97,25 @@ void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step
   for (auto& a : plan.starters) self->send(a, input_atom::value, step_input{step, 0, step_value{}});
 }
 
+// Answers a step's caller: a local run's promise, or the cluster client's
+// start (with the partition's timeline when it was traced).
+void answer_step(const coordinator_plan& plan, uint64_t step, active_step& st,
+                 std::vector<tensor> fetched) {
+  std::vector<node_trace> trace;
+  if (st.traced) trace = end_step_trace(plan.executable_id, step);
+  if (st.request) {
+    st.request->trace_records = std::move(trace);
+    return finish(st.request, std::move(fetched), st.error);
+  }
+  step_result r{std::move(fetched), std::move(st.error)};
+  if (st.traced) {
+    r.trace = std::move(trace);
+    r.received_ns = st.received_ns;
+    r.answered_ns = trace_now_ns();
+  }
+  st.reply.deliver(std::move(r));
+}
+
 // A step of an executable with loops that failed: answered now, and
 // forgotten by its nodes, whose late messages are dropped.
 void fail_now(coordinator_actor* self, const coordinator_plan& plan, uint64_t step) {
@@ -103,10 +125,7 @@ void fail_now(coordinator_actor* self, const coordinator_plan& plan, uint64_t st
   self->state.steps.erase(it);
   self->state.aborted.add(step);
   for (auto& n : plan.nodes) self->send(n, drop_atom::value, step);
-  if (st.request)
-    finish(st.request, {}, st.error);
-  else
-    st.reply.deliver(step_result{{}, std::move(st.error)});
+  answer_step(plan, step, st, {});
 }
 
 // Answers the step's caller once it started and every sink reported.
@@ -116,10 +135,7 @@ void finish_if_done(coordinator_actor* self, const coordinator_plan& plan, uint6
   for (auto& h : plan.histories) h->forget(step);
   active_step st = std::move(it->second);
   self->state.steps.erase(it);
-  if (st.request)
-    finish(st.request, std::move(st.fetched), st.error);
-  else
-    st.reply.deliver(step_result{std::move(st.fetched), std::move(st.error)});
+  answer_step(plan, step, st, std::move(st.fetched));
 }
 
 caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_plan> plan) {
@@ -132,10 +148,15 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         uint64_t step = self->state.next_step++;
         auto& st = step_state(self, *plan, step);
         st.started = true;
+        if (request->trace) {
+          st.traced = true;
+          begin_step_trace(plan->executable_id, step);
+        }
         launch(self, *plan, step, request->feeds);
         st.request = std::move(request);
       },
-      [self, plan](start_atom, uint64_t step, std::vector<tensor>& feeds) {
+      [self, plan](start_atom, uint64_t step, std::vector<tensor>& feeds, bool trace) {
+        const int64_t received = trace ? trace_now_ns() : 0;
         auto reply = self->make_response_promise();
         if (feeds.size() != plan->num_feeds) {
           reply.deliver(step_result{{},
@@ -151,6 +172,11 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         auto& st = step_state(self, *plan, step);
         st.started = true;
         st.reply = std::move(reply);
+        if (trace) {
+          st.traced = true;
+          st.received_ns = received;
+          begin_step_trace(plan->executable_id, step);
+        }
         launch(self, *plan, step, feeds);
         finish_if_done(self, *plan, step);
       },
@@ -165,6 +191,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         auto it = self->state.steps.find(step);
         if (it == self->state.steps.end()) return;
         auto& st = it->second;
+        if (st.traced) end_step_trace(plan->executable_id, step);
         if (st.started && !st.request)
           st.reply.deliver(step_result{{}, "[session] step " + std::to_string(step) + " aborted"});
         self->state.steps.erase(it);
@@ -193,6 +220,19 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
 }
 
 // ---- compiling a signature ------------------------------------------------
+
+// The nodes `n` hears from, for timelines' flow arrows: its inputs' and
+// control inputs' nodes; a recv hears from its send, in another partition.
+std::vector<std::string> producers_of(const graph& g, const node& n) {
+  std::vector<std::string> names;
+  if (n.op == "recv") {
+    names.push_back(get_attr_or<std::string>(n.attrs, transfer_peer_attr, n.op, ""));
+    return names;
+  }
+  for (auto& in : n.inputs) names.push_back(g.at(in.node).name);
+  for (int c : n.control_inputs) names.push_back(g.at(c).name);
+  return names;
+}
 
 // An enter of a loop invariant (or the recv of one from another partition):
 // its value serves every iteration of the frame.
@@ -539,6 +579,8 @@ executable::executable(const graph& g, const run_signature& sig, runtime& rt,
     plan->def = n.def;
     plan->name = n.name;
     plan->task = task;
+    plan->device_name = device.name;
+    plan->producers = producers_of(g, n);
     plan->executable_id = executable_id;
     plan->attrs = n.attrs;
     plan->device = device.actor;

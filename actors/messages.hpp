@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "actors/step_trace.hpp"
 #include "actors/tensor_wire.hpp"
 #include "core/op_registry.hpp"
 #include "core/tensor.hpp"
@@ -82,6 +84,10 @@ struct step_request {
   std::promise<std::vector<tensor>> result;
   /// Called once the step is finished (after the promise is set).
   std::function<void()> on_done;
+  /// run_options::trace: the step's timeline, filled before the promise is set.
+  bool trace = false;
+  std::vector<node_trace> trace_records;
+  std::map<std::string, int64_t> clock_offset_ns;  // by remote task
 };
 using step_request_ptr = std::shared_ptr<step_request>;
 
@@ -99,6 +105,11 @@ struct update_result {
 struct step_result {
   std::vector<tensor> values;
   std::string error;
+  /// A traced step: the partition's records, on its clock, and when it got
+  /// the start and answered (for the client's estimate of the clock offset).
+  std::vector<node_trace> trace;
+  int64_t received_ns = 0;
+  int64_t answered_ns = 0;
   bool ok() const { return error.empty(); }
 };
 
@@ -136,8 +147,8 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;
 // last uint32_t names the node within its actor (step_input::member).
 using frame_end_atom = caf::atom_constant<caf::atom("frame_end")>;
 // A partition's step coordinator, driven by a cluster client (actors/distributed_executable):
-using start_atom =
-    caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds) -> step_result
+using start_atom = caf::atom_constant<caf::atom("start")>;  // (step, vector<tensor> feeds,
+                                                            // bool trace) -> step_result
 using abort_atom =
     caf::atom_constant<caf::atom("abort")>;  // (step): drop a step that failed elsewhere
 // A task server (actors/task_server.hpp), the entry point of a cluster task:
@@ -185,7 +196,8 @@ typename Inspector::result_type inspect(Inspector& f, step_input& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("actorflow::step_result"), x.values, x.error);
+  return f(caf::meta::type_name("actorflow::step_result"), x.values, x.error, x.trace,
+           x.received_ns, x.answered_ns);
 }
 
 template <class Inspector>

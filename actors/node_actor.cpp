@@ -270,6 +270,8 @@ class node_runner {
       case node_kind::switch_value:
         return switch_to_branch(step, tag, slots, num_slots);
       case node_kind::placeholder:
+        if (plan.def && plan.def->name == "recv")
+          trace_transfer(plan, step, tag, trace_kind::recv, slots[0].value);
         outputs_.push_back(std::move(slots[0].value));
         emit(host_, plan, step, tag, outputs_, "");
         outputs_.clear();
@@ -602,6 +604,7 @@ class node_runner {
     for (size_t s = 1; s < num_slots && out.ok(); ++s)
       if (!slots[s].ok()) out.error = std::move(slots[s].error);
     auto peer = plan.route ? plan.route->get() : caf::actor();
+    trace_transfer(plan, step, tag, trace_kind::send, out.value);
     if (!peer)
       out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
     else
@@ -640,19 +643,20 @@ class node_runner {
       return;
     }
     auto plan = plan_;
-    host_->send(
-        plan->device, run_atom::value,
-        device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation]() mutable {
-          std::vector<tensor> outputs;
-          run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation);
-        }});
+    host_->send(plan->device, run_atom::value,
+                device_task{[plan, step, tag, inputs = std::exchange(inputs_, {}), invocation,
+                             ready = now_if_tracing()]() mutable {
+                  std::vector<tensor> outputs;
+                  run_and_emit(nullptr, *plan, step, tag, inputs, outputs, invocation, ready);
+                }});
   }
 
   void read_variable(uint64_t step, const frame_tag& tag) {
     host_->request(plan_->variable, caf::infinite, read_atom::value)
         .then(
-            [this, step, tag](step_value& v) {
+            [this, step, tag, asked = now_if_tracing()](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
+              trace_resource(*plan_, step, tag, asked, outs);
               emit(host_, *plan_, step, tag, outs, v.error);
               host_->drain_local();
             },
@@ -664,9 +668,10 @@ class node_runner {
   void ask_resource(uint64_t step, const frame_tag& tag, variable_update&& u) {
     host_->request(plan_->variable, caf::infinite, update_atom::value, std::move(u))
         .then(
-            [this, step, tag](update_result& r) {
+            [this, step, tag, asked = now_if_tracing()](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
                 r.error = describe_failure(*plan_, "update produced too few outputs");
+              trace_resource(*plan_, step, tag, asked, r.values);
               emit(host_, *plan_, step, tag, r.values, r.error);
               host_->drain_local();
             },

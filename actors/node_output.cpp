@@ -1,6 +1,7 @@
 #include "actors/node_output.hpp"
 
 #include "actors/scheduler.hpp"
+#include "ops/transfer.hpp"
 
 namespace actorflow {
 
@@ -89,7 +90,7 @@ void accelerator_launches::start(node_host_base* self, const node_plan& plan, ui
                                  uint64_t step, const frame_tag& tag,
                                  std::shared_ptr<accelerator_launch> launch) {
   uint64_t id = (uint64_t{member} << member_shift) | next_++;
-  pending_.emplace(id, launched{step, tag, launch});
+  pending_.emplace(id, launched{step, tag, launch, now_if_tracing()});
   accelerator* accel = plan.accel;
   self->send(plan.device, run_atom::value,
              gpu::gpu_task{0, [accel, launch] { accel->enqueue(0, *launch); }, id});
@@ -103,6 +104,16 @@ void accelerator_launches::finish(node_host_base* self, const node_plan& plan, u
   pending_.erase(it);
   const accelerator_launch& launch = *done.launch;
   const std::string& failure = error.empty() ? launch.error : error;
+  if (done.started_ns != 0)
+    if (auto trace = find_step_trace(plan.executable_id, done.step)) {
+      auto t = trace_record(plan, done.tag, trace_kind::device);
+      t.ready_ns = t.start_ns = done.started_ns;
+      t.end_ns = trace_now_ns();
+      t.output_bytes = bytes_of(launch.host_outputs);
+      for (auto& v : launch.device_outputs)
+        if (v) t.output_bytes += static_cast<int64_t>(v->tensor.size_bytes());
+      trace->add(std::move(t));
+    }
   if (!failure.empty()) {
     std::vector<tensor> none;
     return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure));
@@ -134,6 +145,52 @@ void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const
     deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
 }
 
+node_trace trace_record(const node_plan& plan, const frame_tag& tag, trace_kind kind) {
+  node_trace t;
+  t.node = plan.name;
+  t.op = plan.def ? plan.def->name : "";
+  t.device = plan.device_name;
+  t.task = plan.task;
+  t.kind = kind;
+  t.inputs = plan.producers;
+  t.frame = tag.frame;
+  t.iteration = tag.iteration;
+  return t;
+}
+
+int64_t bytes_of(const std::vector<tensor>& values) {
+  int64_t bytes = 0;
+  for (auto& v : values)
+    if (v.valid()) bytes += static_cast<int64_t>(v.size_bytes());
+  return bytes;
+}
+
+int64_t now_if_tracing() { return traced_steps_in_flight() > 0 ? trace_now_ns() : 0; }
+
+void trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
+                    const tensor& value) {
+  auto trace = find_step_trace(plan.executable_id, step);
+  if (!trace) return;
+  auto t = trace_record(plan, tag, kind);
+  t.thread = trace_thread_id();
+  t.ready_ns = t.start_ns = t.end_ns = trace_now_ns();
+  t.output_bytes = value.valid() ? static_cast<int64_t>(value.size_bytes()) : 0;
+  t.peer_task = get_attr_or<std::string>(plan.attrs, transfer_peer_task_attr, t.op, "");
+  trace->add(std::move(t));
+}
+
+void trace_resource(const node_plan& plan, uint64_t step, const frame_tag& tag, int64_t asked,
+                    const std::vector<tensor>& values) {
+  if (asked == 0) return;
+  auto trace = find_step_trace(plan.executable_id, step);
+  if (!trace) return;
+  auto t = trace_record(plan, tag, trace_kind::resource);
+  t.ready_ns = t.start_ns = asked;
+  t.end_ns = trace_now_ns();
+  t.output_bytes = bytes_of(values);
+  trace->add(std::move(t));
+}
+
 std::string describe_failure(const node_plan& plan, const std::string& what) {
   std::string where = plan.task.empty() ? "" : " on " + plan.task;
   return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
@@ -163,16 +220,29 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
 // deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
 // back holding just the folded constants, `outputs` empty.
 void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation) {
+                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation,
+                  int64_t ready_ns) {
   std::string error;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
                      std::move(inputs), std::move(outputs), invocation};
+  auto trace = find_step_trace(plan.executable_id, step);
+  const int64_t start = trace ? trace_now_ns() : 0;
   try {
     plan.def->kernel(ctx);
     if (ctx.outputs.size() < plan.output_consumers.size())
       error = describe_failure(plan, "kernel produced too few outputs");
   } catch (const std::exception& e) {
     error = describe_failure(plan, e.what());
+  }
+  if (trace) {  // before its outputs go on: the step cannot end without it
+    auto t = trace_record(plan, tag, trace_kind::kernel);
+    t.thread = trace_thread_id();
+    t.on_pool = self == nullptr;
+    t.ready_ns = ready_ns != 0 ? ready_ns : start;
+    t.start_ns = start;
+    t.end_ns = trace_now_ns();
+    t.output_bytes = bytes_of(ctx.outputs);
+    trace->add(std::move(t));
   }
   inputs = std::move(ctx.inputs);
   release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared

@@ -11,6 +11,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_plan.hpp"
+#include "actors/step_trace.hpp"
 
 namespace actorflow {
 
@@ -62,6 +63,7 @@ class accelerator_launches {
     uint64_t step;
     frame_tag tag;
     std::shared_ptr<accelerator_launch> launch;
+    int64_t started_ns = 0;  // when the step is traced
   };
   std::unordered_map<uint64_t, launched> pending_;
   uint64_t next_ = 0;
@@ -74,8 +76,24 @@ void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const
 std::string describe_failure(const node_plan& plan, const std::string& what);
 /// Runs the kernel and emits its outputs or the error it threw (`self` as in
 /// deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
-/// back holding just the folded constants, `outputs` empty.
+/// back holding just the folded constants, `outputs` empty. In a traced step
+/// it records the firing; `ready_ns` is when the node had its inputs (0: now).
 void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation);
+                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation,
+                  int64_t ready_ns = 0);
+
+/// A timeline record of `plan`'s firing (actors/step_trace.hpp), with what
+/// the plan knows filled in.
+node_trace trace_record(const node_plan& plan, const frame_tag& tag, trace_kind kind);
+/// Bytes of the valid tensors among `values`.
+int64_t bytes_of(const std::vector<tensor>& values);
+/// Now, when some step in the process is traced; else 0 (no clock read).
+int64_t now_if_tracing();
+/// Records a send's or a recv's value in a traced step.
+void trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
+                    const tensor& value);
+/// Records a request to the resource actor, from `asked` (0: untraced) to its answer.
+void trace_resource(const node_plan& plan, uint64_t step, const frame_tag& tag, int64_t asked,
+                    const std::vector<tensor>& values);
 
 }  // namespace actorflow

@@ -76,7 +76,11 @@ struct node_plan {
   node_kind kind = node_kind::kernel;
   const op_def* def = nullptr;
   std::string name;
-  std::string task;            // in a cluster, the task it runs on (named in errors); else empty
+  std::string task;         // in a cluster, the task it runs on (named in errors); else empty
+  std::string device_name;  // "/cpu:0", ...: for timelines
+  /// The nodes it takes values or control edges from (a recv: its send), for
+  /// timelines' flow arrows (actors/step_trace.hpp).
+  std::vector<std::string> producers;
   uint64_t executable_id = 0;  // process-wide, for the step keys of its resource requests
   attr_map attrs;
   /// Data inputs in op order; a valid tensor here is a folded constant and

@@ -150,7 +150,13 @@ std::shared_ptr<runnable> session::build(const run_signature& sig) {
 std::future<std::vector<tensor>> session::run_async(const feed_list& feeds,
                                                     const std::vector<output>& fetches,
                                                     const std::vector<operation>& targets) {
-  auto request = std::make_shared<step_request>();
+  return start(std::make_shared<step_request>(), feeds, fetches, targets);
+}
+
+std::future<std::vector<tensor>> session::start(std::shared_ptr<step_request> request,
+                                                const feed_list& feeds,
+                                                const std::vector<output>& fetches,
+                                                const std::vector<operation>& targets) {
   request->feeds.reserve(feeds.size());
   for (auto& [target, value] : feeds) {
     check_feed(target.node(), value);
@@ -167,6 +173,23 @@ std::future<std::vector<tensor>> session::run_async(const feed_list& feeds,
 std::vector<tensor> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                  const std::vector<operation>& targets) {
   return run_async(feeds, fetches, targets).get();
+}
+
+std::vector<tensor> session::run(const run_options& options, const feed_list& feeds,
+                                 const std::vector<output>& fetches,
+                                 const std::vector<operation>& targets, run_metadata* metadata) {
+  auto request = std::make_shared<step_request>();
+  request->trace = options.trace;
+  const int64_t started = trace_now_ns();
+  auto result = start(request, feeds, fetches, targets);
+  result.wait();
+  if (metadata) {
+    metadata->start_ns = started;
+    metadata->end_ns = trace_now_ns();
+    metadata->nodes = std::move(request->trace_records);
+    metadata->clock_offset_ns = std::move(request->clock_offset_ns);
+  }
+  return result.get();
 }
 
 tensor session::eval(output fetch, const feed_list& feeds) {

@@ -15,6 +15,7 @@
 #include "actors/placement.hpp"
 #include "actors/resource_table.hpp"
 #include "actors/runtime.hpp"
+#include "actors/step_trace.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -22,6 +23,7 @@ namespace actorflow {
 class runnable;
 class cluster_connection;
 struct run_signature;
+struct step_request;
 
 using feed_list = std::vector<std::pair<output, tensor>>;
 
@@ -43,6 +45,12 @@ class session {
   /// (the message names the node); the session stays usable.
   std::vector<tensor> run(const feed_list& feeds, const std::vector<output>& fetches,
                           const std::vector<operation>& targets = {});
+  /// The same with options (TensorFlow's RunOptions and RunMetadata):
+  /// run_options{.trace = true} fills `metadata` (when given) with the
+  /// step's timeline, also when the step fails (then it throws after).
+  std::vector<tensor> run(const run_options& options, const feed_list& feeds,
+                          const std::vector<output>& fetches, const std::vector<operation>& targets,
+                          run_metadata* metadata);
   /// Runs one step for one fetch.
   tensor eval(output fetch, const feed_list& feeds = {});
   /// Targets only (initializers, train ops).
@@ -90,6 +98,9 @@ class session {
                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
+  std::future<std::vector<tensor>> start(std::shared_ptr<step_request> request,
+                                         const feed_list& feeds, const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets);
   std::shared_ptr<const runnable> compile(const feed_list& feeds,
                                           const std::vector<output>& fetches,
                                           const std::vector<operation>& targets);

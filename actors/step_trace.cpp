@@ -1,0 +1,90 @@
+#include "actors/step_trace.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <unordered_map>
+
+namespace actorflow {
+
+namespace {
+
+struct trace_key_hash {
+  size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
+    return std::hash<uint64_t>()(k.first * 0x9e3779b97f4a7c15ULL ^ k.second);
+  }
+};
+
+// The traced steps of the process. Looked up only while one is in flight.
+struct trace_registry {
+  std::atomic<int64_t> active{0};
+  std::mutex mutex;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, step_trace_ptr, trace_key_hash> steps;
+};
+
+trace_registry& registry() {
+  static trace_registry* r = new trace_registry;  // never destroyed: pool threads may outlive main
+  return *r;
+}
+
+}  // namespace
+
+int64_t trace_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t trace_thread_id() {
+  thread_local uint64_t id = static_cast<uint64_t>(::syscall(SYS_gettid));
+  return id;
+}
+
+void step_trace::add(node_trace&& t) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nodes_.push_back(std::move(t));
+}
+
+std::vector<node_trace> step_trace::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(nodes_, {});
+}
+
+void begin_step_trace(uint64_t executable, uint64_t step) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.steps.emplace(std::pair{executable, step}, std::make_shared<step_trace>()).second)
+    r.active.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step) {
+  auto& r = registry();
+  step_trace_ptr trace;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.steps.find({executable, step});
+    if (it == r.steps.end()) return {};
+    trace = std::move(it->second);
+    r.steps.erase(it);
+    r.active.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return trace->take();
+}
+
+step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
+  auto& r = registry();
+  if (r.active.load(std::memory_order_relaxed) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.steps.find({executable, step});
+  return it == r.steps.end() ? nullptr : it->second;
+}
+
+int64_t traced_steps_in_flight() { return registry().active.load(std::memory_order_relaxed); }
+
+int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard) {
+  return ((received - sent) + (answered - heard)) / 2;
+}
+
+}  // namespace actorflow
