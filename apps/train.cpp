@@ -26,6 +26,7 @@
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/lm_training.hpp"
 #include "apps/lib/run_dirs.hpp"
+#include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "devices/cuda/gpu_support.hpp"
@@ -68,10 +69,11 @@ struct epoch_result {
 // Runs the steps of one epoch from `step` up to `end`, saving every
 // --checkpoint-every steps.
 epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int64_t& step,
-                       int64_t end, checkpoint_manager* ckpt, progress_bar& bar, int64_t epoch) {
+                       int64_t end, checkpoint_manager* ckpt, progress_bar& bar, int64_t epoch,
+                       apps::step_observer& observer) {
   epoch_result r;
   for (; step < end; ++r.steps) {
-    float loss = s.run({}, {t.loss}, {t.train})[0].item<float>();
+    float loss = observer.run(s, step + 1, {}, {t.loss}, {t.train})[0].item<float>();
     ++step;
     apps::require_finite_loss(loss, step, ckpt);
     r.loss_sum += double(loss);
@@ -122,11 +124,13 @@ int train(const train_config& c) {
   progress_bar bar(isatty(STDOUT_FILENO), last_step * c.batch);
   double train_seconds = 0;
   int64_t steps_run = 0;
+  apps::step_observer observer(apps::observer_options{
+      .out = c.out, .trace_steps = c.trace_steps, .profile = c.profile});
   while (step < last_step) {
     int64_t epoch = step / per_epoch;
     double epoch_start = now_seconds();
     auto r = run_epoch(s, t, c, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar,
-                       epoch);
+                       epoch, observer);
     double seconds = now_seconds() - epoch_start;
     train_seconds += seconds;
     steps_run += r.steps;
@@ -144,6 +148,7 @@ int train(const train_config& c) {
   double step_ms = steps_run ? 1000.0 * train_seconds / double(steps_run) : 0.0;
   double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);
+  observer.finish(step, std::cout);
   return 0;
 }
 
@@ -215,6 +220,14 @@ int main(int argc, char** argv) {
                      "default " +
                          std::string(fortunes_dir) + ")")
           ->capture_default_str();
+  app.add_option("--trace-steps", c.trace_steps,
+                 "write these steps' timelines (e.g. 10,11: the 10th and 11th training steps; in "
+                 "a cluster, this worker's own steps) to --out as trace-<step>.json, for "
+                 "Perfetto or chrome://tracing")
+      ->delimiter(',')
+      ->check(apps::whole_at_least<int64_t>(1));
+  app.add_flag("--profile", c.profile,
+               "trace every step and print, at the end, the ops with the most kernel time");
   add_lm_flags(app, c);
   apps::cluster_flags cluster;
   apps::add_cluster_flags(app, cluster);

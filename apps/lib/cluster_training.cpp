@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include "actors/dataset.hpp"
@@ -12,6 +13,7 @@
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/run_dirs.hpp"
+#include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
@@ -275,15 +277,23 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   shard_saver saver(*cluster, num_ps);
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
+  // This worker's own steps, with the partitions' records merged in.
+  step_observer observer(observer_options{.out = c.out,
+                                          .file_prefix = fmt::format("trace-{}{}-", setup.job,
+                                                                     setup.task),
+                                          .trace_steps = c.trace_steps,
+                                          .profile = c.profile});
   while (step < last_step) {
     float loss = 0;
     try {
       if (t.sync) {
-        auto r = run([&] { return s.run({}, {t.loss, t.new_local_step}, {}); });
+        auto r = run(
+            [&] { return observer.run(s, steps_run + 1, {}, {t.loss, t.new_local_step}, {}); });
         loss = r[0].item<float>();
         step = r[1].item<int64_t>();
       } else {
-        auto r = run([&] { return s.run({}, {t.loss, t.step.value()}, {t.train}); });
+        auto r = run(
+            [&] { return observer.run(s, steps_run + 1, {}, {t.loss, t.step.value()}, {t.train}); });
         loss = r[0].item<float>();
         step = r[1].item<int64_t>() + 1;
       }
@@ -317,6 +327,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   if (aggregation_failed) return 1;
   double seconds = now_seconds() - start;
   double examples = seconds > 0 ? double(steps_run * c.batch) / seconds : 0;
+  observer.finish(steps_run, std::cout);
   if (!chief) {
     fmt::print("{} done: {} steps, examples_per_s={:.0f}\n", setup.task_name(), steps_run, examples);
     return 0;

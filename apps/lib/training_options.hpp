@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "actors/idx_reader.hpp"
 
@@ -25,6 +26,9 @@ struct training_options {
   bool resume = false;
   bool overwrite_checkpoints = false;        // delete the directory's checkpoints first
   std::string data_dir = fashion_mnist_dir;  // the LM's default: fortunes_dir
+  // Seeing inside the run (apps/lib/step_observer.hpp):
+  std::vector<int64_t> trace_steps;  // write these steps' timelines to `out`
+  bool profile = false;              // trace every step, print the per-op table
   // The LSTM language model (--model lstm_lm):
   bool full_softmax = false;     // train with the full softmax (default: sampled)
   int64_t max_train_tokens = 0;  // use only the first N training tokens (0: all)
