@@ -111,16 +111,6 @@ decoded_png decode_png(const std::string& png, int channels) {
   return out;
 }
 
-// The one event file of a log directory.
-std::string event_file_in(const fs::path& dir) {
-  std::vector<std::string> files;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find("tfevents") != std::string::npos)
-      files.push_back(e.path().string());
-  REQUIRE(files.size() == 1);
-  return files[0];
-}
-
 // A small graph with scopes, a device, an input index > 0 and a control input.
 void build_graph(graph& g) {
   auto x = placeholder(g, dtype::float32, {-1, 3}, "x");
@@ -221,7 +211,7 @@ TEST_CASE("proto_wire: hostile buffers are errors naming the offset, not crashes
   CHECK(error_of([&] { r.append_doubles(f, out); }).find("not a multiple of 8") !=
         std::string::npos);
   // A malformed Summary inside a well-framed event is an error too.
-  CHECK(error_of([] { decode_summary("\x0a\x02\x15\x00"); }).find("truncated fixed32") !=
+  CHECK(error_of([] { decode_summary(std::string("\x0a\x02\x15\x00", 4)); }).find("truncated fixed32") !=
         std::string::npos);
 }
 
