@@ -211,8 +211,9 @@ TEST_CASE("proto_wire: hostile buffers are errors naming the offset, not crashes
   CHECK(error_of([&] { r.append_doubles(f, out); }).find("not a multiple of 8") !=
         std::string::npos);
   // A malformed Summary inside a well-framed event is an error too.
-  CHECK(error_of([] { decode_summary(std::string("\x0a\x02\x15\x00", 4)); }).find("truncated fixed32") !=
-        std::string::npos);
+  CHECK(error_of([] {
+          decode_summary(std::string("\x0a\x02\x15\x00", 4));
+        }).find("truncated fixed32") != std::string::npos);
 }
 
 TEST_CASE("histogram: TensorFlow's buckets on a known input") {
