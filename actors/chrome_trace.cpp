@@ -17,17 +17,21 @@ using json = nlohmann::json;
 // Kernels, sends and recvs ran on a thread of their own: a slice on its track.
 // Launches and resource requests overlap one another: async slices.
 bool on_thread_track(const node_trace& t) {
-  return t.kind == trace_kind::kernel || t.kind == trace_kind::send ||
-         t.kind == trace_kind::recv;
+  return t.kind == trace_kind::kernel || t.kind == trace_kind::send || t.kind == trace_kind::recv;
 }
 
 const char* kind_name(trace_kind k) {
   switch (k) {
-    case trace_kind::kernel: return "kernel";
-    case trace_kind::device: return "device";
-    case trace_kind::resource: return "resource";
-    case trace_kind::send: return "send";
-    case trace_kind::recv: return "recv";
+    case trace_kind::kernel:
+      return "kernel";
+    case trace_kind::device:
+      return "device";
+    case trace_kind::resource:
+      return "resource";
+    case trace_kind::send:
+      return "send";
+    case trace_kind::recv:
+      return "recv";
   }
   return "kernel";
 }
@@ -100,8 +104,8 @@ class trace_builder {
     }
     // An async slice per launch or request, grouped under its device.
     std::string cat = std::string(kind_name(t.kind)) + " " + t.device;
-    json begin{{"ph", "b"},      {"name", t.node}, {"cat", cat},     {"pid", pid},
-               {"tid", 0},       {"id", next_id_}, {"ts", us(t.start_ns)}, {"args", args_of(t)}};
+    json begin{{"ph", "b"}, {"name", t.node}, {"cat", cat},           {"pid", pid},
+               {"tid", 0},  {"id", next_id_}, {"ts", us(t.start_ns)}, {"args", args_of(t)}};
     json end{{"ph", "e"}, {"name", t.node}, {"cat", cat},        {"pid", pid},
              {"tid", 0},  {"id", next_id_}, {"ts", us(t.end_ns)}};
     ++next_id_;

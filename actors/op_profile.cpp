@@ -57,11 +57,14 @@ std::vector<op_profile::op_row> op_profile::top(size_t n) const {
 }
 
 std::string op_profile::table(size_t n) const {
-  std::string out = fmt::format("{:<28} {:>8} {:>11} {:>10} {:>8}\n", "op", "calls", "total ms",
-                                "mean us", "of step");
-  for (auto& r : top(n))
-    out += fmt::format("{:<28} {:>8} {:>11.3f} {:>10.1f} {:>7.1f}%\n", r.op, r.calls, r.total_ms,
-                       r.mean_us, 100.0 * r.share);
+  size_t width = 24;
+  auto rows = top(n);
+  for (auto& r : rows) width = std::max(width, r.op.size());
+  std::string out = fmt::format("{:<{}} {:>8} {:>11} {:>10} {:>8}\n", "op", width, "calls",
+                                "total ms", "mean us", "of step");
+  for (auto& r : rows)
+    out += fmt::format("{:<{}} {:>8} {:>11.3f} {:>10.1f} {:>7.1f}%\n", r.op, width, r.calls,
+                       r.total_ms, r.mean_us, 100.0 * r.share);
   out += fmt::format(
       "{} steps, {:.3f} ms each; the runtime's own share (no kernel running anywhere: messages, "
       "scheduling, waiting): {:.1f}%\n",

@@ -29,6 +29,7 @@
 #include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
+#include "apps/lib/train_summaries.hpp"
 #include "devices/cuda/gpu_support.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
@@ -45,10 +46,12 @@ using train_config = apps::training_options;
 struct training_graph {
   graph g;
   output queue, loss, eval_images, predictions;
+  output summaries;  // merged, with --logdir
   operation train;
 };
 
-void build_graph(training_graph& t, const train_config& c, const dataset& data) {
+void build_graph(training_graph& t, const train_config& c, const dataset& data,
+                 apps::train_summaries& summaries) {
   auto& g = t.g;
   t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
   auto batch = queue_dequeue(t.queue, "next_batch");
@@ -56,7 +59,10 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data) 
   if (c.device != "cpu") devices.push_back("/" + c.device + ":0");
   auto net = models::make_classifier(g, c.model, c.seed, devices);
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
-  t.train = make_optimizer(c.optimizer, c.lr)->minimize(t.loss);
+  auto opt = make_optimizer(c.optimizer, c.lr);
+  auto pairs = opt->compute_gradients(t.loss);
+  t.train = opt->apply_gradients(pairs);
+  t.summaries = summaries.add_to_graph(g, t.loss, pairs);
   t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
 }
@@ -70,10 +76,17 @@ struct epoch_result {
 // --checkpoint-every steps.
 epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int64_t& step,
                        int64_t end, checkpoint_manager* ckpt, progress_bar& bar, int64_t epoch,
-                       apps::step_observer& observer) {
+                       apps::step_observer& observer, apps::train_summaries& summaries) {
   epoch_result r;
   for (; step < end; ++r.steps) {
-    float loss = observer.run(s, step + 1, {}, {t.loss}, {t.train})[0].item<float>();
+    float loss = 0;
+    if (summaries.due(step + 1)) {
+      auto out = observer.run(s, step + 1, {}, {t.loss, t.summaries}, {t.train});
+      loss = out[0].item<float>();
+      summaries.write_step(step + 1, out[1], loss, c.lr, c.batch, "examples");
+    } else {
+      loss = observer.run(s, step + 1, {}, {t.loss}, {t.train})[0].item<float>();
+    }
     ++step;
     apps::require_finite_loss(loss, step, ckpt);
     r.loss_sum += double(loss);
@@ -105,9 +118,12 @@ int train(const train_config& c) {
                           {.batch_size = 1000, .shuffle = false, .drop_remainder = false});
 
   training_graph t;
-  build_graph(t, c, *train_data);
+  apps::train_summaries summaries(c.logdir, c.summary_every);
+  build_graph(t, c, *train_data, summaries);
+  summaries.write_graph(t.g);
   session s(t.g, rt);
   int64_t step = apps::restore_or_initialize(s, t.g, c, ckpt.get());
+  summaries.start(step);
 
   const int64_t per_epoch = train_data->batches_per_epoch();
   const int64_t last_step =
@@ -124,13 +140,13 @@ int train(const train_config& c) {
   progress_bar bar(isatty(STDOUT_FILENO), last_step * c.batch);
   double train_seconds = 0;
   int64_t steps_run = 0;
-  apps::step_observer observer(apps::observer_options{
-      .out = c.out, .trace_steps = c.trace_steps, .profile = c.profile});
+  apps::step_observer observer(
+      apps::observer_options{.out = c.out, .trace_steps = c.trace_steps, .profile = c.profile});
   while (step < last_step) {
     int64_t epoch = step / per_epoch;
     double epoch_start = now_seconds();
     auto r = run_epoch(s, t, c, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar,
-                       epoch, observer);
+                       epoch, observer, summaries);
     double seconds = now_seconds() - epoch_start;
     train_seconds += seconds;
     steps_run += r.steps;
@@ -141,6 +157,7 @@ int train(const train_config& c) {
     if (ckpt) apps::save_finite(s, *ckpt, step);
     report.add_epoch({epoch + 1, step, r.loss_sum / double(r.steps), acc, seconds,
                       double(r.steps * c.batch) / seconds});
+    summaries.write_eval(step, "eval/test_accuracy", acc);
   }
   if (auto r = reader.report(); !r.error.empty() && r.error.find("closed") == std::string::npos)
     fmt::print(stderr, "warning: the reader stopped with: {}\n", r.error);
@@ -149,6 +166,7 @@ int train(const train_config& c) {
   double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);
   observer.finish(step, std::cout);
+  summaries.finish();
   return 0;
 }
 
@@ -228,6 +246,12 @@ int main(int argc, char** argv) {
       ->check(apps::whole_at_least<int64_t>(1));
   app.add_flag("--profile", c.profile,
                "trace every step and print, at the end, the ops with the most kernel time");
+  app.add_option("--logdir", c.logdir,
+                 "write TensorBoard summaries here (tensorboard --logdir DIR): loss, learning "
+                 "rate, speed, weight and gradient histograms, test results, the graph");
+  app.add_option("--summary-every", c.summary_every, "with --logdir: summaries every N steps")
+      ->check(apps::whole_at_least<int64_t>(1))
+      ->capture_default_str();
   add_lm_flags(app, c);
   apps::cluster_flags cluster;
   apps::add_cluster_flags(app, cluster);

@@ -188,10 +188,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
   app.add_option(
          "--only", only,
-         "run one group: runtime, control, gemm, train, mlp, cnn, embedding, devices or dist "
+         "run one group: runtime, control, gemm, train, mlp, cnn, embedding, devices, trace or "
+         "dist "
          "(default: all)")
-      ->check(CLI::IsMember(
-          {"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding", "devices", "dist"}));
+      ->check(CLI::IsMember({"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding",
+                             "devices", "trace", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -290,6 +291,13 @@ int main(int argc, char** argv) {
     add_row("sync_embedding_rows_speedup", sync_dense / sync_rows, "x", "dense over rows");
   }
 
+  if (wanted("trace")) {
+    auto [plain, traced] = traced_step_ms(128, 300);
+    add_row("untraced_mlp_step_ms", plain, "ms", "the same steps untraced, in alternating blocks");
+    add_row("traced_mlp_step_ms", traced, "ms",
+            fmt::format("run_options{{.trace = true}}: {:.2f}x untraced; target <= 1.2",
+                        traced / plain));
+  }
   if (wanted("devices")) {
     auto d = device_benchmarks();
     add_row("mlp_step_ms", d.mlp_step_ms, "ms", "one CPU device, one step at a time");

@@ -48,6 +48,33 @@ double train_step_ms(const std::string& model, int batch, int steps,
   return 1000.0 * secs / block;
 }
 
+std::pair<double, double> traced_step_ms(int batch, int steps) {
+  graph g;
+  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
+  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  auto net = models::make_classifier(g, "mlp", 1);
+  auto loss = models::mean_cross_entropy(net->logits(images), labels);
+  auto train = adam(1e-3).minimize(loss);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  auto [x, y] = random_fmnist_batch(batch);
+  feed_list feeds{{images, x}, {labels, y}};
+  int block = std::max(1, steps / 5);
+  std::vector<double> plain, traced;
+  for (int round = 0; round < 6; ++round) {  // the first round warms up
+    for (bool trace : {false, true}) {
+      double t0 = now_seconds();
+      for (int i = 0; i < block; ++i) {
+        run_metadata md;
+        s.run(run_options{.trace = trace}, feeds, {loss}, {train}, &md);
+      }
+      double ms = 1000.0 * (now_seconds() - t0) / block;
+      if (round > 0) (trace ? traced : plain).push_back(ms);
+    }
+  }
+  return {median(plain), median(traced)};
+}
+
 std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
                                           const std::string& device) {
   static const std::regex field(R"(step_ms=([0-9.]+))");

@@ -22,6 +22,11 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch);
 double train_step_ms(const std::string& model, int batch, int steps,
                      const std::vector<std::string>& devices = {});
 
+/// The cost of timelines: the MLP's training step untraced and traced
+/// (run_options{.trace = true}), in one session, in alternating blocks of
+/// `steps` / 5 so that both see the same machine. {plain ms, traced ms}.
+std::pair<double, double> traced_step_ms(int batch, int steps);
+
 /// ../shared/perf-ref/torch_fmnist.py's step_ms for the same model (the median
 /// of three runs), when python3-torch and the dataset are installed.
 /// `device`: "cpu" or "cuda".

@@ -15,6 +15,7 @@
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
+#include "apps/lib/train_summaries.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/sync_replicas.hpp"
@@ -28,10 +29,10 @@ struct cluster_graph {
   output queue, loss, eval_images, predictions;
   variable step;
   operation init;
-  output ready;                // every variable the chief's init sets is set
-  operation train;             // asynchronous
+  output ready;     // every variable the chief's init sets is set
+  operation train;  // asynchronous
   std::unique_ptr<sync_replicas_ops> sync;
-  output new_local_step;       // synchronous: what worker_train set
+  output new_local_step;  // synchronous: what worker_train set
 };
 
 void build(cluster_graph& t, const training_options& c, const cluster_setup& setup,
@@ -59,7 +60,9 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.ready = global_variables_initialized(g);
 }
 
-bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
 
 // TensorFlow's NanTensorHook, on the loss every step already fetches: the
 // variables are shared, so a diverged run is diverged for every worker.
@@ -105,7 +108,8 @@ class recovering_runner {
     while (!(*this)([&] { return s_.eval(t_.ready).item<bool>(); })) {
       if (now_seconds() > deadline)
         fail("cluster", fmt::format("the variables were not all set within {:.0f} s (is the chief "
-                                    "running?)", recovery_seconds_));
+                                    "running?)",
+                                    recovery_seconds_));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -216,10 +220,12 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   // Each worker reads its own shuffle of the training set.
   auto train_data = std::make_shared<dataset>(
       std::vector<tensor>{data.train_images, data.train_labels},
-      dataset_options{.batch_size = c.batch, .seed = uint64_t(c.seed) + 7919u * uint64_t(setup.task)});
+      dataset_options{.batch_size = c.batch,
+                      .seed = uint64_t(c.seed) + 7919u * uint64_t(setup.task)});
   const dataset test_data({data.test_images, data.test_labels},
                           {.batch_size = 1000, .shuffle = false, .drop_remainder = false});
-  const int64_t steps_per_epoch = std::max<int64_t>(1, train_data->batches_per_epoch() / aggregated);
+  const int64_t steps_per_epoch =
+      std::max<int64_t>(1, train_data->batches_per_epoch() / aggregated);
   const int64_t last_step = c.max_steps > 0 ? c.max_steps : steps_per_epoch * c.epochs;
 
   cluster_graph t;
@@ -241,11 +247,18 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
       fmt::print("variables restored by the ps tasks\n");
     } catch (const error& e) {
       if (!contains(e.what(), "before it was initialized")) throw;
-      run([&] { s.run({t.init}); return 0; });
+      run([&] {
+        s.run({t.init});
+        return 0;
+      });
     }
   }
   run.wait_initialized();
-  if (t.sync) run([&] { s.run({t.sync->local_step_init}); return 0; });
+  if (t.sync)
+    run([&] {
+      s.run({t.sync->local_step_init});
+      return 0;
+    });
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
   std::atomic<bool> aggregation_failed{false}, stop_aggregation{false};
@@ -268,8 +281,9 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   std::unique_ptr<train_report> report;
   if (chief) {
     report = std::make_unique<train_report>(
-        c.out, fmt::format("{} on Fashion-MNIST, {} workers x {} ps, {}: {} lr={} batch={}", c.model,
-                           workers, num_ps, c.sync ? "sync" : "async", c.optimizer, c.lr, c.batch),
+        c.out,
+        fmt::format("{} on Fashion-MNIST, {} workers x {} ps, {}: {} lr={} batch={}", c.model,
+                    workers, num_ps, c.sync ? "sync" : "async", c.optimizer, c.lr, c.batch),
         false);
   }
   int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
@@ -278,22 +292,28 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
   // This worker's own steps, with the partitions' records merged in.
-  step_observer observer(observer_options{.out = c.out,
-                                          .file_prefix = fmt::format("trace-{}{}-", setup.job,
-                                                                     setup.task),
-                                          .trace_steps = c.trace_steps,
-                                          .profile = c.profile});
+  step_observer observer(
+      observer_options{.out = c.out,
+                       .file_prefix = fmt::format("trace-{}{}-", setup.job, setup.task),
+                       .trace_steps = c.trace_steps,
+                       .profile = c.profile});
+  // The chief writes the run's summaries (scalars and the graph).
+  train_summaries summaries(chief ? c.logdir : "", c.summary_every);
+  summaries.write_graph(t.g);
+  summaries.start(step);
   while (step < last_step) {
     float loss = 0;
     try {
       if (t.sync) {
-        auto r = run(
-            [&] { return observer.run(s, steps_run + 1, {}, {t.loss, t.new_local_step}, {}); });
+        auto r = run([&] {
+          return observer.run(s, steps_run + 1, {}, {t.loss, t.new_local_step}, {});
+        });
         loss = r[0].item<float>();
         step = r[1].item<int64_t>();
       } else {
-        auto r = run(
-            [&] { return observer.run(s, steps_run + 1, {}, {t.loss, t.step.value()}, {t.train}); });
+        auto r = run([&] {
+          return observer.run(s, steps_run + 1, {}, {t.loss, t.step.value()}, {t.train});
+        });
         loss = r[0].item<float>();
         step = r[1].item<int64_t>() + 1;
       }
@@ -302,11 +322,14 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
       throw;
     }
     require_finite_loss(loss, step, setup.task_name());
+    if (summaries.due(steps_run + 1))
+      summaries.write_step(step, {}, loss, c.lr, c.batch, "examples");
     loss_sum += double(loss);
     ++steps_run;
     ++epoch_steps;
     // Other workers advance the step too: save on crossing a multiple.
-    if (chief && c.checkpoint_every > 0 && step / c.checkpoint_every > saved_at / c.checkpoint_every) {
+    if (chief && c.checkpoint_every > 0 &&
+        step / c.checkpoint_every > saved_at / c.checkpoint_every) {
       saver.save(step);
       saved_at = step;
     }
@@ -314,9 +337,11 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
       // The last, partial epoch gets the next number.
       reported_epoch = std::max(reported_epoch + 1, step / steps_per_epoch);
       double seconds = now_seconds() - epoch_start;
-      double acc = run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
+      double acc =
+          run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
       report->add_epoch({reported_epoch, step, loss_sum / double(std::max<int64_t>(epoch_steps, 1)),
                          acc, seconds, double(epoch_steps * c.batch) / seconds});
+      summaries.write_eval(step, "eval/test_accuracy", acc);
       epoch_start = now_seconds();
       loss_sum = 0;
       epoch_steps = 0;
@@ -329,7 +354,8 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   double examples = seconds > 0 ? double(steps_run * c.batch) / seconds : 0;
   observer.finish(steps_run, std::cout);
   if (!chief) {
-    fmt::print("{} done: {} steps, examples_per_s={:.0f}\n", setup.task_name(), steps_run, examples);
+    fmt::print("{} done: {} steps, examples_per_s={:.0f}\n", setup.task_name(), steps_run,
+               examples);
     return 0;
   }
   if (c.checkpoint_every > 0) {
@@ -337,9 +363,11 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     saver.save(step);
     saver.wait();
   }
-  double acc = run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
+  double acc =
+      run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f} global_step={}\n", acc,
              steps_run ? 1000.0 * seconds / double(steps_run) : 0.0, examples, step);
+  summaries.finish();
   return 0;
 }
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 
 #include "actors/fortunes.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
+#include "apps/lib/train_summaries.hpp"
 
 namespace actorflow::apps {
 
@@ -34,10 +36,17 @@ lm_trainer::lm_trainer(const lm::lm_config& config, std::vector<int64_t> train_i
       session_(graph_, std::move(rt)) {}
 
 float lm_trainer::run_step(int64_t step) {
+  step_observer none({});
+  return run_step(step, none);
+}
+
+float lm_trainer::run_step(int64_t step, step_observer& observer) {
   const auto& t = train_graph_;
   if (step % steps_per_epoch() == 0) session_.run({t.reset_state});
   auto batch = train_.batch(train_.position_at_step(step));
-  return session_.run({{t.inputs, batch[0]}, {t.targets, batch[1]}}, {t.loss}, {t.train})[0]
+  return observer
+      .run(session_, step + 1, {{t.inputs, batch[0]}, {t.targets, batch[1]}}, {t.loss},
+           {t.train})[0]
       .item<float>();
 }
 
@@ -83,13 +92,16 @@ struct epoch_run {
 // Steps from `step` up to `end` (within one epoch), saving every
 // --checkpoint-every steps.
 epoch_run run_epoch(lm_trainer& lm, const training_options& o, int64_t& step, int64_t end,
-                    checkpoint_manager* ckpt, progress_bar& bar) {
+                    checkpoint_manager* ckpt, progress_bar& bar, step_observer& observer,
+                    train_summaries& summaries) {
   epoch_run r;
   const int64_t per_epoch = lm.steps_per_epoch();
   for (; step < end; ++r.steps) {
-    float loss = lm.run_step(step);
+    float loss = lm.run_step(step, observer);
     ++step;
     require_finite_loss(loss, step, ckpt);
+    if (summaries.due(step))
+      summaries.write_step(step, {}, loss, o.lr, lm.words_per_step(), "words");
     r.loss_sum += double(loss);
     bar.update((step - 1) / per_epoch + 1, o.epochs, step * lm.words_per_step());
     if (ckpt && o.checkpoint_every > 0 && step % o.checkpoint_every == 0)
@@ -125,10 +137,15 @@ int train_lstm_lm(const training_options& o) {
   progress_bar bar(isatty(STDOUT_FILENO), last_step * lm.words_per_step(), "words");
   double train_seconds = 0, ppl = NAN;
   int64_t steps_run = 0;
+  step_observer observer({.out = o.out, .trace_steps = o.trace_steps, .profile = o.profile});
+  train_summaries summaries(o.logdir, o.summary_every);
+  summaries.write_graph(lm.g());
+  summaries.start(step);
   while (step < last_step) {
     int64_t epoch = step / per_epoch;
     double start = now_seconds();
-    auto r = run_epoch(lm, o, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar);
+    auto r = run_epoch(lm, o, step, std::min((epoch + 1) * per_epoch, last_step), ckpt.get(), bar,
+                       observer, summaries);
     double seconds = now_seconds() - start;
     train_seconds += seconds, steps_run += r.steps;
     ppl = lm.validation_perplexity();
@@ -136,10 +153,13 @@ int train_lstm_lm(const training_options& o) {
     if (ckpt) save_finite(s, *ckpt, step);  // before the report, as the image models do
     report.add_epoch({epoch + 1, step, r.loss_sum / double(r.steps), ppl, seconds,
                       double(r.steps * lm.words_per_step()) / seconds});
+    summaries.write_eval(step, "eval/valid_perplexity", ppl);
   }
   if (std::isnan(ppl)) ppl = lm.validation_perplexity();
   double words = train_seconds > 0 ? double(steps_run * lm.words_per_step()) / train_seconds : 0.0;
   fmt::print("valid_ppl={:.2f} words_per_s={:.0f}\n", ppl, words);
+  observer.finish(step, std::cout);
+  summaries.finish();
   return 0;
 }
 

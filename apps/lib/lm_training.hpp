@@ -10,6 +10,7 @@
 #include "actors/fortunes.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/lstm_lm.hpp"
+#include "apps/lib/step_observer.hpp"
 #include "apps/lib/training_options.hpp"
 
 namespace actorflow::apps {
@@ -34,6 +35,8 @@ class lm_trainer {
   /// reference's does; elsewhere it is what the variables hold, so a session
   /// restored from a checkpoint at `step` goes on exactly.
   float run_step(int64_t step);
+  /// The same, through `observer` (--trace-steps, --profile).
+  float run_step(int64_t step, step_observer& observer);
   /// Perplexity of the full softmax over the validation segments, the state
   /// carried across them from zero (the training state is left alone).
   double validation_perplexity();

@@ -33,9 +33,9 @@ std::vector<tensor> step_observer::run(session& s, int64_t n, const feed_list& f
 
 void step_observer::write_trace(int64_t n, const run_metadata& md) {
   pending_.erase(n);
-  std::string path = (std::filesystem::path(options_.out) /
-                      fmt::format("{}{}.json", options_.file_prefix, n))
-                         .string();
+  std::string path =
+      (std::filesystem::path(options_.out) / fmt::format("{}{}.json", options_.file_prefix, n))
+          .string();
   try {
     std::filesystem::create_directories(options_.out);
     write_chrome_trace(path, md);
@@ -51,8 +51,8 @@ void step_observer::finish(int64_t last_step, std::ostream& out) {
   if (!pending_.empty()) {
     std::string missed;
     for (auto n : pending_) missed += (missed.empty() ? "" : ",") + std::to_string(n);
-    out << fmt::format("note: --trace-steps {}: the run ended at step {}, before them\n",
-                       missed, last_step);
+    out << fmt::format("note: --trace-steps {}: the run ended at step {}, before them\n", missed,
+                       last_step);
   }
   for (auto& path : written_) out << "timeline: " << path << "\n";
   if (options_.profile && profile_.steps() > 0)

@@ -16,7 +16,7 @@
 namespace actorflow::apps {
 
 struct observer_options {
-  std::string out;                  // where trace-<step>.json go
+  std::string out;  // where trace-<step>.json go
   std::string file_prefix = "trace-";
   std::vector<int64_t> trace_steps;  // 1-based: the Nth step of this run
   bool profile = false;

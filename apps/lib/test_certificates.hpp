@@ -16,7 +16,8 @@ namespace actorflow::apps {
 inline bool make_test_certificates(const std::string& dir) {
   std::filesystem::create_directories(dir);
   std::string script =
-      "cd '" + dir + "' && "
+      "cd '" + dir +
+      "' && "
       "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
       "-subj /CN=actorflow-test-ca && "
       "for n in node client; do "
