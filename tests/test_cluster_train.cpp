@@ -6,11 +6,16 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
 #include "apps/lib/child_process.hpp"
+#include "schema/event_file.hpp"
 
+using actorflow::event_file_reader;
 using actorflow::apps::child_process;
 using actorflow::apps::free_port;
 using namespace std::chrono_literals;
@@ -40,8 +45,17 @@ struct train_cluster {
     return s;
   }
   std::vector<std::string> args(const std::string& job, int task) const {
-    return {ACTORFLOW_TRAIN_BINARY, "--job", job, "--task", std::to_string(task), "--ps-hosts",
-            hosts(ps_ports), "--worker-hosts", hosts(worker_ports), "--threads", "1"};
+    return {ACTORFLOW_TRAIN_BINARY,
+            "--job",
+            job,
+            "--task",
+            std::to_string(task),
+            "--ps-hosts",
+            hosts(ps_ports),
+            "--worker-hosts",
+            hosts(worker_ports),
+            "--threads",
+            "1"};
   }
   // Starts ps task `task`; if another process took its port meanwhile, it
   // gets a fresh one (workers are started after the ps tasks).
@@ -81,8 +95,9 @@ double final_accuracy(const std::string& output) {
 TEST_CASE("2 ps + 2 workers, synchronous: the MLP reaches the single-process accuracy") {
   // The same number of updates: one epoch alone, two epochs' examples
   // aggregated two at a time.
-  child_process single({ACTORFLOW_TRAIN_BINARY, "--epochs", "1", "--threads", "2", "--out",
-                        (std::filesystem::temp_directory_path() / "actorflow-single-out").string()});
+  child_process single(
+      {ACTORFLOW_TRAIN_BINARY, "--epochs", "1", "--threads", "2", "--out",
+       (std::filesystem::temp_directory_path() / "actorflow-single-out").string()});
   REQUIRE(single.wait_exit(300s) == 0);
   double single_acc = final_accuracy(single.output());
   REQUIRE(single_acc > 0.8);
@@ -151,7 +166,9 @@ TEST_CASE("kill -9 of a ps task: restarted, it restores its shard and training c
   CHECK(chief->output().find("error") == std::string::npos);
 }
 
-TEST_CASE("a ps task that never comes back: the synchronous chief fails cleanly within its recovery time") {
+TEST_CASE(
+    "a ps task that never comes back: the synchronous chief fails cleanly within its recovery "
+    "time") {
   train_cluster c(1, 2);
   auto ps = c.ps(0);
   std::vector<std::string> flags{"--sync", "--max-steps", "100000", "--recovery-seconds", "3"};
@@ -181,4 +198,45 @@ TEST_CASE("a diverged cluster run stops at the first non-finite loss with a non-
                           std::regex("\\[train\\] /job:worker/task:0: the loss is -?(nan|inf) at "
                                      "global step [0-9]+: training diverged")));
   CHECK(chief->output().find("test_acc=") == std::string::npos);
+}
+
+TEST_CASE("a cluster worker's timelines hold the ps task's nodes; the chief writes summaries") {
+  train_cluster c(1, 1);
+  auto ps = c.ps(0);
+  const std::string logdir = c.out_dir + "/logs";
+  auto chief = c.worker(
+      0, {"--max-steps", "30", "--trace-steps", "5", "--logdir", logdir, "--summary-every", "10"});
+  int status = chief->wait_exit(300s);
+  INFO("chief:\n" << chief->output());
+  REQUIRE(status == 0);
+  // The timeline of the worker's 5th step, with the ps task's records merged in.
+  std::ifstream trace(c.out_dir + "/w0/trace-worker0-5.json");
+  REQUIRE(trace.good());
+  auto doc = nlohmann::json::parse(trace);
+  std::map<int, std::string> processes;
+  for (auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name")
+      processes[e["pid"].get<int>()] = e["args"]["name"].get<std::string>();
+  int ps_pid = 0;
+  for (auto& [pid, name] : processes)
+    if (name == "/job:ps/task:0") ps_pid = pid;
+  REQUIRE(ps_pid != 0);
+  int ps_events = 0;
+  for (auto& e : doc["traceEvents"])
+    if (e.contains("pid") && e["pid"] == ps_pid && e["ph"] != "M") ++ps_events;
+  CHECK(ps_events > 0);  // the variables' updates and the sends on the ps task
+  // The chief's event file: the graph, and the loss every 10 steps.
+  std::string events;
+  for (auto& f : std::filesystem::directory_iterator(logdir))
+    if (f.path().filename().string().rfind("events.out.tfevents.", 0) == 0) events = f.path();
+  REQUIRE(!events.empty());
+  bool graph = false;
+  std::vector<int64_t> loss_steps;
+  for (auto& e : event_file_reader(events).read_all()) {
+    graph |= !e.graph_def.empty();
+    for (auto& v : e.summary)
+      if (v.tag == "train/loss") loss_steps.push_back(e.step);
+  }
+  CHECK(graph);
+  CHECK(loss_steps.size() == 3);
 }

@@ -45,4 +45,22 @@ grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/stand_in.txt" ||
 if ! "$train" --device gpu --epochs 1 --max-steps 5 --out "$scratch/gpu" > /dev/null 2> "$scratch/err.txt"; then
   grep -q 'no GPU to train on' "$scratch/err.txt" || fail "--device gpu error: $(cat "$scratch/err.txt")"
 fi
+# Seeing inside the run: a step's timeline, the per-op table, TensorBoard's
+# event file. A trace step that never comes and a log directory that cannot
+# be written are notes and warnings: training goes on.
+"$train" --epochs 1 --max-steps 40 --out "$scratch/obs" --trace-steps 3,9999 --profile \
+  --logdir "$scratch/obs/logs" --summary-every 10 > "$scratch/obs.txt" ||
+  fail "a traced run exited with $?"
+grep -q '"traceEvents"' "$scratch/obs/trace-3.json" || fail "no timeline of step 3"
+grep -q 'note: --trace-steps 9999: the run ended at step 40' "$scratch/obs.txt" ||
+  fail "no note of the missed trace step: $(cat "$scratch/obs.txt")"
+grep -q '^profile of 40 steps' "$scratch/obs.txt" || fail "no profile: $(cat "$scratch/obs.txt")"
+grep -Eq '^matmul +[0-9]+ ' "$scratch/obs.txt" || fail "no matmul row: $(cat "$scratch/obs.txt")"
+ls "$scratch"/obs/logs/events.out.tfevents.* > /dev/null || fail "no event file in --logdir"
+touch "$scratch/plain_file"
+"$train" --epochs 1 --max-steps 5 --out "$scratch/obs2" --logdir "$scratch/plain_file/logs" \
+  > "$scratch/obs2.txt" 2> "$scratch/err.txt" || fail "an unwritable --logdir stopped training"
+grep -q 'training goes on without summaries' "$scratch/err.txt" ||
+  fail "unwritable --logdir: $(cat "$scratch/err.txt")"
+grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/obs2.txt" || fail "no result with a bad --logdir"
 echo "actorflow-train: all checks passed"
