@@ -6,12 +6,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 
 #include "actors/session.hpp"
@@ -237,6 +240,37 @@ TEST_CASE("histogram: TensorFlow's buckets on a known input") {
   CHECK(error_of([] {
           encode_histogram_summary("x", tensor::from_vector<float>({INFINITY}));
         }).find("non-finite value inf in the values of 'x'") != std::string::npos);
+}
+
+TEST_CASE("histogram: every value lands in TensorFlow's bucket, at every magnitude") {
+  // The limits as histogram.cc makes them, and the bucket by binary search.
+  std::vector<double> limits, pos;
+  for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) pos.push_back(v);
+  pos.push_back(DBL_MAX);
+  for (auto it = pos.rbegin(); it != pos.rend(); ++it) limits.push_back(-*it);
+  limits.push_back(0.0);
+  limits.insert(limits.end(), pos.begin(), pos.end());
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> exponent(-15, 22);
+  std::vector<double> values{0.0, -0.0, 1e-12, -1e-12, 1.0, -1.0};
+  for (double l : limits)  // each limit, and its neighbours a bit either side
+    if (std::isfinite(l) && std::fabs(l) < 1e21)
+      for (double x : {l, std::nextafter(l, -INFINITY), std::nextafter(l, INFINITY)})
+        values.push_back(x);
+  for (int i = 0; i < 20000; ++i)
+    values.push_back((rng() % 2 ? 1 : -1) * std::pow(10.0, exponent(rng)));
+  std::map<double, double> expected;  // limit -> count
+  for (double x : values) {
+    size_t b =
+        static_cast<size_t>(std::upper_bound(limits.begin(), limits.end(), x) - limits.begin());
+    expected[limits[std::min(b, limits.size() - 1)]] += 1;
+  }
+  auto h =
+      decode_summary(encode_histogram_summary("h", tensor::from_vector<double>(values)))[0].histo;
+  std::map<double, double> got;
+  for (size_t i = 0; i < h.bucket.size(); ++i)
+    if (h.bucket[i] > 0) got[h.bucket_limit[i]] = h.bucket[i];
+  CHECK(got == expected);
 }
 
 TEST_CASE("png: our encoder's output decodes to the pixels") {
