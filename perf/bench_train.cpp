@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
 
 #include "actors/session.hpp"
@@ -27,47 +28,55 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch) {
   return {images, labels};
 }
 
+namespace {
+
+// A Fashion-MNIST model's Adam step on a random batch already in memory.
+struct fmnist_step {
+  graph g;
+  output loss;
+  operation train;
+  std::unique_ptr<session> s;
+  feed_list feeds;
+  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices) {
+    auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
+    auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+    auto net = models::make_classifier(g, model, 1, devices);
+    loss = models::mean_cross_entropy(net->logits(images), labels);
+    train = adam(1e-3).minimize(loss);
+    s = std::make_unique<session>(g);
+    s->run({global_variables_initializer(g)});
+    auto [x, y] = random_fmnist_batch(batch);
+    feeds = {{images, x}, {labels, y}};
+  }
+  // Fetches the loss every step, as the reference does.
+  void run(const run_options& options = {}) {
+    run_metadata md;
+    s->run(options, feeds, {loss}, {train}, &md);
+  }
+};
+
+}  // namespace
+
 double train_step_ms(const std::string& model, int batch, int steps,
                      const std::vector<std::string>& devices) {
-  graph g;
-  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
-  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-  auto net = models::make_classifier(g, model, 1, devices);
-  auto loss = models::mean_cross_entropy(net->logits(images), labels);
-  auto train = adam(1e-3).minimize(loss);
-  session s(g);
-  s.run({global_variables_initializer(g)});
-  auto [x, y] = random_fmnist_batch(batch);
-  feed_list feeds{{images, x}, {labels, y}};
-  // Fetch the loss every step, as the reference does. The machine is shared
-  // and noisy: the figure is the median of five blocks' mean step times.
+  fmnist_step m(model, batch, devices);
+  // The machine is shared and noisy: the figure is the median of five
+  // blocks' mean step times.
   int block = std::max(1, steps / 5);
   double secs = median_seconds(5, 1, [&] {
-    for (int i = 0; i < block; ++i) s.run(feeds, {loss}, {train});
+    for (int i = 0; i < block; ++i) m.run();
   });
   return 1000.0 * secs / block;
 }
 
 std::pair<double, double> traced_step_ms(int batch, int steps) {
-  graph g;
-  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
-  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-  auto net = models::make_classifier(g, "mlp", 1);
-  auto loss = models::mean_cross_entropy(net->logits(images), labels);
-  auto train = adam(1e-3).minimize(loss);
-  session s(g);
-  s.run({global_variables_initializer(g)});
-  auto [x, y] = random_fmnist_batch(batch);
-  feed_list feeds{{images, x}, {labels, y}};
+  fmnist_step m("mlp", batch, {});
   int block = std::max(1, steps / 5);
   std::vector<double> plain, traced;
   for (int round = 0; round < 6; ++round) {  // the first round warms up
     for (bool trace : {false, true}) {
       double t0 = now_seconds();
-      for (int i = 0; i < block; ++i) {
-        run_metadata md;
-        s.run(run_options{.trace = trace}, feeds, {loss}, {train}, &md);
-      }
+      for (int i = 0; i < block; ++i) m.run(run_options{.trace = trace});
       double ms = 1000.0 * (now_seconds() - t0) / block;
       if (round > 0) (trace ? traced : plain).push_back(ms);
     }

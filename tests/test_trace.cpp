@@ -8,10 +8,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "actors/chrome_trace.hpp"
 #include "actors/op_profile.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/step_observer.hpp"
 #include "cluster_fixture.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
@@ -261,6 +263,30 @@ TEST_CASE("the op profile sums kernel time by op over steps") {
   CHECK(text.find("matmul") != std::string::npos);
   CHECK(text.find("3 steps") != std::string::npos);
   CHECK(profile.top(2).size() == 2);
+}
+
+TEST_CASE("actorflow-train's observer: a timeline it cannot write is a warning, the step goes on") {
+  traced_model m;
+  session s(m.g);
+  s.run({m.counter.initializer()});
+  auto dir = std::filesystem::temp_directory_path() / "actorflow_observer_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  apps::step_observer bad({.out = (dir / "file" / "out").string(), .trace_steps = {1, 2}});
+  auto first = bad.run(s, 1, {{m.x, m.batch()}}, {m.total}, {});
+  CHECK(first[0].item<float>() > 0);  // the step ran; its timeline had nowhere to go
+  CHECK(bad.written().empty());
+  apps::step_observer good({.out = (dir / "out").string(), .trace_steps = {2, 7}, .profile = true});
+  for (int64_t n = 1; n <= 3; ++n) good.run(s, n, {{m.x, m.batch()}}, {m.total}, {});
+  REQUIRE(good.written().size() == 1);
+  CHECK(std::filesystem::exists(dir / "out" / "trace-2.json"));
+  CHECK(good.profile().steps() == 3);
+  std::ostringstream said;
+  good.finish(3, said);
+  CHECK(said.str().find("--trace-steps 7: the run ended at step 3") != std::string::npos);
+  CHECK(said.str().find("profile of 3 steps") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a step across processes merges each task's records on the client's clock") {
