@@ -165,7 +165,7 @@ int64_t bytes_of(const std::vector<tensor>& values) {
   return bytes;
 }
 
-int64_t now_if_tracing() { return traced_steps_in_flight() > 0 ? trace_now_ns() : 0; }
+int64_t now_if_tracing() { return any_step_traced() ? trace_now_ns() : 0; }
 
 void trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
                     const tensor& value) {

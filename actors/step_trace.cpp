@@ -9,6 +9,10 @@
 
 namespace actorflow {
 
+namespace detail {
+std::atomic<int64_t> traced_steps{0};
+}
+
 namespace {
 
 struct trace_key_hash {
@@ -19,7 +23,7 @@ struct trace_key_hash {
 
 // The traced steps of the process. Looked up only while one is in flight.
 struct trace_registry {
-  std::atomic<int64_t> active{0};
+  std::atomic<int64_t>& active = detail::traced_steps;
   std::mutex mutex;
   std::unordered_map<std::pair<uint64_t, uint64_t>, step_trace_ptr, trace_key_hash> steps;
 };
@@ -73,15 +77,12 @@ std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step) {
   return trace->take();
 }
 
-step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
+step_trace_ptr find_traced_step(uint64_t executable, uint64_t step) {
   auto& r = registry();
-  if (r.active.load(std::memory_order_relaxed) == 0) return nullptr;
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.steps.find({executable, step});
   return it == r.steps.end() ? nullptr : it->second;
 }
-
-int64_t traced_steps_in_flight() { return registry().active.load(std::memory_order_relaxed); }
 
 int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard) {
   return ((received - sent) + (answered - heard)) / 2;

@@ -13,6 +13,7 @@
 // it to, and returns its records with its result; the client brings them onto
 // its own clock (see clock_offset_ns).
 #pragma once
+#include <atomic>
 #include <caf/all.hpp>
 #include <cstdint>
 #include <map>
@@ -73,6 +74,13 @@ struct run_metadata {
   std::map<std::string, int64_t> clock_offset_ns;
 };
 
+namespace detail {
+extern std::atomic<int64_t> traced_steps;  // in flight in this process
+}
+/// Whether any step in this process is traced now: the firings' fast path,
+/// inline so that an untraced firing pays one relaxed load and no call.
+inline bool any_step_traced() { return detail::traced_steps.load(std::memory_order_relaxed) != 0; }
+
 /// Steady-clock nanoseconds: the timelines' clock.
 int64_t trace_now_ns();
 /// The calling thread's OS id (gettid), cached per thread.
@@ -94,11 +102,16 @@ using step_trace_ptr = std::shared_ptr<step_trace>;
 void begin_step_trace(uint64_t executable, uint64_t step);
 /// Stops and returns what was collected (nothing if it was not traced).
 std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step);
-/// The collector of (executable, step), or null: the fast path when nothing
-/// in the process is traced is one relaxed load.
-step_trace_ptr find_step_trace(uint64_t executable, uint64_t step);
+/// The collector of (executable, step), or null (at once when nothing in
+/// the process is traced).
+inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step);
 /// Traced steps in flight in this process (0 once every one ended).
-int64_t traced_steps_in_flight();
+inline int64_t traced_steps_in_flight() { return detail::traced_steps.load(); }
+/// find_step_trace's lookup, once some step is traced.
+step_trace_ptr find_traced_step(uint64_t executable, uint64_t step);
+inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
+  return any_step_traced() ? find_traced_step(executable, step) : nullptr;
+}
 
 /// The offset of a remote clock from ours, from one round trip: we sent at
 /// `sent` and heard back at `heard` (our clock); it got the request at
