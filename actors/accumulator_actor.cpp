@@ -14,7 +14,9 @@ namespace {
 
 using reply = caf::result<update_result>;
 
-update_result failure(std::string what) { return update_result{{}, std::move(what)}; }
+update_result failure(std::string what, error_code code) {
+  return update_result::failure(std::move(what), code);
+}
 
 std::string spec_text(const tensor& t) { return tensor_spec{t.type(), t.dims()}.to_string(); }
 
@@ -97,7 +99,8 @@ class accumulator_actor : public caf::event_based_actor {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
     if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
-      if (auto why = cancelled_.find(u.key)) return failure(who + cancelled_text(*why));
+      if (auto why = cancelled_.find(u.key))
+        return failure(who + cancelled_text(*why), error_code::cancelled);
     try {
       if (!sparse_ && op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
       if (!sparse_ && op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
@@ -109,10 +112,11 @@ class accumulator_actor : public caf::event_based_actor {
       if (op == "accumulator_num_accumulated")
         return update_result{{tensor::scalar<int32_t>(count_)}, ""};
     } catch (const std::exception& ex) {
-      return failure(who + ex.what());
+      return failure(who + ex.what(), code_of(ex));
     }
     return failure(who + "is not an op of " + (sparse_ ? "sparse " : "dense ") + "accumulator '" +
-                   name_ + "'");
+                       name_ + "'",
+                   error_code::invalid_argument);
   }
 
   reply apply(const tensor& local_step, const tensor& grad) {
@@ -158,7 +162,7 @@ class accumulator_actor : public caf::event_based_actor {
     if (n < 1) fail(where(), "num_required must be at least 1, got " + std::to_string(n));
     // Takers are served in arrival order: a later one never overtakes.
     if (takers_.empty() && count_ >= n) return take_average();
-    if (shut_down_) return failure(who + shut_down_text(n));
+    if (shut_down_) return failure(who + shut_down_text(n), error_code::cancelled);
     auto promise = make_response_promise();
     takers_.push_back({who, key, n, promise});
     return promise;
@@ -252,7 +256,8 @@ class accumulator_actor : public caf::event_based_actor {
 
   void shut_down() {
     shut_down_ = true;
-    for (auto& w : takers_) w.promise.deliver(failure(w.who + shut_down_text(w.num_required)));
+    for (auto& w : takers_)
+      w.promise.deliver(failure(w.who + shut_down_text(w.num_required), error_code::cancelled));
     takers_.clear();
   }
 

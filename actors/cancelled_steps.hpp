@@ -70,7 +70,8 @@ inline std::string cancelled_text(const std::string& why) { return "cancelled: "
 template <class Waiting>
 void cancel_waiting(std::deque<Waiting>& waiting, const step_key& key, const std::string& why) {
   for (auto& w : waiting)
-    if (w.key == key) w.promise.deliver(update_result{{}, w.who + cancelled_text(why)});
+    if (w.key == key)
+      w.promise.deliver(update_result::failure(w.who + cancelled_text(why), error_code::cancelled));
   std::erase_if(waiting, [&](const Waiting& w) { return w.key == key; });
 }
 

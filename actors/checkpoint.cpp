@@ -50,7 +50,7 @@ int64_t restore_loaded(session& s, const checkpoint_data& data, const std::strin
   try {
     s.restore_variables(data.variables);
   } catch (const error& e) {
-    throw error("[restore_checkpoint] " + path + ": " + e.what());
+    throw error("[restore_checkpoint] " + path + ": " + e.what(), e.code());
   }
   return data.global_step;
 }
@@ -63,7 +63,7 @@ void save_checkpoint(session& s, const std::string& path, int64_t global_step, s
   try {
     data.variables = s.snapshot_variables();
   } catch (const error& e) {
-    throw error("[save_checkpoint] " + path + ": " + e.what());
+    throw error("[save_checkpoint] " + path + ": " + e.what(), e.code());
   }
   save_checkpoint_file(data, path, chunk_bytes);
 }
@@ -85,7 +85,7 @@ std::string checkpoint_manager::save(session& s, int64_t step) {
   try {
     data.variables = s.snapshot_variables();
   } catch (const error& e) {
-    throw error("[save_checkpoint] " + dir_ + ": " + e.what());
+    throw error("[save_checkpoint] " + dir_ + ": " + e.what(), e.code());
   }
   return save_data(data, step);
 }

@@ -207,7 +207,8 @@ caf::actor cluster_connection::connect(const std::string& task) {
     }
     auto why = connect_failure(found.error(), address, attempt);
     if (std::chrono::steady_clock::now() >= deadline)
-      fail("cluster", "cannot reach task " + task + " at " + address.to_string() + " within " +
+      fail(error_code::unavailable, "cluster",
+           "cannot reach task " + task + " at " + address.to_string() + " within " +
                           seconds_text(options_.connect_timeout) + ": " + why);
     if (!said)
       say("[cluster] waiting up to " + seconds_text(options_.connect_timeout) + " for task " +
@@ -220,7 +221,8 @@ caf::actor cluster_connection::connect(const std::string& task) {
       .receive([&](std::string& n) { name = std::move(n); },
                [&](caf::error& e) { failure = error_text(e); });
   if (!failure.empty())
-    fail("cluster", "task " + task + " at " + address.to_string() + " did not answer: " + failure);
+    fail(error_code::unavailable, "cluster",
+         "task " + task + " at " + address.to_string() + " did not answer: " + failure);
   if (name != task)
     fail("cluster", "the address " + address.to_string() + " given for task " + task +
                         " is served by task " + name);

@@ -36,7 +36,8 @@ struct driver_step {
   std::chrono::steady_clock::time_point deadline;
   std::vector<tensor> fetched;
   std::string error;
-  int64_t sent_ns = 0;  // a traced step: when its starts went out
+  error_code code = error_code::unknown;  // of the error
+  int64_t sent_ns = 0;                     // a traced step: when its starts went out
 };
 
 struct driver_state {
@@ -48,14 +49,6 @@ struct driver_state {
 };
 
 using driver_actor = caf::stateful_actor<driver_state>;
-
-void answer(const step_request_ptr& request, std::vector<tensor> fetched, const std::string& err) {
-  if (err.empty())
-    request->result.set_value(std::move(fetched));
-  else
-    request->result.set_exception(std::make_exception_ptr(error(err)));
-  if (request->on_done) request->on_done();
-}
 
 // Errors about a task as a whole (a node's error names its task already).
 std::string from_task(const std::string& task, const std::string& what) {
@@ -87,6 +80,7 @@ void part_done(driver_actor* self, const driver_plan& plan, uint64_t step, size_
   if (st.request->trace) add_partition_trace(*st.request, plan.parts[part], st.sent_ns, r);
   if (!r.ok() && st.error.empty()) {
     st.error = r.error;  // names the node and its task
+    st.code = checked_error_code(static_cast<int>(r.code));  // from the wire
     // The others may wait on a value that will never come: drop the step.
     for (size_t i = 0; i < plan.parts.size(); ++i)
       if (i != part) self->send(plan.parts[i].coordinator, abort_atom::value, step);
@@ -96,7 +90,7 @@ void part_done(driver_actor* self, const driver_plan& plan, uint64_t step, size_
   if (std::find(st.answered.begin(), st.answered.end(), false) != st.answered.end()) return;
   auto done = std::move(st);
   self->state.steps.erase(it);
-  answer(done.request, std::move(done.fetched), done.error);
+  done.request->complete(std::move(done.fetched), done.error, done.code);
 }
 
 // Step timeouts. One check every tenth of the timeout while steps are in
@@ -131,6 +125,7 @@ void check_deadlines(driver_actor* self, const driver_plan& plan) {
     // empty queue) is cancelled there, rather than served to nobody later.
     self->send(plan.parts[part].coordinator, abort_atom::value, step);
     step_result r;
+    r.code = error_code::deadline_exceeded;
     r.error = from_task(plan.parts[part].task, "did not finish step " + std::to_string(step) +
                                                    " within " +
                                                    std::to_string(plan.timeout.count()) + " ms");
@@ -140,7 +135,8 @@ void check_deadlines(driver_actor* self, const driver_plan& plan) {
 }
 
 void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_request_ptr request) {
-  if (!self->state.down.empty()) return answer(request, {}, self->state.down);
+  if (!self->state.down.empty())
+    return request->complete({}, self->state.down, error_code::unavailable);
   uint64_t step = self->state.next_step++;
   auto& st = self->state.steps[step];
   st.request = request;
@@ -156,6 +152,7 @@ void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_requ
         .then([self, plan, step, i](step_result& r) { part_done(self, *plan, step, i, r); },
               [self, plan, step, i](caf::error& e) {
                 step_result r;
+                r.code = error_code::unavailable;
                 r.error = from_task(plan->parts[i].task, "unreachable: " + error_text(e));
                 part_done(self, *plan, step, i, r);
               });
@@ -180,7 +177,7 @@ void task_down(driver_actor* self, const driver_plan& plan, const caf::down_msg&
   self->state.steps.clear();
   for (auto& [step, st] : steps) {
     for (auto& part : plan.parts) self->send(part.coordinator, abort_atom::value, step);
-    answer(st.request, {}, self->state.down);
+    st.request->complete({}, self->state.down, error_code::unavailable);
   }
 }
 
@@ -211,6 +208,7 @@ registration register_remote(caf::scoped_actor& self, const caf::actor& server,
                              std::chrono::milliseconds timeout) {
   registration reg;
   std::string failure;
+  error_code code = error_code::unknown;
   self->request(server, timeout, register_atom::value, owner, serialize_graph(*p.g), p.feeds,
                 p.fetches, p.targets)
       .receive(
@@ -221,9 +219,12 @@ registration register_remote(caf::scoped_actor& self, const caf::actor& server,
             for (size_t i = 0; i < names.size() && i < actors.size(); ++i)
               reg.recvs.emplace(names[i], actors[i]);
           },
-          [&](caf::error& e) { failure = error_text(e); });
+          [&](caf::error& e) {
+            failure = error_text(e);
+            code = error_code_of(e);
+          });
   if (!failure.empty())
-    fail("cluster", "registering a partition with task " + p.task + ": " + failure);
+    fail(code, "cluster", "registering a partition with task " + p.task + ": " + failure);
   return reg;
 }
 
@@ -231,9 +232,14 @@ void connect_remote(caf::scoped_actor& self, const caf::actor& server, const std
                     uint64_t id, const std::vector<std::string>& sends,
                     const std::vector<caf::actor>& recvs, std::chrono::milliseconds timeout) {
   std::string failure;
+  error_code code = error_code::unknown;
   self->request(server, timeout, connect_atom::value, id, sends, recvs)
-      .receive([](bool) {}, [&](caf::error& e) { failure = error_text(e); });
-  if (!failure.empty()) fail("cluster", "connecting the sends of task " + task + ": " + failure);
+      .receive([](bool) {}, [&](caf::error& e) {
+        failure = error_text(e);
+        code = error_code_of(e);
+      });
+  if (!failure.empty())
+    fail(code, "cluster", "connecting the sends of task " + task + ": " + failure);
 }
 
 }  // namespace

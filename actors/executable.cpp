@@ -53,6 +53,7 @@ struct active_step {
   std::vector<tensor> fetched;
   size_t remaining = 0;
   std::string error;
+  error_code code = error_code::unknown;  // of the error
 };
 
 struct coordinator_state {
@@ -60,14 +61,6 @@ struct coordinator_state {
   std::unordered_map<uint64_t, active_step> steps;
   aborted_steps aborted;
 };
-
-void finish(const step_request_ptr& request, std::vector<tensor> fetched, const std::string& err) {
-  if (err.empty())
-    request->result.set_value(std::move(fetched));
-  else
-    request->result.set_exception(std::make_exception_ptr(error(err)));
-  if (request->on_done) request->on_done();
-}
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
@@ -105,9 +98,10 @@ void answer_step(const coordinator_plan& plan, uint64_t step, active_step& st,
   if (st.traced) trace = end_step_trace(plan.executable_id, step);
   if (st.request) {
     st.request->trace_records = std::move(trace);
-    return finish(st.request, std::move(fetched), st.error);
+    return st.request->complete(std::move(fetched), st.error, st.code);
   }
   step_result r{std::move(fetched), std::move(st.error)};
+  r.code = st.code;
   if (st.traced) {
     r.trace = std::move(trace);
     r.received_ns = st.received_ns;
@@ -142,7 +136,7 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
   return {
       [self, plan](run_atom, step_request_ptr& request) {
         if (plan->num_fetches + plan->num_targets == 0) {
-          finish(request, {}, "");
+          request->complete({});
           return;
         }
         uint64_t step = self->state.next_step++;
@@ -159,10 +153,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         const int64_t received = trace ? trace_now_ns() : 0;
         auto reply = self->make_response_promise();
         if (feeds.size() != plan->num_feeds) {
-          reply.deliver(step_result{{},
-                                    "[session] a partition step got " +
-                                        std::to_string(feeds.size()) + " feeds, it takes " +
-                                        std::to_string(plan->num_feeds)});
+          reply.deliver(step_result::failure("[session] a partition step got " +
+                                                 std::to_string(feeds.size()) + " feeds, it takes " +
+                                                 std::to_string(plan->num_feeds),
+                                             error_code::invalid_argument));
           return;
         }
         if (plan->num_fetches + plan->num_targets == 0) {
@@ -193,7 +187,8 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         auto& st = it->second;
         if (st.traced) end_step_trace(plan->executable_id, step);
         if (st.started && !st.request)
-          st.reply.deliver(step_result{{}, "[session] step " + std::to_string(step) + " aborted"});
+          st.reply.deliver(step_result::failure(
+              "[session] step " + std::to_string(step) + " aborted", error_code::aborted));
         self->state.steps.erase(it);
       },
       [self, plan](input_atom, step_input& in) {
@@ -202,15 +197,18 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         if (!in.value.ok()) {
           if (st.error.empty()) {
             st.error = std::move(in.value.error);
+            st.code = in.value.code;
             cancel_waiting_requests(self, *plan, in.step,
                                     "another node of step " + std::to_string(in.step) + " failed");
             if (plan->has_loops && st.started) return fail_now(self, *plan, in.step);
           }
         } else if (static_cast<size_t>(in.slot) < plan->num_fetches) {
-          if (in.value.dead && st.error.empty())  // a target may be dead: it did not run
+          if (in.value.dead && st.error.empty()) {  // a target may be dead: it did not run
             st.error = "[session] fetch '" + plan->fetch_names[static_cast<size_t>(in.slot)] +
                        "' has no value in this step: it lies in a branch of a cond that was "
                        "not taken";
+            st.code = error_code::invalid_argument;
+          }
           st.fetched[static_cast<size_t>(in.slot)] = std::move(in.value.value);
         }
         --st.remaining;

@@ -46,4 +46,13 @@ caf::error load_frame_tag(caf::deserializer& source, frame_tag& x) {
   return caf::none;
 }
 
+void step_request::complete(std::vector<tensor> fetched, const std::string& message,
+                            error_code code) {
+  if (message.empty())
+    result.set_value(std::move(fetched));
+  else
+    result.set_exception(std::make_exception_ptr(error(message, code)));
+  if (on_done) on_done();
+}
+
 }  // namespace actorflow

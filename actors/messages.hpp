@@ -43,9 +43,17 @@ struct step_value {
   /// `value` is empty). Never leaves the process: a consumer on another
   /// device gets a host copy in `value` (see devices/accelerator.hpp).
   device_value_ptr on_device;
+  /// What kind of failure `error` is (core/error.hpp); it travels with it.
+  error_code code = error_code::unknown;
   bool ok() const { return error.empty(); }
   static step_value dead_value(dead_kind why = dead_kind::plain) {
     return step_value{tensor(), std::string(), true, why};
+  }
+  static step_value failure(std::string error, error_code code) {
+    step_value v;
+    v.error = std::move(error);
+    v.code = code;
+    return v;
   }
 };
 
@@ -88,6 +96,11 @@ struct step_request {
   bool trace = false;
   std::vector<node_trace> trace_records;
   std::map<std::string, int64_t> clock_offset_ns;  // by remote task
+
+  /// Answers the caller: the fetched values, or an actorflow::error with
+  /// `message` and `code`; then on_done.
+  void complete(std::vector<tensor> fetched, const std::string& message = "",
+                error_code code = error_code::unknown);
 };
 using step_request_ptr = std::shared_ptr<step_request>;
 
@@ -97,7 +110,11 @@ using step_request_ptr = std::shared_ptr<step_request>;
 struct update_result {
   std::vector<tensor> values;
   std::string error;
+  error_code code = error_code::unknown;  // of the error
   bool ok() const { return error.empty(); }
+  static update_result failure(std::string error, error_code code) {
+    return update_result{{}, std::move(error), code};
+  }
 };
 
 /// A partition's answer to a step the cluster client started (start_atom):
@@ -110,7 +127,14 @@ struct step_result {
   std::vector<node_trace> trace;
   int64_t received_ns = 0;
   int64_t answered_ns = 0;
+  error_code code = error_code::unknown;  // of the error
   bool ok() const { return error.empty(); }
+  static step_result failure(std::string error, error_code code) {
+    step_result r;
+    r.error = std::move(error);
+    r.code = code;
+    return r;
+  }
 };
 
 /// The step a request to a resource actor belongs to: the process-wide id of
@@ -170,7 +194,8 @@ using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_st
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {
-  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead, x.why_dead);
+  return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead, x.why_dead,
+           x.code);
 }
 
 /// On the wire a tag is its path of (frame, iteration) pairs, outermost
@@ -197,12 +222,12 @@ typename Inspector::result_type inspect(Inspector& f, step_input& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorflow::step_result"), x.values, x.error, x.trace,
-           x.received_ns, x.answered_ns);
+           x.received_ns, x.answered_ns, x.code);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, update_result& x) {
-  return f(caf::meta::type_name("actorflow::update_result"), x.values, x.error);
+  return f(caf::meta::type_name("actorflow::update_result"), x.values, x.error, x.code);
 }
 
 }  // namespace actorflow

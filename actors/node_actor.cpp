@@ -258,9 +258,10 @@ class node_runner {
     for (size_t s = 0; s < num_slots && !dead; ++s) {
       if (!slots[s].ok()) {
         std::string error = std::move(slots[s].error);
-        if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error);
+        const error_code code = slots[s].code;
+        if (plan.kind == node_kind::exit_frame) return exit_frame(step, tag, nullptr, error, code);
         emit(host_, plan, step, plan.kind == node_kind::enter_frame ? child_tag(tag) : tag,
-             outputs_, error);
+             outputs_, error, code);
         return;
       }
       dead |= slots[s].dead;
@@ -283,7 +284,7 @@ class node_runner {
         return;
       case node_kind::exit_frame: {
         tensor value = take_input(0, slots, num_slots);
-        return exit_frame(step, tag, &value, "");
+        return exit_frame(step, tag, &value, "", error_code::ok);
       }
       case node_kind::variable_read:
         return read_variable(step, tag);
@@ -354,20 +355,22 @@ class node_runner {
 
   // A live value leaves the loop with how many iterations it ran; an error
   // leaves it too, so that the step fails.
-  void exit_frame(uint64_t step, const frame_tag& tag, tensor* value, const std::string& error) {
+  void exit_frame(uint64_t step, const frame_tag& tag, tensor* value, const std::string& error,
+                  error_code code) {
     if (tag.is_root()) return emit_missing_parent(step, tag);
     if (value) {
       outputs_.push_back(std::move(*value));
       outputs_.push_back(tensor::scalar<int64_t>(static_cast<int64_t>(tag.iteration)));
     }
-    emit(host_, *plan_, step, parent_of(tag), outputs_, error);
+    emit(host_, *plan_, step, parent_of(tag), outputs_, error, code);
     outputs_.clear();
   }
 
   void emit_missing_parent(uint64_t step, const frame_tag& tag) {
     frame_tag root;
     emit(host_, *plan_, step, root, outputs_,
-         describe_failure(*plan_, "got a value from outside any loop frame"));
+         describe_failure(*plan_, "got a value from outside any loop frame"),
+         error_code::invalid_argument);
   }
 
   static loop_history::path iterations_of(const frame_tag& tag) {
@@ -388,7 +391,8 @@ class node_runner {
           index.item<int64_t>() < 0) {
         emit(host_, *plan_, step, tag, outputs_,
              describe_failure(
-                 *plan_, "iteration index " + std::to_string(i) + " must be an int64 scalar >= 0"));
+                 *plan_, "iteration index " + std::to_string(i) + " must be an int64 scalar >= 0"),
+             error_code::invalid_argument);
         return;
       }
       at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
@@ -412,7 +416,7 @@ class node_runner {
     tensor data = take_input(0, slots, num_slots);
     tensor pred = take_input(1, slots, num_slots);
     if (!is_scalar_bool(pred)) {
-      emit(host_, plan, step, tag, outputs_, predicate_error(pred));
+      emit(host_, plan, step, tag, outputs_, predicate_error(pred), error_code::invalid_argument);
       return;
     }
     size_t taken = *pred.data<bool>() ? 1 : 0;
@@ -445,19 +449,19 @@ class node_runner {
     const node_plan& plan = *plan_;
     step_value to_exit, to_body = step_value::dead_value(dead_kind::loop_end);
     dead_kind why = passed_on(slots, num_slots);
-    std::string error;
+    const step_value* failed = nullptr;
     bool dead = false;
     for (size_t s = 0; s < num_slots; ++s) {
-      if (!slots[s].ok() && error.empty()) error = slots[s].error;
+      if (!slots[s].ok() && !failed) failed = &slots[s];
       dead |= slots[s].dead;
     }
-    tensor pred = dead || !error.empty() ? tensor() : take_input(1, slots, num_slots);
-    if (!error.empty() && !dead) {
-      to_exit.error = error;
+    tensor pred = dead || failed ? tensor() : take_input(1, slots, num_slots);
+    if (failed && !dead) {
+      to_exit = step_value::failure(failed->error, failed->code);
     } else if (dead) {
       to_exit = step_value::dead_value(why);
     } else if (!is_scalar_bool(pred)) {
-      to_exit.error = predicate_error(pred);
+      to_exit = step_value::failure(predicate_error(pred), error_code::invalid_argument);
     } else if (*pred.data<bool>()) {
       to_exit = step_value::dead_value(dead_kind::not_exit);
       to_body = step_value{take_input(0, slots, num_slots), "", false};
@@ -504,7 +508,7 @@ class node_runner {
         outputs_.push_back(std::move(v.value));
         outputs_.push_back(tensor::scalar<int32_t>(input));
       }
-      emit(host_, plan, in.step, in.tag, outputs_, v.error);
+      emit(host_, plan, in.step, in.tag, outputs_, v.error, v.code);
       outputs_.clear();
     }
     if (--p.remaining > 0) return;
@@ -534,10 +538,9 @@ class node_runner {
     frame_tag next{in.tag.frame, in.tag.iteration + 1, std::move(in.tag.parent)};
     if (plan.max_iterations > 0 && next.iteration > static_cast<uint64_t>(plan.max_iterations) &&
         v.ok())
-      v = step_value{tensor(),
-                     "[while_loop] '" + plan.loop_name +
-                         "' ran past max_iterations=" + std::to_string(plan.max_iterations),
-                     false};
+      v = step_value::failure("[while_loop] '" + plan.loop_name + "' ran past max_iterations=" +
+                                  std::to_string(plan.max_iterations),
+                              error_code::out_of_range);
     if (plan.gate) {
       bool now = plan.gate->admit(in.step, next.frame, plan.gate_var, next.iteration, [&] {
         auto self = caf::actor_cast<caf::actor>(host_);
@@ -558,7 +561,7 @@ class node_runner {
       else
         outputs_.emplace_back();
     }
-    emit(host_, *plan_, step, tag, outputs_, v.error);
+    emit(host_, *plan_, step, tag, outputs_, v.error, v.code);
     outputs_.clear();
   }
 
@@ -602,15 +605,16 @@ class node_runner {
     const node_plan& plan = *plan_;
     step_value out = std::move(slots[0]);
     for (size_t s = 1; s < num_slots && out.ok(); ++s)
-      if (!slots[s].ok()) out.error = std::move(slots[s].error);
+      if (!slots[s].ok()) out = step_value::failure(std::move(slots[s].error), slots[s].code);
     auto peer = plan.route ? plan.route->get() : caf::actor();
     trace_transfer(plan, step, tag, trace_kind::send, out.value);
     if (!peer)
-      out = step_value{tensor(), describe_failure(plan, "its recv is not connected")};
+      out = step_value::failure(describe_failure(plan, "its recv is not connected"),
+                                error_code::failed_precondition);
     else
       host_->send(peer, input_atom::value, step_input{step, 0, out, tag});
     for (auto& c : plan.control_consumers)
-      deliver(host_, c, step_input{step, c.slot, step_value{tensor(), out.error}, tag});
+      deliver(host_, c, step_input{step, c.slot, step_value::failure(out.error, out.code), tag});
   }
 
   // Runs the kernel on inputs_: inline when cheap, reusing this actor's
@@ -657,7 +661,7 @@ class node_runner {
             [this, step, tag, asked = now_if_tracing()](step_value& v) {
               std::vector<tensor> outs{std::move(v.value)};
               trace_resource(*plan_, step, tag, asked, outs);
-              emit(host_, *plan_, step, tag, outs, v.error);
+              emit(host_, *plan_, step, tag, outs, v.error, v.code);
               host_->drain_local();
             },
             [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
@@ -670,9 +674,11 @@ class node_runner {
         .then(
             [this, step, tag, asked = now_if_tracing()](update_result& r) {
               if (r.ok() && r.values.size() < plan_->output_consumers.size())
-                r.error = describe_failure(*plan_, "update produced too few outputs");
+                r = update_result::failure(
+                    describe_failure(*plan_, "update produced too few outputs"),
+                    error_code::internal);
               trace_resource(*plan_, step, tag, asked, r.values);
-              emit(host_, *plan_, step, tag, r.values, r.error);
+              emit(host_, *plan_, step, tag, r.values, r.error, r.code);
               host_->drain_local();
             },
             [this, step, tag](caf::error& e) { emit_actor_failure(step, tag, e); });
@@ -681,7 +687,8 @@ class node_runner {
   void emit_actor_failure(uint64_t step, const frame_tag& tag, const caf::error& e) {
     std::vector<tensor> none;
     emit(host_, *plan_, step, tag, none,
-         describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)));
+         describe_failure(*plan_, "resource actor failed: " + caf::to_string(e)),
+         error_code::unavailable);
     host_->drain_local();
   }
 

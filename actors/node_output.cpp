@@ -45,13 +45,13 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in) {
 
 // Sends a step's outputs (or its error) to every consumer.
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-          std::vector<tensor>& outputs, const std::string& error) {
+          std::vector<tensor>& outputs, const std::string& error, error_code code) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
     auto& consumers = plan.output_consumers[i];
     for (size_t c = 0; c < consumers.size(); ++c) {
       step_input in{step, consumers[c].slot, {}, tag};
       if (!error.empty())
-        in.value.error = error;
+        in.value = step_value::failure(error, code);
       else if (c + 1 == consumers.size())
         in.value.value = std::move(outputs[i]);  // last one takes it
       else
@@ -60,7 +60,7 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
     }
   }
   for (auto& c : plan.control_consumers)
-    deliver(self, c, step_input{step, c.slot, step_value{tensor(), error}, tag});
+    deliver(self, c, step_input{step, c.slot, step_value::failure(error, code), tag});
 }
 
 std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_value* slots,
@@ -116,7 +116,8 @@ void accelerator_launches::finish(node_host_base* self, const node_plan& plan, u
     }
   if (!failure.empty()) {
     std::vector<tensor> none;
-    return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure));
+    return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure),
+                error.empty() ? launch.failure_code : error_code::internal);
   }
   for (size_t i = 0; i < plan.output_consumers.size(); ++i)
     for (auto& c : plan.output_consumers[i]) {
@@ -223,6 +224,7 @@ void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, co
                   std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation,
                   int64_t ready_ns) {
   std::string error;
+  error_code code = error_code::unknown;
   kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
                      std::move(inputs), std::move(outputs), invocation};
   auto trace = find_step_trace(plan.executable_id, step);
@@ -230,9 +232,10 @@ void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, co
   try {
     plan.def->kernel(ctx);
     if (ctx.outputs.size() < plan.output_consumers.size())
-      error = describe_failure(plan, "kernel produced too few outputs");
+      error = describe_failure(plan, "kernel produced too few outputs"), code = error_code::internal;
   } catch (const std::exception& e) {
     error = describe_failure(plan, e.what());
+    code = code_of(e);
   }
   if (trace) {  // before its outputs go on: the step cannot end without it
     auto t = trace_record(plan, tag, trace_kind::kernel);
@@ -247,7 +250,7 @@ void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, co
   inputs = std::move(ctx.inputs);
   release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
   outputs = std::move(ctx.outputs);
-  emit(self, plan, step, tag, outputs, error);
+  emit(self, plan, step, tag, outputs, error, code);
   outputs.clear();
 }
 

@@ -32,9 +32,10 @@ class node_host_base : public caf::event_based_actor {
 /// Delivers one value to a consumer (see node_output.cpp). `self` is the
 /// producing node's actor, or null on a pool thread.
 void deliver(node_host_base* self, const consumer& to, step_input&& in);
-/// Sends a step's outputs (or its error) to every consumer.
+/// Sends a step's outputs (or its error, of kind `code`) to every consumer.
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
-          std::vector<tensor>& outputs, const std::string& error);
+          std::vector<tensor>& outputs, const std::string& error,
+          error_code code = error_code::unknown);
 /// A firing of `plan` (on an accelerator) with the values in `slots`: its
 /// inputs, host tensors or device values as they came, and which outputs its
 /// consumers want in host memory and which on the device.

@@ -12,7 +12,9 @@ namespace {
 using element = std::vector<tensor>;
 using reply = caf::result<update_result>;
 
-update_result failure(std::string what) { return update_result{{}, std::move(what)}; }
+update_result failure(std::string what, error_code code) {
+  return update_result::failure(std::move(what), code);
+}
 
 class queue_actor : public caf::event_based_actor {
  public:
@@ -23,7 +25,7 @@ class queue_actor : public caf::event_based_actor {
     // Waiting requesters must hear back even when the queue goes away,
     // or the steps waiting on them would never finish.
     set_exit_handler([this](caf::exit_msg& msg) {
-      fail_dequeuers("queue '" + name_ + "' was shut down");
+      fail_dequeuers("queue '" + name_ + "' was shut down", error_code::cancelled);
       fail_enqueuers("queue '" + name_ + "' was shut down");
       quit(msg.reason);
     });
@@ -57,7 +59,8 @@ class queue_actor : public caf::event_based_actor {
     std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
     const std::string& op = u.def->name;
     if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
-      if (auto why = cancelled_.find(u.key)) return failure(who + cancelled_text(*why));
+      if (auto why = cancelled_.find(u.key))
+        return failure(who + cancelled_text(*why), error_code::cancelled);
     if (op == "queue_enqueue") return enqueue(std::move(u.inputs), who, u.key);
     if (op == "queue_dequeue") return dequeue(who, u.key);
     if (op == "queue_size") return size();
@@ -65,16 +68,20 @@ class queue_actor : public caf::event_based_actor {
       auto& attrs = *static_cast<const attr_map*>(u.attrs);
       return close(get_attr_or<bool>(attrs, "cancel_pending_enqueues", op, false));
     }
-    return failure(who + "is not an op of queue '" + name_ + "'");
+    return failure(who + "is not an op of queue '" + name_ + "'", error_code::invalid_argument);
   }
 
   reply enqueue(element e, const std::string& who, const step_key& key) {
     try {
       check_queue_element(spec_, e, name_);
     } catch (const std::exception& ex) {
-      return failure(who + ex.what());
+      return failure(who + ex.what(), code_of(ex));
     }
-    if (closed_) return failure(who + "queue '" + name_ + "' is closed: enqueue refused");
+    // TensorFlow's enqueue on a closed queue is cancelled, a dequeue from a
+    // closed, empty one out of range (the end of the input).
+    if (closed_)
+      return failure(who + "queue '" + name_ + "' is closed: enqueue refused",
+                     error_code::cancelled);
     if (!dequeuers_.empty()) {  // the queue is empty and someone waits: hand it over
       dequeuers_.front().promise.deliver(update_result{std::move(e), ""});
       dequeuers_.pop_front();
@@ -96,7 +103,7 @@ class queue_actor : public caf::event_based_actor {
       admit_waiting_enqueue();
       return out;
     }
-    if (closed_) return failure(who + closed_and_empty());
+    if (closed_) return failure(who + closed_and_empty(), error_code::out_of_range);
     auto promise = make_response_promise();
     dequeuers_.push_back({who, key, promise});
     return promise;
@@ -114,20 +121,20 @@ class queue_actor : public caf::event_based_actor {
   reply close(bool cancel_pending) {
     closed_ = true;
     // Waiting dequeues mean the queue is empty: closed, it can never serve them.
-    fail_dequeuers(closed_and_empty());
+    fail_dequeuers(closed_and_empty(), error_code::out_of_range);
     if (cancel_pending)
       fail_enqueuers("queue '" + name_ +
                      "' was closed (cancel_pending_enqueues) while this enqueue waited for space");
     return update_result{};
   }
 
-  void fail_dequeuers(const std::string& why) {
-    for (auto& w : dequeuers_) w.promise.deliver(failure(w.who + why));
+  void fail_dequeuers(const std::string& why, error_code code) {
+    for (auto& w : dequeuers_) w.promise.deliver(failure(w.who + why, code));
     dequeuers_.clear();
   }
 
   void fail_enqueuers(const std::string& why) {
-    for (auto& w : enqueuers_) w.promise.deliver(failure(w.who + why));
+    for (auto& w : enqueuers_) w.promise.deliver(failure(w.who + why, error_code::cancelled));
     enqueuers_.clear();
   }
 

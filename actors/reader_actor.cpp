@@ -19,9 +19,11 @@ struct batch_reader::status {
     ++report.batches;
     report.position = next;
   }
-  void set_error(std::string what) {
+  void set_error(std::string what, error_code code) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (report.error.empty()) report.error = std::move(what);
+    if (!report.error.empty()) return;
+    report.error = std::move(what);
+    report.code = code;
   }
   void finish() {
     {
@@ -70,23 +72,25 @@ class reader_actor : public caf::event_based_actor {
     try {
       batch = data_->batch(position_);
     } catch (const std::exception& e) {
-      return fail(e.what());
+      return fail(e.what(), code_of(e));
     }
     request(queue_, caf::infinite, enqueue_atom::value, std::move(batch))
         .then(
             [this](update_result& r) {
-              if (!r.ok()) return fail("enqueue failed: " + r.error);
+              if (!r.ok()) return fail("enqueue failed: " + r.error, r.code);
               ++sent_;
               position_ = data_->next(position_);
               status_->accepted(position_);
               send_next();
             },
-            [this](caf::error& e) { fail("the queue actor failed: " + caf::to_string(e)); });
+            [this](caf::error& e) {
+              fail("the queue actor failed: " + caf::to_string(e), error_code::unavailable);
+            });
   }
 
   // Consumers must not wait for batches that will never come.
-  void fail(const std::string& what) {
-    status_->set_error("[reader] " + what);
+  void fail(const std::string& what, error_code code) {
+    status_->set_error("[reader] " + what, code);
     anon_send(queue_, close_atom::value, false);
     quit();
   }

@@ -33,6 +33,7 @@ struct reader_report {
   dataset_position position;  ///< the next batch it would send
   bool finished = false;      ///< its actor has ended: a limit, stop() or an error
   std::string error;          ///< why it failed; empty when it did not
+  error_code code = error_code::ok;  ///< its kind: cancelled when the queue was closed
 };
 
 /// Owns one reader actor; stops it when destroyed.

@@ -181,4 +181,9 @@ std::string error_text(const caf::error& e) {
   return caf::to_string(e);
 }
 
+error_code error_code_of(const caf::error& e) {
+  if (e == caf::sec::runtime_error) return error_code::invalid_argument;  // a refusal
+  return error_code::unavailable;
+}
+
 }  // namespace actorflow

@@ -40,5 +40,9 @@ caf::actor spawn_task_server(runtime& rt, const task_server_options& options);
 
 /// The text of a CAF error, without CAF's decoration when it carries one.
 std::string error_text(const caf::error& e);
+/// The kind of a CAF error from a request to another task: no answer, or a
+/// receiver that is gone, is unavailable (retrying may help); a task's
+/// refusal (its text says why) invalid_argument.
+error_code error_code_of(const caf::error& e);
 
 }  // namespace actorflow

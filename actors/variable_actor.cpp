@@ -26,8 +26,9 @@ update_result apply_update(variable_actor_state& st, variable_update& u) {
     else u.def->update(st.var, ctx);
     result.values = std::move(ctx.outputs);
   } catch (const std::exception& e) {
-    result.error = "node '" + u.node_name + "' (" + u.def->name + ") on variable '" + st.name +
-                   "': " + e.what();
+    result = update_result::failure("node '" + u.node_name + "' (" + u.def->name +
+                                        ") on variable '" + st.name + "': " + e.what(),
+                                    code_of(e));
   }
   return result;
 }
@@ -46,8 +47,9 @@ caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
             [self](read_atom) {
               auto& st = self->state;
               if (!st.var.initialized())
-                return step_value{tensor(), "variable '" + st.name +
-                                                "' is read before it was initialized or restored"};
+                return step_value::failure(
+                    "variable '" + st.name + "' is read before it was initialized or restored",
+                    error_code::failed_precondition);
               return step_value{st.var.value, ""};
             },
             [self](update_atom, variable_update& u) { return apply_update(self->state, u); },

@@ -159,7 +159,8 @@ int train(const train_config& c) {
                       double(r.steps * c.batch) / seconds});
     summaries.write_eval(step, "eval/test_accuracy", acc);
   }
-  if (auto r = reader.report(); !r.error.empty() && r.error.find("closed") == std::string::npos)
+  // The queue closed at the end (cancelled) is how a reader normally stops.
+  if (auto r = reader.report(); !r.error.empty() && r.code != error_code::cancelled)
     fmt::print(stderr, "warning: the reader stopped with: {}\n", r.error);
   double acc = models::test_accuracy(s, t.predictions, t.eval_images, test_data);
   double step_ms = steps_run ? 1000.0 * train_seconds / double(steps_run) : 0.0;

@@ -429,7 +429,7 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
   } catch (const error& e) {
     std::string shapes;
     for (auto& s : specs) shapes += (shapes.empty() ? "" : ", ") + s.to_string();
-    throw error(std::string(e.what()) + " (node '" + name + "', inputs: " + shapes + ")");
+    throw error(std::string(e.what()) + " (node '" + name + "', inputs: " + shapes + ")", e.code());
   }
   by_name_.emplace(name, id);
   nodes_.push_back(std::move(n));

@@ -72,6 +72,9 @@ struct kernel_context {
   tensor& reuse_or_allocate_output(size_t i, size_t from, dtype type, const shape& dims);
   void set_output(size_t i, tensor t);
   [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
+  [[noreturn]] void fail(error_code code, const std::string& what) const {
+    actorflow::fail(code, op, what);
+  }
 };
 
 /// The state a variable actor owns: its value and the optimizer slots beside it.

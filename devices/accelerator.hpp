@@ -47,8 +47,10 @@ struct accelerator_launch {
   std::vector<tensor> host_outputs;
   std::vector<device_value_ptr> device_outputs;
   /// An error of the kernel itself (bad input values): fails the step, not
-  /// the stream.
+  /// the stream; and its kind (core/error.hpp: out of memory is
+  /// resource_exhausted).
   std::string error;
+  error_code failure_code = error_code::unknown;
 };
 
 /// Copy and memory counters of an accelerator.

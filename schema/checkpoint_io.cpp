@@ -173,7 +173,7 @@ void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::Messa
       }
     }
   } catch (const error& e) {
-    throw error(where + e.what());
+    throw error(where + e.what(), e.code());
   } catch (const kj::Exception& e) {
     throw error(where + "cannot encode the checkpoint: " + capnp_error_reason(e));
   }
@@ -218,7 +218,11 @@ class loader {
  public:
   explicit loader(std::string prefix) : prefix_(std::move(prefix)) {}
 
-  [[noreturn]] void fail(const std::string& what) const { throw error(prefix_ + what); }
+  /// A file that is not a whole, valid checkpoint: data_loss.
+  [[noreturn]] void fail(const std::string& what,
+                         error_code code = error_code::data_loss) const {
+    throw error(prefix_ + what, code);
+  }
 
   // `file` starts at an 8-byte aligned address.
   checkpoint_data parse(std::string_view file) const {
@@ -230,7 +234,7 @@ class loader {
     } catch (const kj::Exception& e) {
       fail("malformed Cap'n Proto message: " + capnp_error_reason(e));
     } catch (const std::bad_alloc&) {
-      fail("out of memory while loading");
+      fail("out of memory while loading", error_code::resource_exhausted);
     }
   }
 
@@ -364,7 +368,8 @@ kj::Array<capnp::word> word_buffer(uint64_t bytes, const loader& l) {
   try {
     return kj::heapArray<capnp::word>((bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word));
   } catch (const std::bad_alloc&) {
-    l.fail("out of memory reading " + std::to_string(bytes) + " bytes");
+    l.fail("out of memory reading " + std::to_string(bytes) + " bytes",
+           error_code::resource_exhausted);
   }
 }
 
@@ -403,7 +408,7 @@ checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string
 checkpoint_data load_checkpoint_file(const std::string& path) {
   loader l("[load_checkpoint] " + path + ": ");
   fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) l.fail("cannot open: " + errno_text(errno));
+  if (file.fd < 0) l.fail("cannot open: " + errno_text(errno), errno_code(errno));
   struct stat st;
   if (::fstat(file.fd, &st) != 0) l.fail("cannot stat: " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) l.fail("not a regular file");

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace actorflow {
 
 /// Writes the concatenation of `pieces` to path + ".tmp", fsyncs it, renames it
@@ -26,5 +28,8 @@ std::string capnp_segment_table(kj::ArrayPtr<const kj::ArrayPtr<const capnp::wor
 
 /// The system's text for an errno value.
 std::string errno_text(int err);
+/// The kind of failure an errno value is: a full disk resource_exhausted, a
+/// missing file not_found, a refused one permission_denied, others unknown.
+error_code errno_code(int err);
 
 }  // namespace actorflow

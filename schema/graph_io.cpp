@@ -97,7 +97,7 @@ void write_graph(const graph& g, schema::Graph::Builder root) {
         ++k;
       }
     } catch (const error& e) {
-      throw error("node " + std::to_string(i) + " (" + quoted(n.name) + "): " + e.what());
+      throw error("node " + std::to_string(i) + " (" + quoted(n.name) + "): " + e.what(), e.code());
     }
   }
 }
@@ -108,7 +108,7 @@ void build_message(const graph& g, capnp::MallocMessageBuilder& msg, const std::
   try {
     write_graph(g, msg.initRoot<schema::Graph>());
   } catch (const error& e) {
-    throw error(where + e.what());
+    throw error(where + e.what(), e.code());
   } catch (const kj::Exception& e) {
     throw error(where + "cannot encode the graph: " + capnp_error_reason(e));
   }
@@ -120,7 +120,11 @@ class loader {
  public:
   explicit loader(std::string prefix) : prefix_(std::move(prefix)) {}
 
-  [[noreturn]] void fail(const std::string& what) const { throw error(prefix_ + what); }
+  /// A file that is not a whole, valid graph: data_loss.
+  [[noreturn]] void fail(const std::string& what,
+                         error_code code = error_code::data_loss) const {
+    throw error(prefix_ + what, code);
+  }
 
   std::unique_ptr<graph> parse(kj::ArrayPtr<const capnp::word> words) const {
     capnp::ReaderOptions options;
@@ -297,7 +301,7 @@ std::unique_ptr<graph> deserialize_graph(std::string_view bytes, const std::stri
 std::unique_ptr<graph> load_graph(const std::string& path) {
   loader l("[load_graph] " + path + ": ");
   fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) l.fail("cannot open: " + errno_text(errno));
+  if (file.fd < 0) l.fail("cannot open: " + errno_text(errno), errno_code(errno));
   struct stat st;
   if (::fstat(file.fd, &st) != 0) l.fail("cannot stat: " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) l.fail("not a regular file");

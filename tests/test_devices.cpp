@@ -439,6 +439,9 @@ TEST_CASE("the stand-in out of memory fails the step naming the node and the dev
   auto e = error_of([&] { s.eval(y, {{x, tensor(dtype::float32, {256 * 1024})}}); });
   CHECK_MESSAGE(e.find("node 'y' (neg)") != std::string::npos, e);
   CHECK_MESSAGE(e.find("[/stand_in:0] out of memory") != std::string::npos, e);
+  CHECK(actorflow::testing::code_of_failure([&] {
+          s.eval(y, {{x, tensor(dtype::float32, {256 * 1024})}});
+        }) == error_code::resource_exhausted);
   auto small = s.eval(y, {{x, tensor::from_vector<float>({1, -2}, {2})}});
   CHECK(small.to_vector<float>() == std::vector<float>{-1, 2});
   CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);

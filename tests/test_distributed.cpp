@@ -35,6 +35,7 @@ using actorflow::apps::child_process;
 using actorflow::apps::free_port;
 using actorflow::apps::make_test_certificates;
 using actorflow::apps::test_tls_files;
+using actorflow::testing::code_of_failure;
 using actorflow::testing::error_of;
 using actorflow::testing::send_garbage;
 using actorflow::testing::temp_dir;
@@ -526,6 +527,10 @@ TEST_CASE("a kernel failing on a remote task names the node and the task; the se
   auto e = error_of([&] { s.run({{x, tensor::zeros(dtype::float32, {2, 3})}}, {y}); });
   CHECK_MESSAGE(e.find("(matmul) on /job:ps/task:0") != std::string::npos, e);
   CHECK_MESSAGE(e.find("remote_matmul") != std::string::npos, e);
+  // The kind of failure crosses the processes with the message.
+  CHECK(code_of_failure([&] {
+          s.run({{x, tensor::zeros(dtype::float32, {2, 3})}}, {y});
+        }) == error_code::invalid_argument);
   auto ok = s.run({{x, tensor::zeros(dtype::float32, {2, 2})}}, {y});
   CHECK(ok.at(0).dims() == shape{2, 2});
 }
@@ -614,6 +619,7 @@ TEST_CASE("a step that waits too long on a remote task fails after the step time
   auto start = std::chrono::steady_clock::now();
   auto e = error_of([&] { s.eval(taken); });  // the queue is empty: the dequeue waits
   auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(code_of_failure([&] { s.eval(taken); }) == error_code::deadline_exceeded);
   CHECK_MESSAGE(e.find("task /job:ps/task:0: did not finish step") != std::string::npos, e);
   CHECK_MESSAGE(e.find("within 300 ms") != std::string::npos, e);
   CHECK(waited >= 300ms);
@@ -662,8 +668,17 @@ TEST_CASE("a killed ps task fails the step at once; restarted, it restores its s
 
   ps->kill_now();  // kill -9
   auto start = std::chrono::steady_clock::now();
-  auto e = error_of([&] { s.run(batch_for(m, 3), {m.loss}); });
+  error_code code = error_code::ok;
+  auto e = error_of([&] {
+    try {
+      s.run(batch_for(m, 3), {m.loss});
+    } catch (const error& failed) {
+      code = failed.code();
+      throw;
+    }
+  });
   CHECK_MESSAGE(e.find("/job:ps/task:0") != std::string::npos, e);
+  CHECK_MESSAGE(code == error_code::unavailable, error_code_name(code));
   CHECK(std::chrono::steady_clock::now() - start < 30s);
 
   ps = c.start("ps", 0, {"--checkpoint-dir", dir});

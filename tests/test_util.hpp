@@ -18,4 +18,15 @@ std::string error_of(F&& f) {
   return "";
 }
 
+/// The code of the actorflow::error f() throws (ok when it throws none).
+template <class F>
+error_code code_of_failure(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.code();
+  }
+  return error_code::ok;
+}
+
 }  // namespace actorflow::testing

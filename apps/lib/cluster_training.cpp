@@ -60,10 +60,6 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.ready = global_variables_initialized(g);
 }
 
-bool contains(const std::string& text, const char* part) {
-  return text.find(part) != std::string::npos;
-}
-
 // TensorFlow's NanTensorHook, on the loss every step already fetches: the
 // variables are shared, so a diverged run is diverged for every worker.
 void require_finite_loss(float loss, int64_t step, const std::string& task) {
@@ -88,15 +84,14 @@ class recovering_runner {
       try {
         return step();
       } catch (const error& e) {
-        std::string what = e.what();
-        if (!recoverable(what)) throw;
+        if (!recoverable(e.code())) throw;
         if (deadline == 0) {
           deadline = now_seconds() + recovery_seconds_;
-          fmt::print(stderr, "warning: {}\n  retrying for up to {:.0f} s\n", what,
+          fmt::print(stderr, "warning: {}\n  retrying for up to {:.0f} s\n", e.what(),
                      recovery_seconds_);
         }
         if (now_seconds() > deadline) throw;
-        repair(what);
+        repair(e.code());
       }
     }
   }
@@ -115,20 +110,31 @@ class recovering_runner {
   }
 
  private:
-  static bool recoverable(const std::string& what) {
-    return contains(what, "went down") || contains(what, "unreachable") ||
-           contains(what, "cannot reach") || contains(what, "did not finish step") ||
-           contains(what, "before it was initialized");
+  // A task down or not back yet, a step that timed out on it, a variable it
+  // lost (restarted without a shard): worth retrying.
+  static bool recoverable(error_code code) {
+    return code == error_code::unavailable || code == error_code::deadline_exceeded ||
+           code == error_code::failed_precondition;
   }
 
-  void repair(const std::string& what) {
-    if (contains(what, "before it was initialized")) {
-      // A ps task restarted without a shard to restore: the chief sets the
-      // variables again; a worker's own local step is its to set.
-      if (chief_ && !contains(what, "local_step")) try_run(t_.init);
+  void repair(error_code code) {
+    if (code == error_code::failed_precondition) {
+      // A worker's own local step is its to set; what is still unset after
+      // that a ps task lost, and the chief sets the variables again.
       if (t_.sync) try_run(t_.sync->local_step_init);
+      if (chief_ && !variables_ready()) try_run(t_.init);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+
+  // Whether every variable is set; true when that cannot be told now (a
+  // task down), so that nothing is set again on a guess.
+  bool variables_ready() {
+    try {
+      return s_.eval(t_.ready).item<bool>();
+    } catch (const error&) {
+      return true;
+    }
   }
 
   void try_run(operation op) {
@@ -246,7 +252,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
       s.eval(t.step.value());
       fmt::print("variables restored by the ps tasks\n");
     } catch (const error& e) {
-      if (!contains(e.what(), "before it was initialized")) throw;
+      if (e.code() != error_code::failed_precondition) throw;
       run([&] {
         s.run({t.init});
         return 0;
@@ -318,7 +324,10 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
         step = r[1].item<int64_t>() + 1;
       }
     } catch (const error& e) {
-      if (t.sync && contains(e.what(), "closed")) break;  // the chief finished
+      // The chief finished: it closed the token queue (out of range for a
+      // waiting dequeue) and shut the accumulators (cancelled).
+      if (t.sync && (e.code() == error_code::out_of_range || e.code() == error_code::cancelled))
+        break;
       throw;
     }
     require_finite_loss(loss, step, setup.task_name());

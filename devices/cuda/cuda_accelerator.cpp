@@ -68,6 +68,7 @@ class cuda_accelerator final : public accelerator {
       copy_outputs(dev, s, outputs, launch);
     } catch (const std::exception& e) {
       launch.error = e.what();
+      launch.failure_code = code_of(e);
     }
   }
 
@@ -113,6 +114,7 @@ class cuda_accelerator final : public accelerator {
             launch.host_outputs[i] = std::move(out);
           else
             launch.error = "copy to host: " + error;
+            launch.failure_code = error_code::internal;
         });
         copied = true;
       }

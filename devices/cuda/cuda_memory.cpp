@@ -15,7 +15,7 @@ class device_backend final : public memory_backend {
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: clear it
-      fail("gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
+      fail(error_code::resource_exhausted, "gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
                              " bytes (" + cuda_error_text(e, "cudaMalloc") + ")");
     }
     return p;
@@ -39,7 +39,7 @@ class pinned_backend final : public memory_backend {
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      fail("gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
+      fail(error_code::resource_exhausted, "gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
                              " bytes (" + cuda_error_text(e, "cudaHostAlloc") + ")");
     }
     return p;

@@ -15,7 +15,7 @@ class limited_host_memory final : public gpu::memory_backend {
       : device_(std::move(device)), limit_(limit), host_(gpu::make_host_backend()) {}
   void* allocate(size_t bytes) override {
     if (limit_ > 0 && held_ + bytes > limit_)
-      fail(device_, "out of memory: " + std::to_string(bytes) + " bytes asked, " +
+      fail(error_code::resource_exhausted, device_, "out of memory: " + std::to_string(bytes) + " bytes asked, " +
                         std::to_string(held_) + " of " + std::to_string(limit_) + " held");
     void* p = host_->allocate(bytes);
     held_ += bytes;
@@ -104,6 +104,7 @@ void stand_in_device::enqueue(int s, accelerator_launch& launch) {
     }
   } catch (const std::exception& e) {
     launch.error = e.what();
+    launch.failure_code = code_of(e);
     launch.host_outputs.clear();
     launch.device_outputs.clear();
   }

@@ -5,11 +5,11 @@
 #include <ops/state.hpp>
 
 int main() {
-  af::graph g;
-  auto x = af::placeholder(g, af::dtype::float32, {-1}, "x");
+  actorflow::graph g;
+  auto x = actorflow::placeholder(g, actorflow::dtype::float32, {-1}, "x");
   auto y = x * 3.0 + 1.0;
-  af::session s(g);
-  auto out = s.eval(y, {{x, af::tensor::from_vector<float>({1, 2})}});
+  actorflow::session s(g);
+  auto out = s.eval(y, {{x, actorflow::tensor::from_vector<float>({1, 2})}});
   auto v = out.to_vector<float>();
   if (v != std::vector<float>{4, 7}) {
     std::cerr << "wrong result: " << out << "\n";
