@@ -245,10 +245,11 @@ void connect_remote(caf::scoped_actor& self, const caf::actor& server, const std
 }  // namespace
 
 distributed_executable::distributed_executable(const graph& g, const run_signature& sig,
+                                               std::vector<std::string> tasks,
                                                cluster_connection& cluster,
                                                const variable_lookup& local_resources)
     : runtime_(*cluster.rt()),
-      parts_(partition_graph(g, sig, cluster.local_task())),
+      parts_(partition_graph(g, sig, cluster.local_task(), std::move(tasks))),
       health_(std::make_shared<health>()) {
   auto plan = std::make_shared<driver_plan>();
   plan->timeout = cluster.options().step_timeout;

@@ -251,10 +251,6 @@ size_t readers_of_history(const graph& g, const std::vector<bool>& needed, const
 // Update ops (and queue ops) go to the actor of the resource at input 0.
 bool is_update(const node& n) { return n.def->acts_on_resource(); }
 
-// A constant without control inputs is folded into its consumers: its value
-// is bound into their plans and it sends no message.
-bool is_foldable_constant(const node& n) { return n.op == "constant" && n.control_inputs.empty(); }
-
 // An edge the runtime carries: output (node, index) of a source to a slot of a consumer.
 struct edge {
   endpoint from;

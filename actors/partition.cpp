@@ -17,7 +17,6 @@ std::string task_of_hint(const node& n, const std::string& client_task) {
   return checked_device(n).task_name(client_task);
 }
 
-bool is_copied_constant(const node& n) { return n.op == "constant" && n.control_inputs.empty(); }
 
 // "/job:ps/task:0" -> "job_ps/task_0": node names keep ':' for output indices.
 std::string name_part(const std::string& task) {
@@ -33,8 +32,9 @@ std::string output_name(const node& n, int index) {
 // Builds the partitions node by node, in the graph's (topological) order.
 class partitioner {
  public:
-  partitioner(const graph& g, const run_signature& sig, const std::string& client_task)
-      : g_(g), sig_(sig), client_(client_task), tasks_(place(g, sig, client_task)) {
+  partitioner(const graph& g, const run_signature& sig, const std::string& client_task,
+              std::vector<std::string> tasks)
+      : g_(g), sig_(sig), client_(client_task), tasks_(std::move(tasks)) {
     part_of(client_);
     std::vector<std::string> others;
     for (auto& t : tasks_)
@@ -121,7 +121,7 @@ class partitioner {
     const std::string& src_task = tasks_[static_cast<size_t>(e.node)];
     if (src_task == task)
       return {local_ids(task)[static_cast<size_t>(e.node)], std::max(e.index, 0)};
-    if (is_copied_constant(src)) return {constant_copy(src, task), e.index};
+    if (is_foldable_constant(src)) return {constant_copy(src, task), e.index};
     return {recv_for(e, task), 0};
   }
 
@@ -246,7 +246,13 @@ std::vector<std::string> place(const graph& g, const run_signature& sig,
 
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
                                   const std::string& client_task) {
-  return partitioner(g, sig, client_task).run();
+  return partition_graph(g, sig, client_task, place(g, sig, client_task));
+}
+
+partitioned_graph partition_graph(const graph& g, const run_signature& sig,
+                                  const std::string& client_task,
+                                  std::vector<std::string> tasks) {
+  return partitioner(g, sig, client_task, std::move(tasks)).run();
 }
 
 }  // namespace actorflow

@@ -52,5 +52,9 @@ std::vector<std::string> place(const graph& g, const run_signature& sig,
 /// Splits the signature's nodes by task. Throws for malformed device names.
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
                                   const std::string& client_task);
+/// The same with the tasks place() gave (a session has them already).
+partitioned_graph partition_graph(const graph& g, const run_signature& sig,
+                                  const std::string& client_task,
+                                  std::vector<std::string> tasks);
 
 }  // namespace actorflow

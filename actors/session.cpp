@@ -142,7 +142,8 @@ std::shared_ptr<runnable> session::build(const run_signature& sig) {
       fail("session", "node '" + graph_.at(static_cast<int>(id)).name + "' is placed on " +
                           tasks[id] + ", but this session has no cluster (make it with a " +
                           "cluster_connection)");
-    return std::make_shared<distributed_executable>(graph_, sig, *cluster_, resources);
+    return std::make_shared<distributed_executable>(graph_, sig, std::move(tasks), *cluster_,
+                                                    resources);
   }
   return std::make_shared<executable>(graph_, sig, *runtime_, resources);
 }

@@ -39,6 +39,13 @@ struct node {
   const op_def* def = nullptr;
 };
 
+/// A constant that waits on nothing: its value goes into each consumer (in
+/// one process, folded; in a cluster, copied into each partition that uses
+/// it) instead of running as a node.
+inline bool is_foldable_constant(const node& n) {
+  return n.op == "constant" && n.control_inputs.empty();
+}
+
 class graph;
 
 /// A handle to a node's output: what op functions take and return.

@@ -20,9 +20,9 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/session.hpp"
-#include "apps/lib/child_process.hpp"
+#include "tests/support/child_process.hpp"
 #include "apps/lib/fmnist_models.hpp"
-#include "apps/lib/test_certificates.hpp"
+#include "tests/support/test_certificates.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
@@ -32,8 +32,8 @@
 
 namespace actorflow::bench {
 
-using apps::child_process;
-using apps::free_port;
+using testing::child_process;
+using testing::free_port;
 
 namespace {
 
@@ -534,14 +534,14 @@ void measure_tls(dist_figures& out) {
   auto dir =
       (std::filesystem::temp_directory_path() / ("actorflow-bench-tls-" + std::to_string(getpid())))
           .string();
-  if (!apps::make_test_certificates(dir)) {
+  if (!testing::make_test_certificates(dir)) {
     out.errors.push_back("TLS: cannot make test certificates with openssl (see " + dir +
                          "/openssl.log)");
     return;
   }
-  auto node = apps::test_tls_files(dir, "node");
+  auto node = testing::test_tls_files(dir, "node");
   auto client = cluster_runtime_options();
-  client.tls = apps::test_tls_files(dir, "client");
+  client.tls = testing::test_tls_files(dir, "client");
   std::unique_ptr<ps_cluster> cluster;
   try {
     cluster = start_ps_cluster(

@@ -1,6 +1,7 @@
 # Checks every quoted #include against the rooms' order (DESIGN.md, "Rooms"):
 # core <- devices <- ops <- actors <- apps/perf/tests, with ops/geometry a room
-# of its own that only core may feed. Run as
+# of its own that only core may feed, and tests/support (process helpers) one
+# that the tests and perf share. Run as
 #   cmake -DSOURCE_DIR=<repo> -P tests/check_include_rules.cmake
 # Prints "file:line: <room> may not include <path>" per violation and fails if
 # there is any. Angle includes (system and third-party headers) are not checked.
@@ -10,7 +11,7 @@ if(NOT SOURCE_DIR)
 endif()
 get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 
-set(all_rooms core devices ops actors schema apps perf tests)
+set(all_rooms core devices ops actors schema apps perf tests/support tests)
 # Rooms a file may include from, by the file's room; the most specific room
 # wins (ops/geometry before ops). tests/ may include anything.
 set(allowed_core core)
@@ -22,8 +23,11 @@ set(allowed_ops core devices ops)
 set(allowed_actors core devices ops actors schema)
 set(allowed_schema core schema)
 set(allowed_apps core devices ops actors schema apps perf)
-set(allowed_perf core devices ops actors schema apps perf)
-set(checked_rooms ops/geometry core devices ops actors schema apps perf)
+# tests/support: the child processes and test certificates that the cluster
+# tests and the cluster benchmarks share.
+set(allowed_tests/support core devices ops actors schema tests/support)
+set(allowed_perf core devices ops actors schema apps perf tests/support)
+set(checked_rooms ops/geometry core devices ops actors schema apps perf tests/support)
 
 # The room of a repository-relative path, or "" when it is in none.
 function(room_of path out)

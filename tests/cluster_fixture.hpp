@@ -14,12 +14,10 @@
 #include <vector>
 
 #include "actors/cluster.hpp"
-#include "apps/lib/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 namespace actorflow::testing {
 
-using apps::child_process;
-using apps::free_port;
 using namespace std::chrono_literals;
 
 // ---- a cluster of actorflow-node processes ------------------------------------

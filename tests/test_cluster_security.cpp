@@ -13,7 +13,7 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/session.hpp"
-#include "apps/lib/test_certificates.hpp"
+#include "tests/support/test_certificates.hpp"
 #include "basp_forger.hpp"
 #include "cluster_fixture.hpp"
 #include "ops/math.hpp"
@@ -21,8 +21,8 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
-using actorflow::apps::make_test_certificates;
-using actorflow::apps::test_tls_files;
+using actorflow::testing::make_test_certificates;
+using actorflow::testing::test_tls_files;
 using actorflow::testing::basp_forger;
 using actorflow::testing::error_of;
 using actorflow::testing::send_garbage;
@@ -320,7 +320,7 @@ TEST_CASE("TLS files are checked when the runtime starts, naming the one at faul
         std::string::npos);
   // A node given a bad file says so and exits.
   test_cluster c;
-  apps::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
+  testing::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
                             c.ps_hosts(), "--tls-cert", dir + "/node.pem", "--tls-key",
                             dir + "/absent.key", "--tls-ca", dir + "/ca.pem"});
   CHECK(node.wait_exit(20s) == 1);
@@ -369,7 +369,7 @@ TEST_CASE("a node holding many partitions stops within seconds of SIGTERM, every
 
 TEST_CASE("a node signalled while it starts stops at once") {
   test_cluster c;
-  apps::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
+  testing::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
                             c.ps_hosts(), "--threads", "1024"});
   std::this_thread::sleep_for(50ms);
   node.signal(SIGTERM);

@@ -12,12 +12,12 @@
 #include <regex>
 #include <thread>
 
-#include "apps/lib/child_process.hpp"
+#include "tests/support/child_process.hpp"
 #include "schema/event_file.hpp"
 
 using actorflow::event_file_reader;
-using actorflow::apps::child_process;
-using actorflow::apps::free_port;
+using actorflow::testing::child_process;
+using actorflow::testing::free_port;
 using namespace std::chrono_literals;
 
 namespace {

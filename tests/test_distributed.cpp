@@ -12,8 +12,8 @@
 #include "actors/network_backend.hpp"
 #include "actors/partition.hpp"
 #include "actors/session.hpp"
-#include "apps/lib/child_process.hpp"
-#include "apps/lib/test_certificates.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/test_certificates.hpp"
 #include "cluster_fixture.hpp"
 #include "core/device_name.hpp"
 #include "core/gradients.hpp"
@@ -31,10 +31,10 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
-using actorflow::apps::child_process;
-using actorflow::apps::free_port;
-using actorflow::apps::make_test_certificates;
-using actorflow::apps::test_tls_files;
+using actorflow::testing::child_process;
+using actorflow::testing::free_port;
+using actorflow::testing::make_test_certificates;
+using actorflow::testing::test_tls_files;
 using actorflow::testing::code_of_failure;
 using actorflow::testing::error_of;
 using actorflow::testing::send_garbage;

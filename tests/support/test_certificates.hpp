@@ -8,7 +8,7 @@
 
 #include "actors/runtime.hpp"
 
-namespace actorflow::apps {
+namespace actorflow::testing {
 
 /// Writes ca.pem, node.pem/.key, client.pem/.key and stranger.pem/.key into
 /// `dir` (created if missing), valid for two days. False when openssl is
@@ -35,4 +35,4 @@ inline tls_files test_tls_files(const std::string& dir, const std::string& who,
   return {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"};
 }
 
-}  // namespace actorflow::apps
+}  // namespace actorflow::testing

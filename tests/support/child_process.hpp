@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace actorflow::apps {
+namespace actorflow::testing {
 
 class child_process {
  public:
@@ -181,4 +181,4 @@ inline uint16_t free_port() {
   throw std::runtime_error("no free port on 127.0.0.1 below " + std::to_string(high));
 }
 
-}  // namespace actorflow::apps
+}  // namespace actorflow::testing
