@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <caf/config.hpp>
+#include <filesystem>
 #include <string>
 
 #include "actors/caf_ext/caf_version.hpp"
@@ -11,7 +12,6 @@
 #include "actors/runtime.hpp"
 #include "apps/lib/test_certificates.hpp"
 #include "core/version.hpp"
-#include "test_util.hpp"
 
 using namespace actorflow;
 
@@ -31,14 +31,13 @@ TEST_CASE("SSL_read and SSL_write resolve to actorflow's, which empty the error 
 }
 
 TEST_CASE("a runtime with TLS starts: its check of the SSL interposer passes") {
-  auto dir = testing::temp_dir("caf-ext-tls");
+  auto dir = (std::filesystem::temp_directory_path() / "actorflow-caf-ext-tls").string();
   REQUIRE_MESSAGE(apps::make_test_certificates(dir),
                   "openssl failed; see " << dir << "/openssl.log");
   CHECK_NOTHROW(runtime(runtime_options{.tls = apps::test_tls_files(dir, "client")}));
 }
 
 TEST_CASE("the version macros are project(VERSION ...)'s") {
-  CHECK(ACTORFLOW_VERSION_MAJOR >= 0);
   std::string joined = std::to_string(ACTORFLOW_VERSION_MAJOR) + "." +
                        std::to_string(ACTORFLOW_VERSION_MINOR) + "." +
                        std::to_string(ACTORFLOW_VERSION_PATCH);
