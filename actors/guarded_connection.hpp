@@ -52,7 +52,7 @@ std::optional<std::string> handshake_failure_since(uint16_t port,
 
 /// Reports a connection closed in its handshake: logged (rate-limited) when
 /// a peer connected to us, kept for handshake_failure_since when we
-/// connected. Also for TLS handshakes (actors/tls_error_queue.cpp).
+/// connected. Also for TLS handshakes (actors/caf_ext/tls_error_queue.cpp).
 void report_handshake_failure(int fd, connection_role role, const std::string& reason);
 
 }  // namespace actorflow

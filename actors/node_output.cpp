@@ -1,6 +1,6 @@
 #include "actors/node_output.hpp"
 
-#include "actors/scheduler.hpp"
+#include "actors/caf_ext/mailbox.hpp"
 #include "ops/transfer.hpp"
 
 namespace actorflow {
@@ -27,13 +27,13 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in) {
   auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
   in.member = to.member;
   if (self != nullptr && target == self) return self->queue_local(std::move(in));
-  auto message = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, input_atom::value,
-                                           std::move(in));
+  auto message = make_direct_message(input_atom::value, std::move(in));
   switch (to.place) {
     case placement::scheduler:
-      return target->enqueue(std::move(message), nullptr);
+      return enqueue_direct(target, std::move(message), nullptr);
     case placement::same_worker:
-      return target->enqueue(std::move(message), self != nullptr ? self->context() : nullptr);
+      return enqueue_direct(target, std::move(message),
+                            self != nullptr ? self->context() : nullptr);
     case placement::pinned:
       return enqueue_pinned(target, std::move(message));
     case placement::next_segment:

@@ -6,11 +6,12 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/caf_ext/network_backend.hpp"
+#include "actors/caf_ext/scheduler.hpp"
+#include "actors/caf_ext/tls_error_queue.hpp"
 #include "actors/cost_model.hpp"
 #include "actors/messages.hpp"
-#include "actors/network_backend.hpp"
 #include "actors/runtime_config.hpp"
-#include "actors/scheduler.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/cuda/cuda_accelerator.hpp"
@@ -107,6 +108,7 @@ runtime::runtime(runtime_options options) : options_(options) {
   config_->load<caf::io::middleman, spinning_multiplexer>();
   if (options_.tls.enabled()) {
     check_tls_files(options_.tls);
+    require_ssl_interposer();
     config_->load<caf::openssl::manager>();
     config_->openssl_certificate = options_.tls.certificate;
     config_->openssl_key = options_.tls.key;

@@ -69,7 +69,7 @@ struct runtime_options {
   /// thread itself, which saves a thread hand-off on every hop of a step.
   int network_workers = -1;
   /// Microseconds an idle thread keeps polling before it blocks: the network
-  /// thread after each event (actors/network_backend.hpp), a scheduler thread
+  /// thread after each event (actors/caf_ext/network_backend.hpp), a scheduler thread
   /// once out of work. Each hop of a distributed step otherwise waits for
   /// threads to wake: the network thread of the sending process, that of
   /// the receiving one, and the scheduler thread that runs the receiver.

@@ -12,8 +12,8 @@ namespace actorflow {
 
 /// CAF's config, plus how long the runtime's idle threads keep polling
 /// before they block: the network thread after its last event
-/// (actors/network_backend.hpp), scheduler threads once out of work
-/// (actors/scheduler.cpp). 0: they block at once, as CAF's do. How long
+/// (actors/caf_ext/network_backend.hpp), scheduler threads once out of work
+/// (actors/caf_ext/scheduler.cpp). 0: they block at once, as CAF's do. How long
 /// scheduler threads keep polling while kernels run on the CPU device's
 /// pool (counted by kernels_in_flight). And what the guard of every plain
 /// connection enforces (actors/guarded_connection.hpp).

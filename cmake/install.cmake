@@ -14,7 +14,7 @@ foreach(room core ops devices actors schema)
           FILES_MATCHING PATTERN "*.hpp")
 endforeach()
 install(DIRECTORY ${CAPNPC_OUTPUT_DIR}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "version.hpp")
 install(TARGETS ${ACTORFLOW_APP_TARGETS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/cmake/FindCAF.cmake DESTINATION ${ACTORFLOW_CMAKE_DIR})
 install(EXPORT actorflowTargets NAMESPACE actorflow:: DESTINATION ${ACTORFLOW_CMAKE_DIR})
@@ -23,7 +23,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/actorflowConfig.cmake.
                               ${PROJECT_BINARY_DIR}/actorflowConfig.cmake
                               INSTALL_DESTINATION ${ACTORFLOW_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/actorflowConfigVersion.cmake
-                                 COMPATIBILITY SameMinorVersion)
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/actorflowConfig.cmake
               ${PROJECT_BINARY_DIR}/actorflowConfigVersion.cmake
         DESTINATION ${ACTORFLOW_CMAKE_DIR})

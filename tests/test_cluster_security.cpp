@@ -290,7 +290,7 @@ TEST_CASE("with TLS, a task talks only to peers whose certificates its CA signed
   session s(g, c.connect({}, client_runtime));
   CHECK(*s.eval(y).data<float>() == -3.0f);
   // Garbage fails TLS handshakes on the tasks' network threads; the
-  // connections already up must not pay for it (actors/tls_error_queue.cpp).
+  // connections already up must not pay for it (actors/caf_ext/tls_error_queue.cpp).
   for (int round = 0; round < 5; ++round) {
     send_garbage(c.ps_port, 3);
     send_garbage(c.worker1_port, 3);

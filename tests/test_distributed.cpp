@@ -9,7 +9,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/distributed_executable.hpp"
-#include "actors/network_backend.hpp"
+#include "actors/caf_ext/network_backend.hpp"
 #include "actors/partition.hpp"
 #include "actors/session.hpp"
 #include "tests/support/child_process.hpp"

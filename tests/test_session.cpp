@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "actors/cancelled_steps.hpp"
-#include "actors/scheduler.hpp"
+#include "actors/caf_ext/scheduler.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/math.hpp"

@@ -1,5 +1,6 @@
 // Builds and runs a graph through the installed headers and library.
 #include <actors/session.hpp>
+#include <core/version.hpp>
 #include <iostream>
 #include <ops/math.hpp>
 #include <ops/state.hpp>
@@ -15,6 +16,6 @@ int main() {
     std::cerr << "wrong result: " << out << "\n";
     return 1;
   }
-  std::cout << "consumer ok: " << out << "\n";
+  std::cout << "consumer ok (actorflow " ACTORFLOW_VERSION "): " << out << "\n";
   return 0;
 }

@@ -1,4 +1,6 @@
-// The runtime's CAF scheduler: CAF's work stealing with two changes.
+// The runtime's CAF scheduler: CAF's work stealing with two changes. It
+// specializes CAF 0.17's worker template and derives from its policy's
+// data (actors/caf_ext/README.md).
 //
 // CAF 0.17's worker loop runs `CAF_PUSH_AID_FROM_PTR(dynamic_cast<...>(job))`
 // before every actor resume. The logging macro stays in even at log level
@@ -13,7 +15,7 @@
 // executable.cpp). Under plain work stealing an idle worker steals the next
 // node of a chain from the busy one, and the two take turns on one chain; a
 // segment pinned to each worker lets them run different steps at once.
-#include "actors/scheduler.hpp"
+#include "actors/caf_ext/scheduler.hpp"
 
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
@@ -208,13 +210,13 @@ class pinning_unit final : public caf::execution_unit {
 
 }  // namespace
 
-void enqueue_pinned(caf::abstract_actor* target, caf::mailbox_element_ptr message) {
+void enqueue_pinned(caf::abstract_actor* target, direct_message message) {
   if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
   pinning_unit<true> here(this_worker);
   target->enqueue(std::move(message), &here);
 }
 
-void enqueue_pinned_to_next_worker(caf::abstract_actor* target, caf::mailbox_element_ptr message) {
+void enqueue_pinned_to_next_worker(caf::abstract_actor* target, direct_message message) {
   if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
   auto* parent = this_worker->parent();
   pinning_unit<false> next(parent->worker_by_id((this_worker->id() + 1) % parent->num_workers()));

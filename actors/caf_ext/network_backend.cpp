@@ -1,4 +1,4 @@
-#include "actors/network_backend.hpp"
+#include "actors/caf_ext/network_backend.hpp"
 
 #include <sched.h>
 

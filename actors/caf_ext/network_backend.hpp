@@ -3,6 +3,10 @@
 // (actors/guarded_connection.hpp), and which after each event keeps polling
 // for a while before it blocks again.
 #pragma once
+// clang-format off: the version guard comes before the CAF headers it guards.
+#include "actors/caf_ext/caf_version.hpp"
+// clang-format on
+
 #include <caf/io/network/default_multiplexer.hpp>
 #include <memory>
 

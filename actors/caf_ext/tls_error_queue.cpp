@@ -10,10 +10,14 @@
 //
 // These definitions interpose on libssl's (libactorflow comes before libssl
 // in the process's symbol lookup order), empty the queue, and call libssl's.
+// That order is a property of the link, not of this code: the runtime checks
+// it before it turns TLS on (require_ssl_interposer).
 // Since they see every call that drives a handshake, they also note why one
 // failed (CAF reports only that the connection went away): the connecting
 // side gets the reason in its error, the accepting side logs it
 // (actors/guarded_connection.hpp).
+#include "actors/caf_ext/tls_error_queue.hpp"
+
 #include <dlfcn.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -21,6 +25,7 @@
 #include <string>
 
 #include "actors/guarded_connection.hpp"
+#include "core/error.hpp"
 
 namespace {
 
@@ -64,7 +69,13 @@ void note_handshake_failure(SSL* ssl, int result) {
 
 }  // namespace
 
-extern "C" int SSL_read(SSL* ssl, void* buf, int num) {
+// SSL_read and SSL_write are aliases of these hidden definitions: taking the
+// address of an exported name inside a shared library yields whatever the
+// dynamic linker resolved it to (here, possibly libssl's), the address of a
+// hidden one is always ours, so ssl_interposer_active can tell them apart.
+extern "C" {
+
+[[gnu::visibility("hidden")]] int actorflow_ssl_read(SSL* ssl, void* buf, int num) {
   static const auto next = libssl_function<int (*)(SSL*, void*, int)>("SSL_read");
   ERR_clear_error();
   int result = next(ssl, buf, num);
@@ -72,13 +83,18 @@ extern "C" int SSL_read(SSL* ssl, void* buf, int num) {
   return result;
 }
 
-extern "C" int SSL_write(SSL* ssl, const void* buf, int num) {
+[[gnu::visibility("hidden")]] int actorflow_ssl_write(SSL* ssl, const void* buf, int num) {
   static const auto next = libssl_function<int (*)(SSL*, const void*, int)>("SSL_write");
   ERR_clear_error();
   int result = next(ssl, buf, num);
   note_handshake_failure(ssl, result);
   return result;
 }
+
+int SSL_read(SSL* ssl, void* buf, int num) __attribute__((alias("actorflow_ssl_read")));
+int SSL_write(SSL* ssl, const void* buf, int num) __attribute__((alias("actorflow_ssl_write")));
+
+}  // extern "C"
 
 extern "C" int SSL_connect(SSL* ssl) {
   static const auto next = libssl_function<int (*)(SSL*)>("SSL_connect");
@@ -95,3 +111,28 @@ extern "C" int SSL_accept(SSL* ssl) {
   note_handshake_failure(ssl, result);
   return result;
 }
+
+namespace actorflow {
+
+namespace {
+
+bool resolves_to(const char* name, void* ours) { return dlsym(RTLD_DEFAULT, name) == ours; }
+
+}  // namespace
+
+bool ssl_interposer_active() {
+  return resolves_to("SSL_read", reinterpret_cast<void*>(&actorflow_ssl_read)) &&
+         resolves_to("SSL_write", reinterpret_cast<void*>(&actorflow_ssl_write));
+}
+
+void require_ssl_interposer() {
+  if (ssl_interposer_active()) return;
+  fail("tls",
+       "SSL_read/SSL_write resolve to libssl's, not libactorflow's: the SSL error-queue fix "
+       "(actors/caf_ext/tls_error_queue.cpp) was dropped by a static or reordered link, and "
+       "one failed TLS connection would close healthy ones. Link libactorflow as a shared "
+       "library ahead of libssl (link actorflow::actorflow, not libssl directly before it), "
+       "or see actors/caf_ext/README.md");
+}
+
+}  // namespace actorflow
