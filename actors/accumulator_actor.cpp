@@ -56,7 +56,10 @@ struct row_sums {
 class accumulator_actor : public caf::event_based_actor {
  public:
   accumulator_actor(caf::actor_config& cfg, std::string name, tensor_spec spec, bool sparse)
-      : caf::event_based_actor(cfg), name_(std::move(name)), spec_(std::move(spec)), sparse_(sparse) {
+      : caf::event_based_actor(cfg),
+        name_(std::move(name)),
+        spec_(std::move(spec)),
+        sparse_(sparse) {
     if (spec_.type == dtype::float64) rows_ = row_sums<double>{};
     for (int i = 1; i < spec_.dims.rank(); ++i) row_size_ *= spec_.dims[i];
   }
@@ -106,17 +109,16 @@ class accumulator_actor : public caf::event_based_actor {
       if (!sparse_ && op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
       if (sparse_ && op == "sparse_accumulator_apply_gradient")
         return apply_rows(u.inputs[0], u.inputs[1], u.inputs[2]);
-      if (sparse_ && op == "sparse_accumulator_take_gradient")
-        return take(u.inputs[0], who, u.key);
+      if (sparse_ && op == "sparse_accumulator_take_gradient") return take(u.inputs[0], who, u.key);
       if (op == "accumulator_set_global_step") return set_global_step(u.inputs[0]);
       if (op == "accumulator_num_accumulated")
         return update_result{{tensor::scalar<int32_t>(count_)}, ""};
     } catch (const std::exception& ex) {
       return failure(who + ex.what(), code_of(ex));
     }
-    return failure(who + "is not an op of " + (sparse_ ? "sparse " : "dense ") + "accumulator '" +
-                       name_ + "'",
-                   error_code::invalid_argument);
+    return failure(
+        who + "is not an op of " + (sparse_ ? "sparse " : "dense ") + "accumulator '" + name_ + "'",
+        error_code::invalid_argument);
   }
 
   reply apply(const tensor& local_step, const tensor& grad) {
@@ -281,7 +283,7 @@ class accumulator_actor : public caf::event_based_actor {
   bool sparse_;
   tensor sum_;  // dense: of the gradients applied since the last take; empty when count_ == 0
   std::variant<row_sums<float>, row_sums<double>> rows_;  // sparse: the same, by row
-  int64_t row_size_ = 1;  // sparse: elements per variable row
+  int64_t row_size_ = 1;                                  // sparse: elements per variable row
   int32_t count_ = 0;
   int64_t global_step_ = 0;
   std::deque<waiting_take> takers_;  // waiting for enough gradients, oldest first

@@ -24,8 +24,8 @@ class cancelled_steps {
   /// Why the step of `key` was cancelled; nullptr if it was not.
   const std::string* find(const step_key& key) const {
     if (key.executable == 0) return nullptr;
-    auto it = std::find_if(recent_.begin(), recent_.end(),
-                           [&](const entry& e) { return e.key == key; });
+    auto it =
+        std::find_if(recent_.begin(), recent_.end(), [&](const entry& e) { return e.key == key; });
     return it == recent_.end() ? nullptr : &it->why;
   }
 

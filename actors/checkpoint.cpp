@@ -138,7 +138,7 @@ std::vector<checkpoint_manager::entry> checkpoint_manager::list() const {
 }
 
 std::optional<checkpoint_data> checkpoint_manager::load_latest(std::vector<std::string>& errors,
-                                                              std::string* path) const {
+                                                               std::string* path) const {
   for (auto& e : list()) {
     try {
       auto data = load_checkpoint_file(e.path);

@@ -209,7 +209,7 @@ caf::actor cluster_connection::connect(const std::string& task) {
     if (std::chrono::steady_clock::now() >= deadline)
       fail(error_code::unavailable, "cluster",
            "cannot reach task " + task + " at " + address.to_string() + " within " +
-                          seconds_text(options_.connect_timeout) + ": " + why);
+               seconds_text(options_.connect_timeout) + ": " + why);
     if (!said)
       say("[cluster] waiting up to " + seconds_text(options_.connect_timeout) + " for task " +
           task + " at " + address.to_string() + " (" + why + ")");

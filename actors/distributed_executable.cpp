@@ -37,7 +37,7 @@ struct driver_step {
   std::vector<tensor> fetched;
   std::string error;
   error_code code = error_code::unknown;  // of the error
-  int64_t sent_ns = 0;                     // a traced step: when its starts went out
+  int64_t sent_ns = 0;                    // a traced step: when its starts went out
 };
 
 struct driver_state {
@@ -79,7 +79,7 @@ void part_done(driver_actor* self, const driver_plan& plan, uint64_t step, size_
   st.answered[part] = true;
   if (st.request->trace) add_partition_trace(*st.request, plan.parts[part], st.sent_ns, r);
   if (!r.ok() && st.error.empty()) {
-    st.error = r.error;  // names the node and its task
+    st.error = r.error;                                      // names the node and its task
     st.code = checked_error_code(static_cast<int>(r.code));  // from the wire
     // The others may wait on a value that will never come: drop the step.
     for (size_t i = 0; i < plan.parts.size(); ++i)
@@ -144,7 +144,12 @@ void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_requ
   st.deadline = std::chrono::steady_clock::now() + plan->timeout;
   const bool trace = request->trace;
   if (trace) st.sent_ns = trace_now_ns();
-  for (size_t i = 0; i < plan->parts.size(); ++i) {
+  // The remote parts first, the client's own (parts[0]) last: a value the
+  // client's partition sends a task then follows that task's start on the
+  // same connection, so a traced step is registered there before it fires.
+  const size_t n = plan->parts.size();
+  for (size_t k = 1; k <= n; ++k) {
+    const size_t i = k % n;
     auto& part = plan->parts[i];
     std::vector<tensor> feeds;
     for (size_t f : part.feed_index) feeds.push_back(request->feeds[f]);
@@ -234,10 +239,11 @@ void connect_remote(caf::scoped_actor& self, const caf::actor& server, const std
   std::string failure;
   error_code code = error_code::unknown;
   self->request(server, timeout, connect_atom::value, id, sends, recvs)
-      .receive([](bool) {}, [&](caf::error& e) {
-        failure = error_text(e);
-        code = error_code_of(e);
-      });
+      .receive([](bool) {},
+               [&](caf::error& e) {
+                 failure = error_text(e);
+                 code = error_code_of(e);
+               });
   if (!failure.empty())
     fail(code, "cluster", "connecting the sends of task " + task + ": " + failure);
 }

@@ -25,9 +25,8 @@ class distributed_executable : public runnable {
   /// Partitions, registers the remote partitions and connects every cut
   /// edge; throws naming the task that cannot be reached or refuses.
   /// `tasks`: each node's task, as place() (actors/partition.hpp) gave it.
-  distributed_executable(const graph& g, const run_signature& sig,
-                         std::vector<std::string> tasks, cluster_connection& cluster,
-                         const variable_lookup& local_resources);
+  distributed_executable(const graph& g, const run_signature& sig, std::vector<std::string> tasks,
+                         cluster_connection& cluster, const variable_lookup& local_resources);
   /// Releases the remote partitions.
   ~distributed_executable() override;
 

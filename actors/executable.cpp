@@ -95,7 +95,11 @@ void launch(coordinator_actor* self, const coordinator_plan& plan, uint64_t step
 void answer_step(const coordinator_plan& plan, uint64_t step, active_step& st,
                  std::vector<tensor> fetched) {
   std::vector<node_trace> trace;
-  if (st.traced) trace = end_step_trace(plan.executable_id, step);
+  if (any_step_traced()) {
+    trace = end_step_trace(plan.executable_id, step);  // also one a recv began
+    forget_stale_step_traces();
+  }
+  if (!st.traced) trace.clear();
   if (st.request) {
     st.request->trace_records = std::move(trace);
     return st.request->complete(std::move(fetched), st.error, st.code);
@@ -153,10 +157,10 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         const int64_t received = trace ? trace_now_ns() : 0;
         auto reply = self->make_response_promise();
         if (feeds.size() != plan->num_feeds) {
-          reply.deliver(step_result::failure("[session] a partition step got " +
-                                                 std::to_string(feeds.size()) + " feeds, it takes " +
-                                                 std::to_string(plan->num_feeds),
-                                             error_code::invalid_argument));
+          reply.deliver(step_result::failure(
+              "[session] a partition step got " + std::to_string(feeds.size()) +
+                  " feeds, it takes " + std::to_string(plan->num_feeds),
+              error_code::invalid_argument));
           return;
         }
         if (plan->num_fetches + plan->num_targets == 0) {
@@ -182,10 +186,11 @@ caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_pl
         for (auto& h : plan->histories) h->forget(step);
         if (plan->has_loops)
           for (auto& n : plan->nodes) self->send(n, drop_atom::value, step);
+        if (any_step_traced())
+          end_step_trace(plan->executable_id, step);  // a recv may have begun it
         auto it = self->state.steps.find(step);
         if (it == self->state.steps.end()) return;
         auto& st = it->second;
-        if (st.traced) end_step_trace(plan->executable_id, step);
         if (st.started && !st.request)
           st.reply.deliver(step_result::failure(
               "[session] step " + std::to_string(step) + " aborted", error_code::aborted));

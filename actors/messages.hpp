@@ -83,6 +83,9 @@ struct step_input {
   /// Which node of the receiving actor it is for: an actor may run several
   /// nodes (a loop's, see node_host in node_actor.cpp); 0 for most.
   uint32_t member = 0;
+  /// A send's value in a traced step: the recv's partition traces the step
+  /// from here, since its start may reach its coordinator later.
+  bool traced = false;
 };
 
 /// What the session hands to a step coordinator: feeds in placeholder order,
@@ -216,7 +219,8 @@ typename Inspector::result_type inspect(Inspector& f, frame_tag& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_input& x) {
-  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag, x.member);
+  return f(caf::meta::type_name("actorflow::step_input"), x.step, x.slot, x.value, x.tag, x.member,
+           x.traced);
 }
 
 template <class Inspector>

@@ -147,6 +147,7 @@ class node_runner {
 
   void on_input(step_input& in) {
     const node_plan& plan = *plan_;
+    if (in.traced) begin_step_trace(plan.executable_id, in.step);  // a recv, before its start
     if (plan.kind == node_kind::merge_values) return merge_input(in);
     if (plan.kind == node_kind::loop_merge) return loop_merge_input(in);
     if (plan.kind == node_kind::history_read && in.slot < 0) {  // the saved value came
@@ -612,7 +613,9 @@ class node_runner {
       out = step_value::failure(describe_failure(plan, "its recv is not connected"),
                                 error_code::failed_precondition);
     else
-      host_->send(peer, input_atom::value, step_input{step, 0, out, tag});
+      host_->send(
+          peer, input_atom::value,
+          step_input{step, 0, out, tag, 0, find_step_trace(plan.executable_id, step) != nullptr});
     for (auto& c : plan.control_consumers)
       deliver(host_, c, step_input{step, c.slot, step_value::failure(out.error, out.code), tag});
   }

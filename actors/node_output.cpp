@@ -232,7 +232,8 @@ void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, co
   try {
     plan.def->kernel(ctx);
     if (ctx.outputs.size() < plan.output_consumers.size())
-      error = describe_failure(plan, "kernel produced too few outputs"), code = error_code::internal;
+      error = describe_failure(plan, "kernel produced too few outputs"),
+      code = error_code::internal;
   } catch (const std::exception& e) {
     error = describe_failure(plan, e.what());
     code = code_of(e);

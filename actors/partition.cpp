@@ -17,7 +17,6 @@ std::string task_of_hint(const node& n, const std::string& client_task) {
   return checked_device(n).task_name(client_task);
 }
 
-
 // "/job:ps/task:0" -> "job_ps/task_0": node names keep ':' for output indices.
 std::string name_part(const std::string& task) {
   std::string s = task.substr(task.empty() || task[0] != '/' ? 0 : 1);
@@ -250,8 +249,7 @@ partitioned_graph partition_graph(const graph& g, const run_signature& sig,
 }
 
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task,
-                                  std::vector<std::string> tasks) {
+                                  const std::string& client_task, std::vector<std::string> tasks) {
   return partitioner(g, sig, client_task, std::move(tasks)).run();
 }
 

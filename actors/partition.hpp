@@ -54,7 +54,6 @@ partitioned_graph partition_graph(const graph& g, const run_signature& sig,
                                   const std::string& client_task);
 /// The same with the tasks place() gave (a session has them already).
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task,
-                                  std::vector<std::string> tasks);
+                                  const std::string& client_task, std::vector<std::string> tasks);
 
 }  // namespace actorflow

@@ -29,10 +29,10 @@ struct reader_options {
 
 /// What a reader has done so far.
 struct reader_report {
-  int64_t batches = 0;        ///< batches the queue has accepted
-  dataset_position position;  ///< the next batch it would send
-  bool finished = false;      ///< its actor has ended: a limit, stop() or an error
-  std::string error;          ///< why it failed; empty when it did not
+  int64_t batches = 0;               ///< batches the queue has accepted
+  dataset_position position;         ///< the next batch it would send
+  bool finished = false;             ///< its actor has ended: a limit, stop() or an error
+  std::string error;                 ///< why it failed; empty when it did not
   error_code code = error_code::ok;  ///< its kind: cancelled when the queue was closed
 };
 

@@ -102,6 +102,9 @@ using step_trace_ptr = std::shared_ptr<step_trace>;
 void begin_step_trace(uint64_t executable, uint64_t step);
 /// Stops and returns what was collected (nothing if it was not traced).
 std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step);
+/// Drops collectors begun over a minute ago: a recv that began one for a
+/// value arriving after its step was aborted leaves one no coordinator ends.
+void forget_stale_step_traces();
 /// The collector of (executable, step), or null (at once when nothing in
 /// the process is traced).
 inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step);

@@ -22,8 +22,10 @@ update_result apply_update(variable_actor_state& st, variable_update& u) {
     int64_t elements = st.var.initialized() ? st.var.value.num_elements() : 0;
     // Large updates split across the pool; they still finish before the next
     // message, which keeps updates to this variable serialized.
-    if (elements >= parallel_grain) st.arena->execute([&] { u.def->update(st.var, ctx); });
-    else u.def->update(st.var, ctx);
+    if (elements >= parallel_grain)
+      st.arena->execute([&] { u.def->update(st.var, ctx); });
+    else
+      u.def->update(st.var, ctx);
     result.values = std::move(ctx.outputs);
   } catch (const std::exception& e) {
     result = update_result::failure("node '" + u.node_name + "' (" + u.def->name +

@@ -13,22 +13,23 @@ namespace actorflow {
 /// TensorFlow's status codes (tensorflow/core/protobuf/error_codes.proto).
 enum class error_code : uint8_t {
   ok = 0,
-  cancelled = 1,           // the operation was cancelled (a session closing its queues)
-  unknown = 2,             // nothing more is known (an exception not of ours)
-  invalid_argument = 3,    // bad input: shapes, dtypes, attributes, a malformed graph
-  deadline_exceeded = 4,   // a step or connection ran past its timeout
-  not_found = 5,           // a file, node or checkpoint that is not there
+  cancelled = 1,          // the operation was cancelled (a session closing its queues)
+  unknown = 2,            // nothing more is known (an exception not of ours)
+  invalid_argument = 3,   // bad input: shapes, dtypes, attributes, a malformed graph
+  deadline_exceeded = 4,  // a step or connection ran past its timeout
+  not_found = 5,          // a file, node or checkpoint that is not there
   already_exists = 6,
   permission_denied = 7,
   resource_exhausted = 8,  // out of memory (a device's), a full disk
-  failed_precondition = 9, // the system is not in the state the call needs (uninitialized variable)
-  aborted = 10,            // a step aborted because another part of it failed
-  out_of_range = 11,       // past the end: a closed queue with nothing left, an iteration bound
-  unimplemented = 12,      // no kernel for this dtype or device
-  internal = 13,           // a broken invariant of actorflow itself
-  unavailable = 14,        // a task that went down or cannot be reached; retrying may help
-  data_loss = 15,          // a corrupted or truncated checkpoint, event or graph file
-  unauthenticated = 16,    // a peer that failed the cluster secret or TLS
+  failed_precondition =
+      9,                 // the system is not in the state the call needs (uninitialized variable)
+  aborted = 10,          // a step aborted because another part of it failed
+  out_of_range = 11,     // past the end: a closed queue with nothing left, an iteration bound
+  unimplemented = 12,    // no kernel for this dtype or device
+  internal = 13,         // a broken invariant of actorflow itself
+  unavailable = 14,      // a task that went down or cannot be reached; retrying may help
+  data_loss = 15,        // a corrupted or truncated checkpoint, event or graph file
+  unauthenticated = 16,  // a peer that failed the cluster secret or TLS
 };
 constexpr int max_error_code = 16;
 

@@ -19,7 +19,8 @@ void write_all(int fd, std::string_view bytes, const std::string& what) {
   while (size > 0) {
     ssize_t n = ::write(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw error(what + errno_text(n < 0 ? errno : EIO), errno_code(n < 0 ? errno : EIO));
+    if (n <= 0)
+      throw error(what + errno_text(n < 0 ? errno : EIO), errno_code(n < 0 ? errno : EIO));
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -45,15 +46,19 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
                            const std::string& where) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw error(where + "cannot open '" + tmp + "' for writing: " + errno_text(errno), errno_code(errno));
+  if (fd < 0)
+    throw error(where + "cannot open '" + tmp + "' for writing: " + errno_text(errno),
+                errno_code(errno));
   try {
     std::string what = where + "cannot write '" + tmp + "': ";
     for (auto piece : pieces) write_all(fd, piece, what);
     // The data must be on disk before the rename makes it the file.
-    if (::fsync(fd) != 0) throw error(where + "cannot sync '" + tmp + "': " + errno_text(errno), errno_code(errno));
+    if (::fsync(fd) != 0)
+      throw error(where + "cannot sync '" + tmp + "': " + errno_text(errno), errno_code(errno));
     int closed = ::close(fd);
     fd = -1;
-    if (closed != 0) throw error(where + "cannot close '" + tmp + "': " + errno_text(errno), errno_code(errno));
+    if (closed != 0)
+      throw error(where + "cannot close '" + tmp + "': " + errno_text(errno), errno_code(errno));
     if (::rename(tmp.c_str(), path.c_str()) != 0)
       throw error(where + "cannot rename '" + tmp + "' to '" + path + "': " + errno_text(errno),
                   errno_code(errno));
@@ -76,12 +81,16 @@ error_code errno_code(int err) {
   switch (err) {
     case ENOSPC:
     case EDQUOT:
-    case ENOMEM: return error_code::resource_exhausted;
-    case ENOENT: return error_code::not_found;
+    case ENOMEM:
+      return error_code::resource_exhausted;
+    case ENOENT:
+      return error_code::not_found;
     case EACCES:
     case EPERM:
-    case EROFS: return error_code::permission_denied;
-    default: return error_code::unknown;
+    case EROFS:
+      return error_code::permission_denied;
+    default:
+      return error_code::unknown;
   }
 }
 

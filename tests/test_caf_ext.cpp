@@ -10,8 +10,8 @@
 #include "actors/caf_ext/caf_version.hpp"
 #include "actors/caf_ext/tls_error_queue.hpp"
 #include "actors/runtime.hpp"
-#include "apps/lib/test_certificates.hpp"
 #include "core/version.hpp"
+#include "tests/support/test_certificates.hpp"
 
 using namespace actorflow;
 
@@ -32,9 +32,9 @@ TEST_CASE("SSL_read and SSL_write resolve to actorflow's, which empty the error 
 
 TEST_CASE("a runtime with TLS starts: its check of the SSL interposer passes") {
   auto dir = (std::filesystem::temp_directory_path() / "actorflow-caf-ext-tls").string();
-  REQUIRE_MESSAGE(apps::make_test_certificates(dir),
+  REQUIRE_MESSAGE(testing::make_test_certificates(dir),
                   "openssl failed; see " << dir << "/openssl.log");
-  CHECK_NOTHROW(runtime(runtime_options{.tls = apps::test_tls_files(dir, "client")}));
+  CHECK_NOTHROW(runtime(runtime_options{.tls = testing::test_tls_files(dir, "client")}));
 }
 
 TEST_CASE("the version macros are project(VERSION ...)'s") {

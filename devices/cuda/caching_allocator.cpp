@@ -18,7 +18,8 @@ class host_backend final : public memory_backend {
   void* allocate(size_t bytes) override {
     void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
     if (!p)
-      fail(error_code::resource_exhausted, "gpu memory", "host: out of memory allocating " + std::to_string(bytes) + " bytes");
+      fail(error_code::resource_exhausted, "gpu memory",
+           "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
   void deallocate(void* p, size_t) noexcept override { std::free(p); }
@@ -133,9 +134,9 @@ void* caching_allocator::allocate(size_t bytes, int stream) {
       p = backend_->allocate(size);
     } catch (const error& e) {
       auto s = stats();
-      fail(error_code::resource_exhausted, "gpu memory", std::string(e.what()) + " (" + std::to_string(s.bytes_in_use) +
-                             " bytes in use, " + std::to_string(s.bytes_pending) +
-                             " waiting for their streams)");
+      fail(error_code::resource_exhausted, "gpu memory",
+           std::string(e.what()) + " (" + std::to_string(s.bytes_in_use) + " bytes in use, " +
+               std::to_string(s.bytes_pending) + " waiting for their streams)");
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -149,7 +150,8 @@ void* caching_allocator::allocate(size_t bytes, int stream) {
 void caching_allocator::record_stream(void* p, int stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_use_.find(p);
-  if (it == in_use_.end()) fail(error_code::internal, "gpu memory", "record_stream of a block that is not in use");
+  if (it == in_use_.end())
+    fail(error_code::internal, "gpu memory", "record_stream of a block that is not in use");
   block& b = it->second;
   if (stream != b.stream &&
       std::find(b.other_streams.begin(), b.other_streams.end(), stream) == b.other_streams.end())

@@ -15,8 +15,9 @@ class device_backend final : public memory_backend {
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: clear it
-      fail(error_code::resource_exhausted, "gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
-                             " bytes (" + cuda_error_text(e, "cudaMalloc") + ")");
+      fail(error_code::resource_exhausted, "gpu memory",
+           name() + ": out of memory allocating " + std::to_string(bytes) + " bytes (" +
+               cuda_error_text(e, "cudaMalloc") + ")");
     }
     return p;
   }
@@ -39,8 +40,9 @@ class pinned_backend final : public memory_backend {
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      fail(error_code::resource_exhausted, "gpu memory", name() + ": out of memory allocating " + std::to_string(bytes) +
-                             " bytes (" + cuda_error_text(e, "cudaHostAlloc") + ")");
+      fail(error_code::resource_exhausted, "gpu memory",
+           name() + ": out of memory allocating " + std::to_string(bytes) + " bytes (" +
+               cuda_error_text(e, "cudaHostAlloc") + ")");
     }
     return p;
   }

@@ -15,8 +15,9 @@ class limited_host_memory final : public gpu::memory_backend {
       : device_(std::move(device)), limit_(limit), host_(gpu::make_host_backend()) {}
   void* allocate(size_t bytes) override {
     if (limit_ > 0 && held_ + bytes > limit_)
-      fail(error_code::resource_exhausted, device_, "out of memory: " + std::to_string(bytes) + " bytes asked, " +
-                        std::to_string(held_) + " of " + std::to_string(limit_) + " held");
+      fail(error_code::resource_exhausted, device_,
+           "out of memory: " + std::to_string(bytes) + " bytes asked, " + std::to_string(held_) +
+               " of " + std::to_string(limit_) + " held");
     void* p = host_->allocate(bytes);
     held_ += bytes;
     return p;
