@@ -8,13 +8,14 @@ set(ACTORFLOW_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/actorflow)
 
 install(TARGETS actorflow EXPORT actorflowTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow)
-foreach(room core ops devices actors schema)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${room}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/${room}
-          FILES_MATCHING PATTERN "*.hpp")
-endforeach()
-install(DIRECTORY ${CAPNPC_OUTPUT_DIR}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow
-        FILES_MATCHING PATTERN "*.h" PATTERN "version.hpp")
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The public headers only, included as <actorflow/...> (cmake/install_headers.cmake).
+install(CODE "
+  set(AF_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
+  set(AF_GENERATED_DIR \"${CAPNPC_OUTPUT_DIR}\")
+  set(AF_INCLUDE_DIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/install_headers.cmake\")
+")
 install(TARGETS ${ACTORFLOW_APP_TARGETS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/cmake/FindCAF.cmake DESTINATION ${ACTORFLOW_CMAKE_DIR})
 install(EXPORT actorflowTargets NAMESPACE actorflow:: DESTINATION ${ACTORFLOW_CMAKE_DIR})

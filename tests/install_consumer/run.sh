@@ -1,13 +1,60 @@
 #!/usr/bin/env bash
-# Installs the built tree into a scratch prefix, builds the consumer against it
-# with find_package(actorflow), and runs it. Args: build dir, source dir.
+# Installs the built tree into a scratch prefix and builds two outside
+# applications against it with find_package(actorflow): one through the
+# umbrella header (its own op, training, a checkpoint), one a cluster client
+# of the installed actorflow-node, started and stopped here. Checks that the
+# installed headers include only <actorflow/...> and leave the runtime's
+# internals out. Args: build dir, source dir.
 set -euo pipefail
 build=$1
 src=$2
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+node_pid=""
+cleanup() {
+  if [ -n "$node_pid" ]; then
+    kill -9 "$node_pid" 2>/dev/null || true
+    wait "$node_pid" 2>/dev/null || true
+  fi
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+inc="$scratch/prefix/include/actorflow"
+[ -f "$inc/actorflow.hpp" ] || fail "no umbrella header"
+for internal in actors/messages.hpp actors/node_plan.hpp actors/cancelled_steps.hpp \
+                ops/math_detail.hpp ops/cuda/launch.hpp actors/caf_ext/scheduler.hpp; do
+  [ ! -e "$inc/$internal" ] || fail "internal header installed: $internal"
+done
+if grep -rn '#include "' "$inc" > "$scratch/quoted.txt"; then
+  fail "installed headers with quoted includes: $(head -3 "$scratch/quoted.txt")"
+fi
+if grep -n '#include' "$src"/tests/install_consumer/*.cpp | grep -v '<actorflow/' | grep -Ev '<[a-z_]+>'; then
+  fail "a consumer includes something outside <actorflow/...>"
+fi
 cmake -S "$src/tests/install_consumer" -B "$scratch/build" -G Ninja \
       -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null
-LD_LIBRARY_PATH="$scratch/prefix/lib:${LD_LIBRARY_PATH:-}" "$scratch/build/consumer"
+export LD_LIBRARY_PATH="$scratch/prefix/lib:${LD_LIBRARY_PATH:-}"
+"$scratch/build/consumer"
+
+# The cluster client against a ps task of the installed actorflow-node.
+for attempt in 1 2 3; do
+  ps_port=$((20000 + RANDOM % 20000))
+  worker_port=$((20000 + RANDOM % 20000))
+  "$scratch/prefix/bin/actorflow-node" --job ps --task 0 --ps-hosts "127.0.0.1:$ps_port" \
+    --worker-hosts "127.0.0.1:$worker_port" --threads 1 > "$scratch/node.txt" 2>&1 &
+  node_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q 'serving on' "$scratch/node.txt" && break
+    kill -0 "$node_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q 'serving on' "$scratch/node.txt" && break
+  kill -9 "$node_pid" 2>/dev/null || true
+  node_pid=""
+done
+[ -n "$node_pid" ] || fail "the installed actorflow-node did not start: $(cat "$scratch/node.txt")"
+timeout 60 "$scratch/build/cluster_client" "127.0.0.1:$ps_port" "127.0.0.1:$worker_port" ||
+  fail "the cluster client failed; the node said: $(cat "$scratch/node.txt")"
+echo "install: both outside applications ran"
