@@ -196,6 +196,13 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // -> variable
 using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_state -> bool
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_trace& x) {
+  return f(caf::meta::type_name("actorflow::node_trace"), x.node, x.op, x.device, x.task, x.kind,
+           x.thread, x.on_pool, x.ready_ns, x.start_ns, x.end_ns, x.output_bytes, x.inputs,
+           x.peer_task, x.frame, x.iteration);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_value& x) {
   return f(caf::meta::type_name("actorflow::step_value"), x.value, x.error, x.dead, x.why_dead,
            x.code);

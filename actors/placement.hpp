@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/cost_model.hpp"
+#include "actors/placement_entry.hpp"
 #include "actors/runtime.hpp"
 #include "core/graph.hpp"
 
@@ -45,17 +46,6 @@ int colocation_target(const graph& g, const node& n);
 /// The node at the end of n's chain of colocation targets (n itself when it
 /// follows none). Throws naming the nodes of a cycle.
 int colocation_root(const graph& g, int id);
-
-/// Where one node runs, and why (the placement log).
-struct placement_entry {
-  std::string node;
-  std::string op;
-  std::string device;  // "/cpu:1"
-  std::string reason;  // "hint '/cpu:1'", "with its resource 'w'", "default", ...
-};
-
-/// "node (op) -> device: reason", one line per entry.
-std::string to_string(const std::vector<placement_entry>& log);
 
 class device_placer {
  public:

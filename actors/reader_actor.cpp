@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "actors/messages.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 
 namespace actorflow {

@@ -7,6 +7,8 @@
 #include "actors/executable.hpp"
 #include "actors/messages.hpp"
 #include "actors/partition.hpp"
+#include "actors/resource_table.hpp"
+#include "actors/runtime.hpp"
 
 namespace actorflow {
 
@@ -51,10 +53,12 @@ void check_feed(const node& n, const tensor& value) {
 
 }  // namespace
 
+session::session(graph& g) : session(g, runtime::shared()) {}
+
 session::session(graph& g, std::shared_ptr<runtime> rt)
     : graph_(g),
       runtime_(rt ? std::move(rt) : throw error("[session] no runtime")),
-      resources_(*runtime_),
+      resources_(std::make_unique<resource_table>(*runtime_)),
       in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {}
 
 session::session(graph& g, std::shared_ptr<cluster_connection> cluster)
@@ -65,7 +69,7 @@ session::session(graph& g, std::shared_ptr<cluster_connection> cluster)
 session::~session() {
   // A step waiting on a queue that no one feeds would never finish: closing
   // fails such dequeues (and waiting enqueues) once the queue is drained.
-  resources_.close_queues();
+  resources_->close_queues();
   // Steps cannot hang (errors flow like values), so this wait is bounded.
   while (in_flight_->load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -76,7 +80,7 @@ caf::actor session::queue_actor(output queue) {
   check_same_graph(graph_, queue.owner(), "queue '" + queue.name() + "'");
   if (queue.node().op != "fifo_queue")
     fail("session", "'" + queue.name() + "' is a " + queue.node().op + ", not a queue");
-  return resources_.actor_for(queue.node());
+  return resources_->actor_for(queue.node());
 }
 
 size_t session::num_executables() const {
@@ -132,7 +136,7 @@ std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
 // One process's executable, unless placement puts nodes on other tasks.
 std::shared_ptr<runnable> session::build(const run_signature& sig) {
   auto resources = [this](const node& n, const local_device& d) {
-    return resources_.actor_for(n, &d);
+    return resources_->actor_for(n, &d);
   };
   std::string local = cluster_ ? cluster_->local_task() : "/job:localhost/task:0";
   auto tasks = place(graph_, sig, local);

@@ -3,6 +3,7 @@
 // Many threads may call run at once; their steps are in flight together and
 // share the session's variables.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -12,16 +13,23 @@
 #include <utility>
 #include <vector>
 
-#include "actors/placement.hpp"
-#include "actors/resource_table.hpp"
-#include "actors/runtime.hpp"
+#include "actors/placement_entry.hpp"
 #include "actors/step_trace.hpp"
 #include "core/graph.hpp"
+#include "core/op_registry.hpp"
+
+// What session.hpp names of the runtime, declared only: an application that
+// builds and runs graphs includes nothing of CAF or TBB through it.
+namespace caf {
+class actor;
+}
 
 namespace actorflow {
 
 class runnable;
 class cluster_connection;
+class runtime;
+class resource_table;
 struct run_signature;
 struct step_request;
 
@@ -31,7 +39,10 @@ class session {
  public:
   /// The graph must outlive the session; nodes may still be added to it
   /// between runs, but not while a run is being compiled.
-  explicit session(graph& g, std::shared_ptr<runtime> rt = runtime::shared());
+  /// A session on the process's shared runtime (runtime::shared()).
+  explicit session(graph& g);
+  /// A session on `rt` (actors/runtime.hpp: devices, threads, tuning).
+  session(graph& g, std::shared_ptr<runtime> rt);
   /// A session in a cluster: nodes placed on other tasks ("/job:ps/task:0")
   /// run in those tasks' processes (actors/distributed_executable.hpp); the
   /// rest, and every node without a job, run here, in `cluster`'s local task.
@@ -112,7 +123,7 @@ class session {
 
   std::shared_ptr<cluster_connection> cluster_;
   std::map<std::string, std::shared_ptr<const runnable>> executables_;
-  resource_table resources_;
+  std::unique_ptr<resource_table> resources_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;
 };
 

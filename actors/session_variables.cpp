@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/resource_table.hpp"
 #include "actors/session.hpp"
 
 namespace actorflow {
@@ -25,7 +26,7 @@ std::map<std::string, variable_state> session::snapshot_variables(
     std::chrono::milliseconds timeout) {
   std::vector<std::string> names;
   for (const node* n : variable_nodes(graph_)) names.push_back(n->name);
-  return resources_.snapshot(names, timeout);
+  return resources_->snapshot(names, timeout);
 }
 
 void session::restore_variables(const std::map<std::string, variable_state>& states,
@@ -63,7 +64,7 @@ void session::restore_variables(const std::map<std::string, variable_state>& sta
 
   std::map<std::string, variable_state> restored;
   for (const node* n : vars) restored.emplace(n->name, states.at(n->name));
-  resources_.restore(restored, timeout);
+  resources_->restore(restored, timeout);
 }
 
 }  // namespace actorflow

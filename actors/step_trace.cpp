@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <unordered_map>
+#include <utility>
 
 namespace actorflow {
 

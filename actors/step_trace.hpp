@@ -14,7 +14,6 @@
 // its own clock (see clock_offset_ns).
 #pragma once
 #include <atomic>
-#include <caf/all.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -121,12 +120,5 @@ inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
 /// `received` and answered at `answered` (its clock). NTP's estimate: the
 /// mid-points of the two intervals coincide.
 int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard);
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_trace& x) {
-  return f(caf::meta::type_name("actorflow::node_trace"), x.node, x.op, x.device, x.task, x.kind,
-           x.thread, x.on_pool, x.ready_ns, x.start_ns, x.end_ns, x.output_bytes, x.inputs,
-           x.peer_task, x.frame, x.iteration);
-}
 
 }  // namespace actorflow

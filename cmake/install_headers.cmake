@@ -8,7 +8,8 @@
 # <actorflow/actorflow.hpp>, and a few forwarding headers give the common
 # entry points short names (<actorflow/session.hpp>, ...).
 # Expects AF_SOURCE_DIR, AF_GENERATED_DIR and AF_INCLUDE_DIR (the destination).
-cmake_policy(SET CMP0057 NEW)  # if(IN_LIST) when run with -P
+cmake_policy(PUSH)
+cmake_policy(SET CMP0057 NEW)  # if(IN_LIST), also when run with -P
 
 function(af_find_header name out)
   foreach(root IN ITEMS "${AF_SOURCE_DIR}" "${AF_GENERATED_DIR}")
@@ -54,3 +55,4 @@ foreach(entry IN ITEMS "session:actors/session.hpp" "graph:core/graph.hpp"
 endforeach()
 list(LENGTH installed count)
 message(STATUS "Installed ${count} public headers under ${AF_INCLUDE_DIR}/actorflow")
+cmake_policy(POP)

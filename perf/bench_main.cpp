@@ -13,6 +13,7 @@
 #include <regex>
 #include <thread>
 
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "devices/cuda/gpu_support.hpp"
 #include "ops/array.hpp"

@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include "actors/placement.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/array.hpp"

@@ -14,6 +14,7 @@
 #include "actors/idx_reader.hpp"
 #include "actors/messages.hpp"
 #include "actors/reader_actor.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"
 #include "ops/queue.hpp"

@@ -5,6 +5,7 @@
 
 #include "actors/cancelled_steps.hpp"
 #include "actors/caf_ext/scheduler.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/math.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/fortunes.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/lstm_lm.hpp"
 #include "apps/lib/step_observer.hpp"

@@ -32,6 +32,28 @@ fi
 if grep -n '#include' "$src"/tests/install_consumer/*.cpp | grep -v '<actorflow/' | grep -Ev '<[a-z_]+>'; then
   fail "a consumer includes something outside <actorflow/...>"
 fi
+# The graph, session, training and checkpoint headers pull in nothing of CAF
+# or TBB (the cluster and runtime-tuning headers do).
+cat > "$scratch/graph_api.cpp" <<'CPP'
+#include <actorflow/actors/summary_writer.hpp>
+#include <actorflow/checkpoint.hpp>
+#include <actorflow/core/gradients.hpp>
+#include <actorflow/ops/array.hpp>
+#include <actorflow/ops/control_flow.hpp>
+#include <actorflow/ops/linalg.hpp>
+#include <actorflow/ops/math.hpp>
+#include <actorflow/ops/queue.hpp>
+#include <actorflow/ops/state.hpp>
+#include <actorflow/ops/summary.hpp>
+#include <actorflow/ops/train.hpp>
+#include <actorflow/session.hpp>
+int main() {}
+CPP
+c++ -std=c++20 -I"$scratch/prefix/include" -isystem /usr/include/eigen3 -H -fsyntax-only \
+    "$scratch/graph_api.cpp" 2> "$scratch/headers.txt" || fail "the graph API headers do not compile alone"
+if grep -E '/caf/|/tbb/|/oneapi/' "$scratch/headers.txt" | head -3; then
+  fail "the graph API headers pull in CAF or TBB"
+fi
 cmake -S "$src/tests/install_consumer" -B "$scratch/build" -G Ninja \
       -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null

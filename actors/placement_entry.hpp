@@ -1,0 +1,21 @@
+// One line of a session's placement log: where a node runs and why
+// (actors/placement.hpp makes them). Apart, so that session.hpp needs
+// nothing of the runtime.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// Where one node runs, and why (the placement log).
+struct placement_entry {
+  std::string node;
+  std::string op;
+  std::string device;  // "/cpu:1"
+  std::string reason;  // "hint '/cpu:1'", "with its resource 'w'", "default", ...
+};
+
+/// "node (op) -> device: reason", one line per entry.
+std::string to_string(const std::vector<placement_entry>& log);
+
+}  // namespace actorflow
