@@ -1,7 +1,7 @@
 // The CAF config a runtime builds its actor system from.
 #pragma once
-#include <caf/actor_system_config.hpp>
 #include <atomic>
+#include <caf/actor_system_config.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>

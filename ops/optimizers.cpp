@@ -78,7 +78,9 @@ struct update_args {
 };
 
 update_args read_args(variable_state& v, kernel_context& ctx) {
-  if (!v.initialized()) ctx.fail(error_code::failed_precondition, "variable is uninitialized (node '" + ctx.node_name + "')");
+  if (!v.initialized())
+    ctx.fail(error_code::failed_precondition,
+             "variable is uninitialized (node '" + ctx.node_name + "')");
   const tensor& grad = ctx.inputs[0];
   if (grad.type() != v.value.type() || grad.dims() != v.value.dims())
     ctx.fail("gradient " + tensor_spec{grad.type(), grad.dims()}.to_string() +
@@ -274,7 +276,9 @@ struct row_update_args {
 };
 
 row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
-  if (!v.initialized()) ctx.fail(error_code::failed_precondition, "variable is uninitialized (node '" + ctx.node_name + "')");
+  if (!v.initialized())
+    ctx.fail(error_code::failed_precondition,
+             "variable is uninitialized (node '" + ctx.node_name + "')");
   const tensor& rows = ctx.inputs[0];
   const tensor& indices = ctx.inputs[1];
   detail::check_index_type(indices.type(), ctx.op);

@@ -41,7 +41,9 @@ void check_update_value(const variable_state& v, const tensor& value, kernel_con
 }
 
 void require_initialized(const variable_state& v, kernel_context& ctx) {
-  if (!v.initialized()) ctx.fail(error_code::failed_precondition, "variable is uninitialized (node '" + ctx.node_name + "')");
+  if (!v.initialized())
+    ctx.fail(error_code::failed_precondition,
+             "variable is uninitialized (node '" + ctx.node_name + "')");
 }
 
 // In-place update; mutable_value() copies first if a reader holds the buffer.

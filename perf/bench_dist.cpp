@@ -20,15 +20,15 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/session.hpp"
-#include "tests/support/child_process.hpp"
 #include "apps/lib/fmnist_models.hpp"
-#include "tests/support/test_certificates.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/sync_replicas.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/test_certificates.hpp"
 
 namespace actorflow::bench {
 

@@ -121,8 +121,7 @@ class loader {
   explicit loader(std::string prefix) : prefix_(std::move(prefix)) {}
 
   /// A file that is not a whole, valid graph: data_loss.
-  [[noreturn]] void fail(const std::string& what,
-                         error_code code = error_code::data_loss) const {
+  [[noreturn]] void fail(const std::string& what, error_code code = error_code::data_loss) const {
     throw error(prefix_ + what, code);
   }
 

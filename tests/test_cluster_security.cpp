@@ -13,21 +13,21 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/session.hpp"
-#include "tests/support/test_certificates.hpp"
 #include "basp_forger.hpp"
 #include "cluster_fixture.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "test_util.hpp"
+#include "tests/support/test_certificates.hpp"
 
 using namespace actorflow;
-using actorflow::testing::make_test_certificates;
-using actorflow::testing::test_tls_files;
 using actorflow::testing::basp_forger;
 using actorflow::testing::error_of;
+using actorflow::testing::make_test_certificates;
 using actorflow::testing::send_garbage;
 using actorflow::testing::temp_dir;
 using actorflow::testing::test_cluster;
+using actorflow::testing::test_tls_files;
 using namespace std::chrono_literals;
 
 namespace {
@@ -321,8 +321,8 @@ TEST_CASE("TLS files are checked when the runtime starts, naming the one at faul
   // A node given a bad file says so and exits.
   test_cluster c;
   testing::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
-                            c.ps_hosts(), "--tls-cert", dir + "/node.pem", "--tls-key",
-                            dir + "/absent.key", "--tls-ca", dir + "/ca.pem"});
+                               c.ps_hosts(), "--tls-cert", dir + "/node.pem", "--tls-key",
+                               dir + "/absent.key", "--tls-ca", dir + "/ca.pem"});
   CHECK(node.wait_exit(20s) == 1);
   CHECK_MESSAGE(node.output().find("cannot read the TLS private key") != std::string::npos,
                 node.output());
@@ -370,7 +370,7 @@ TEST_CASE("a node holding many partitions stops within seconds of SIGTERM, every
 TEST_CASE("a node signalled while it starts stops at once") {
   test_cluster c;
   testing::child_process node({ACTORFLOW_NODE_BINARY, "--job", "ps", "--task", "0", "--ps-hosts",
-                            c.ps_hosts(), "--threads", "1024"});
+                               c.ps_hosts(), "--threads", "1024"});
   std::this_thread::sleep_for(50ms);
   node.signal(SIGTERM);
   int status = node.wait_exit(5s);

@@ -12,8 +12,8 @@
 #include <regex>
 #include <thread>
 
-#include "tests/support/child_process.hpp"
 #include "schema/event_file.hpp"
+#include "tests/support/child_process.hpp"
 
 using actorflow::event_file_reader;
 using actorflow::testing::child_process;

@@ -7,13 +7,11 @@
 #include <optional>
 #include <thread>
 
+#include "actors/caf_ext/network_backend.hpp"
 #include "actors/cluster.hpp"
 #include "actors/distributed_executable.hpp"
-#include "actors/caf_ext/network_backend.hpp"
 #include "actors/partition.hpp"
 #include "actors/session.hpp"
-#include "tests/support/child_process.hpp"
-#include "tests/support/test_certificates.hpp"
 #include "cluster_fixture.hpp"
 #include "core/device_name.hpp"
 #include "core/gradients.hpp"
@@ -29,17 +27,19 @@
 #include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "test_util.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/test_certificates.hpp"
 
 using namespace actorflow;
 using actorflow::testing::child_process;
-using actorflow::testing::free_port;
-using actorflow::testing::make_test_certificates;
-using actorflow::testing::test_tls_files;
 using actorflow::testing::code_of_failure;
 using actorflow::testing::error_of;
+using actorflow::testing::free_port;
+using actorflow::testing::make_test_certificates;
 using actorflow::testing::send_garbage;
 using actorflow::testing::temp_dir;
 using actorflow::testing::test_cluster;
+using actorflow::testing::test_tls_files;
 using namespace std::chrono_literals;
 
 namespace {

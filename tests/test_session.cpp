@@ -3,8 +3,8 @@
 
 #include <thread>
 
-#include "actors/cancelled_steps.hpp"
 #include "actors/caf_ext/scheduler.hpp"
+#include "actors/cancelled_steps.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"

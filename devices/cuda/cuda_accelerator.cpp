@@ -114,7 +114,7 @@ class cuda_accelerator final : public accelerator {
             launch.host_outputs[i] = std::move(out);
           else
             launch.error = "copy to host: " + error;
-            launch.failure_code = error_code::internal;
+          launch.failure_code = error_code::internal;
         });
         copied = true;
       }

@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
     auto spec = af::cluster_spec::from_hosts(argv[1], argv[2]);
     af::cluster_options options;
     options.connect_timeout = std::chrono::seconds(20);
-    auto cluster = std::make_shared<af::cluster_connection>(
-        std::make_shared<af::runtime>(), spec, "/job:worker/task:0", options);
+    auto cluster = std::make_shared<af::cluster_connection>(std::make_shared<af::runtime>(), spec,
+                                                            "/job:worker/task:0", options);
     af::graph g;
     auto x = af::placeholder(g, af::dtype::float32, {2, 2}, "x");
     af::output product;
