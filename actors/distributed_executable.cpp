@@ -144,12 +144,7 @@ void start_step(driver_actor* self, std::shared_ptr<driver_plan> plan, step_requ
   st.deadline = std::chrono::steady_clock::now() + plan->timeout;
   const bool trace = request->trace;
   if (trace) st.sent_ns = trace_now_ns();
-  // The remote parts first, the client's own (parts[0]) last: a value the
-  // client's partition sends a task then follows that task's start on the
-  // same connection, so a traced step is registered there before it fires.
-  const size_t n = plan->parts.size();
-  for (size_t k = 1; k <= n; ++k) {
-    const size_t i = k % n;
+  for (size_t i = 0; i < plan->parts.size(); ++i) {
     auto& part = plan->parts[i];
     std::vector<tensor> feeds;
     for (size_t f : part.feed_index) feeds.push_back(request->feeds[f]);

@@ -249,7 +249,7 @@ class node_runner {
 
   void fire(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
     const node_plan& plan = *plan_;
-    if (plan.kind == node_kind::send) return send_to_peer(step, tag, slots, num_slots);
+    if (plan.kind == node_kind::send) return send_to_peer(host_, plan, step, tag, slots, num_slots);
     if (plan.kind == node_kind::switch_value && plan.loop_switch)
       return loop_switch(step, tag, slots, num_slots);
     // A loop's last iteration wins over an error, so that the loop ends; an
@@ -598,26 +598,6 @@ class node_runner {
     for (size_t s = 0; s < num_slots; ++s)
       if (int i = plan.slot_input[s]; i >= 0)
         inputs_[static_cast<size_t>(i)] = std::move(slots[s].value);
-  }
-
-  // A send forwards its value, or the error that reached it, so the peer's
-  // step fails too instead of waiting; then it reports to its coordinator.
-  void send_to_peer(uint64_t step, const frame_tag& tag, step_value* slots, size_t num_slots) {
-    const node_plan& plan = *plan_;
-    step_value out = std::move(slots[0]);
-    for (size_t s = 1; s < num_slots && out.ok(); ++s)
-      if (!slots[s].ok()) out = step_value::failure(std::move(slots[s].error), slots[s].code);
-    auto peer = plan.route ? plan.route->get() : caf::actor();
-    trace_transfer(plan, step, tag, trace_kind::send, out.value);
-    if (!peer)
-      out = step_value::failure(describe_failure(plan, "its recv is not connected"),
-                                error_code::failed_precondition);
-    else
-      host_->send(
-          peer, input_atom::value,
-          step_input{step, 0, out, tag, 0, find_step_trace(plan.executable_id, step) != nullptr});
-    for (auto& c : plan.control_consumers)
-      deliver(host_, c, step_input{step, c.slot, step_value::failure(out.error, out.code), tag});
   }
 
   // Runs the kernel on inputs_: inline when cheap, reusing this actor's

@@ -168,16 +168,34 @@ int64_t bytes_of(const std::vector<tensor>& values) {
 
 int64_t now_if_tracing() { return any_step_traced() ? trace_now_ns() : 0; }
 
-void trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
+bool trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
                     const tensor& value) {
   auto trace = find_step_trace(plan.executable_id, step);
-  if (!trace) return;
+  if (!trace) return false;
   auto t = trace_record(plan, tag, kind);
   t.thread = trace_thread_id();
   t.ready_ns = t.start_ns = t.end_ns = trace_now_ns();
   t.output_bytes = value.valid() ? static_cast<int64_t>(value.size_bytes()) : 0;
   t.peer_task = get_attr_or<std::string>(plan.attrs, transfer_peer_task_attr, t.op, "");
   trace->add(std::move(t));
+  return true;
+}
+
+void send_to_peer(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  step_value* slots, size_t num_slots) {
+  step_value out = std::move(slots[0]);
+  for (size_t s = 1; s < num_slots && out.ok(); ++s)
+    if (!slots[s].ok()) out = step_value::failure(std::move(slots[s].error), slots[s].code);
+  auto peer = plan.route ? plan.route->get() : caf::actor();
+  // The recv's partition traces the step from this value on (its start may come later).
+  const bool traced = trace_transfer(plan, step, tag, trace_kind::send, out.value);
+  if (!peer)
+    out = step_value::failure(describe_failure(plan, "its recv is not connected"),
+                              error_code::failed_precondition);
+  else
+    self->send(peer, input_atom::value, step_input{step, 0, out, tag, 0, traced});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{step, c.slot, step_value::failure(out.error, out.code), tag});
 }
 
 void trace_resource(const node_plan& plan, uint64_t step, const frame_tag& tag, int64_t asked,

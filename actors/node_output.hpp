@@ -90,9 +90,15 @@ node_trace trace_record(const node_plan& plan, const frame_tag& tag, trace_kind 
 int64_t bytes_of(const std::vector<tensor>& values);
 /// Now, when some step in the process is traced; else 0 (no clock read).
 int64_t now_if_tracing();
-/// Records a send's or a recv's value in a traced step.
-void trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
+/// Records a send's or a recv's value in a traced step; false when the step
+/// is not traced.
+bool trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
                     const tensor& value);
+/// A send forwards its value, or the error that reached it, to the recv of
+/// its edge (so the peer's step fails too instead of waiting); then it
+/// reports to its coordinator through its control consumers.
+void send_to_peer(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  step_value* slots, size_t num_slots);
 /// Records a request to the resource actor, from `asked` (0: untraced) to its answer.
 void trace_resource(const node_plan& plan, uint64_t step, const frame_tag& tag, int64_t asked,
                     const std::vector<tensor>& values);

@@ -26,8 +26,11 @@ struct trace_key_hash {
 struct trace_registry {
   std::atomic<int64_t>& active = detail::traced_steps;
   std::mutex mutex;
-  std::unordered_map<std::pair<uint64_t, uint64_t>, step_trace_ptr, trace_key_hash> steps;
-  std::unordered_map<std::pair<uint64_t, uint64_t>, int64_t, trace_key_hash> begun_ns;
+  struct entry {
+    step_trace_ptr trace;
+    int64_t begun_ns = 0;
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, entry, trace_key_hash> steps;
 };
 
 trace_registry& registry() {
@@ -61,10 +64,9 @@ std::vector<node_trace> step_trace::take() {
 void begin_step_trace(uint64_t executable, uint64_t step) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  if (r.steps.emplace(std::pair{executable, step}, std::make_shared<step_trace>()).second) {
-    r.begun_ns[{executable, step}] = trace_now_ns();
+  auto fresh = trace_registry::entry{std::make_shared<step_trace>(), trace_now_ns()};
+  if (r.steps.emplace(std::pair{executable, step}, std::move(fresh)).second)
     r.active.fetch_add(1, std::memory_order_relaxed);
-  }
 }
 
 std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step) {
@@ -74,9 +76,8 @@ std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step) {
     std::lock_guard<std::mutex> lock(r.mutex);
     auto it = r.steps.find({executable, step});
     if (it == r.steps.end()) return {};
-    trace = std::move(it->second);
+    trace = std::move(it->second.trace);
     r.steps.erase(it);
-    r.begun_ns.erase({executable, step});
     r.active.fetch_sub(1, std::memory_order_relaxed);
   }
   return trace->take();
@@ -86,22 +87,16 @@ step_trace_ptr find_traced_step(uint64_t executable, uint64_t step) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.steps.find({executable, step});
-  return it == r.steps.end() ? nullptr : it->second;
+  return it == r.steps.end() ? nullptr : it->second.trace;
 }
 
 void forget_stale_step_traces() {
   auto& r = registry();
   const int64_t cutoff = trace_now_ns() - 60'000'000'000;
   std::lock_guard<std::mutex> lock(r.mutex);
-  for (auto it = r.begun_ns.begin(); it != r.begun_ns.end();) {
-    if (it->second >= cutoff) {
-      ++it;
-      continue;
-    }
-    r.steps.erase(it->first);
-    r.active.fetch_sub(1, std::memory_order_relaxed);
-    it = r.begun_ns.erase(it);
-  }
+  const auto forgotten =
+      std::erase_if(r.steps, [&](const auto& e) { return e.second.begun_ns < cutoff; });
+  r.active.fetch_sub(static_cast<int64_t>(forgotten), std::memory_order_relaxed);
 }
 
 int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard) {
