@@ -9,6 +9,7 @@
 //   if (!r.restored) s.run({global_variables_initializer(g)});
 //   ... every N steps: ckpt.save(s, step);
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,7 +25,7 @@ namespace actorflow {
 /// stored in runs of at most `chunk_bytes`. Throws
 /// "[save_checkpoint] <path>: ..." when a variable is uninitialized (naming it)
 /// or the file cannot be written. Take it between steps (see snapshot_variables).
-void save_checkpoint(session& s, const std::string& path, int64_t global_step,
+ACTORFLOW_API void save_checkpoint(session& s, const std::string& path, int64_t global_step,
                      size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Restores every variable of `s` from `path` and returns the saved global
@@ -33,7 +34,7 @@ void save_checkpoint(session& s, const std::string& path, int64_t global_step,
 /// corrupted, or "[restore_checkpoint] <path>: ..." when a variable of the
 /// graph is missing from it or has another dtype or shape (naming it, with
 /// both shapes).
-int64_t restore_checkpoint(session& s, const std::string& path);
+ACTORFLOW_API int64_t restore_checkpoint(session& s, const std::string& path);
 
 /// Keeps the last checkpoints of a run in one directory, as
 /// <dir>/ckpt-<step>.afck. A "ckpt-<step>.afck.tmp" left by a write that was
@@ -42,7 +43,7 @@ int64_t restore_checkpoint(session& s, const std::string& path);
 /// other names are ignored. Something named like a checkpoint that is not a
 /// regular file (a directory "ckpt-20.afck") is an error naming it, from
 /// list() and whatever calls it, since it would fail the save of that step.
-class checkpoint_manager {
+class ACTORFLOW_API checkpoint_manager {
  public:
   struct entry {
     int64_t step = 0;

@@ -6,6 +6,7 @@
 // slices per device; flow arrows for the values between nodes (a send to its
 // recv in another task too). Times are microseconds from the step's start.
 #pragma once
+#include "core/export.hpp"
 #include <string>
 
 #include "actors/step_trace.hpp"
@@ -13,11 +14,11 @@
 namespace actorflow {
 
 /// The trace-event JSON of one step.
-std::string chrome_trace_json(const run_metadata& step);
+ACTORFLOW_API std::string chrome_trace_json(const run_metadata& step);
 
 /// Writes chrome_trace_json(step) to `path` (atomically: a temporary file
 /// renamed over it). Throws actorflow::error naming the file and the
 /// system's reason when it cannot.
-void write_chrome_trace(const std::string& path, const run_metadata& step);
+ACTORFLOW_API void write_chrome_trace(const std::string& path, const run_metadata& step);
 
 }  // namespace actorflow

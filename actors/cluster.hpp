@@ -6,6 +6,7 @@
 //   {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]},
 //    "task": {"type": "worker", "index": 0}}
 #pragma once
+#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <chrono>
 #include <functional>
@@ -19,7 +20,7 @@
 
 namespace actorflow {
 
-struct host_port {
+struct ACTORFLOW_API host_port {
   std::string host;
   uint16_t port = 0;
   std::string to_string() const { return host + ":" + std::to_string(port); }
@@ -27,7 +28,7 @@ struct host_port {
   static host_port parse(const std::string& text);
 };
 
-class cluster_spec {
+class ACTORFLOW_API cluster_spec {
  public:
   cluster_spec() = default;
   /// Adds a job with one address per task, task 0 first.
@@ -49,7 +50,7 @@ class cluster_spec {
 };
 
 /// "/job:<job>/task:<index>".
-std::string task_name(const std::string& job, int index);
+ACTORFLOW_API std::string task_name(const std::string& job, int index);
 
 /// How long the idle threads of a cluster process poll before they sleep
 /// (runtime_options::idle_spin_us). A step's hops come closer together than
@@ -61,15 +62,15 @@ constexpr int default_cluster_idle_spin_us = 300;
 /// network multiplexer thread; a scheduler worker napping when one comes in
 /// would make it wait out the nap, so idle threads poll (yielding their
 /// core) for default_cluster_idle_spin_us, then sleep without a nap.
-runtime_options cluster_runtime_options(int threads = 0);
+ACTORFLOW_API runtime_options cluster_runtime_options(int threads = 0);
 
 /// Publishes a task's server on `port` at address `bind` (SO_REUSEADDR):
 /// through TLS when the runtime has TLS files, else plain TCP. Clients
 /// connect the same way (cluster_connection). The port bound, or CAF's error.
-caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,
+ACTORFLOW_API caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,
                                             const std::string& bind);
 
-struct cluster_options {
+struct ACTORFLOW_API cluster_options {
   /// How long to keep trying to reach a task that is not up yet (tasks of a
   /// cluster start in any order).
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(30);
@@ -83,7 +84,7 @@ struct cluster_options {
 
 /// A client's view of a cluster: who it is, and its connections to the other
 /// tasks' servers (actors/task_server.hpp), made on first use.
-class cluster_connection {
+class ACTORFLOW_API cluster_connection {
  public:
   /// `local_task` is this process's task ("/job:worker/task:0"): nodes
   /// without a job run here.

@@ -4,6 +4,7 @@
 // only on (seed, epoch): training that resumes at a position sees exactly the
 // batches it would have seen had it never stopped.
 #pragma once
+#include "core/export.hpp"
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -12,7 +13,7 @@
 
 namespace actorflow {
 
-struct dataset_options {
+struct ACTORFLOW_API dataset_options {
   int64_t batch_size = 128;
   uint64_t seed = 0;
   /// Visit each epoch in a new random order (off: the stored order).
@@ -23,7 +24,7 @@ struct dataset_options {
 };
 
 /// Batch `batch` of epoch `epoch`.
-struct dataset_position {
+struct ACTORFLOW_API dataset_position {
   int64_t epoch = 0;
   int64_t batch = 0;
   friend bool operator==(const dataset_position& a, const dataset_position& b) {
@@ -31,7 +32,7 @@ struct dataset_position {
   }
 };
 
-class dataset {
+class ACTORFLOW_API dataset {
  public:
   /// `components` share their first dimension; throws actorflow::error when
   /// they do not, or when an epoch would hold no batch.

@@ -2,6 +2,7 @@
 // bytes, a type code, the rank), one 32-bit dimension per axis, then the data
 // in row-major order. Files may be gzip-compressed (zlib reads both forms).
 #pragma once
+#include "core/export.hpp"
 #include <string>
 
 #include "core/tensor.hpp"
@@ -14,10 +15,10 @@ namespace actorflow {
 /// file and what is wrong: missing or unreadable, not IDX (bad magic), an
 /// unknown type code, rank 0, dims whose size overflows or disagrees with the
 /// data (truncated, or bytes left over), corrupt gzip data.
-tensor read_idx(const std::string& path);
+ACTORFLOW_API tensor read_idx(const std::string& path);
 
 /// Fashion-MNIST (Zalando), as the models want it.
-struct fashion_mnist {
+struct ACTORFLOW_API fashion_mnist {
   tensor train_images;  ///< float32 [60000,28,28,1] (NHWC), pixels scaled to [0,1]
   tensor train_labels;  ///< int32 [60000], classes 0..9
   tensor test_images;   ///< float32 [10000,28,28,1]
@@ -31,6 +32,6 @@ inline constexpr const char* fashion_mnist_dir = "/usr/share/datasets/fashion-mn
 /// t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) from `dir`. A missing
 /// directory or file gives an error that says to install dataset-fashion-mnist;
 /// a file of the wrong shape, or labels outside 0..9, an error naming the file.
-fashion_mnist load_fashion_mnist(const std::string& dir = fashion_mnist_dir);
+ACTORFLOW_API fashion_mnist load_fashion_mnist(const std::string& dir = fashion_mnist_dir);
 
 }  // namespace actorflow

@@ -3,6 +3,7 @@
 // and how much of the wall time no kernel ran anywhere (the runtime's own
 // share: message passing, scheduling, waiting).
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
@@ -12,7 +13,7 @@
 
 namespace actorflow {
 
-class op_profile {
+class ACTORFLOW_API op_profile {
  public:
   struct op_row {
     std::string op;

@@ -2,13 +2,14 @@
 // (actors/placement.hpp makes them). Apart, so that session.hpp needs
 // nothing of the runtime.
 #pragma once
+#include "core/export.hpp"
 #include <string>
 #include <vector>
 
 namespace actorflow {
 
 /// Where one node runs, and why (the placement log).
-struct placement_entry {
+struct ACTORFLOW_API placement_entry {
   std::string node;
   std::string op;
   std::string device;  // "/cpu:1"
@@ -16,6 +17,6 @@ struct placement_entry {
 };
 
 /// "node (op) -> device: reason", one line per entry.
-std::string to_string(const std::vector<placement_entry>& log);
+ACTORFLOW_API std::string to_string(const std::vector<placement_entry>& log);
 
 }  // namespace actorflow

@@ -3,6 +3,7 @@
 // one batch at a time and waits for the queue's answer before gathering the
 // next: the queue's capacity bounds how far it reads ahead.
 #pragma once
+#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>
@@ -16,7 +17,7 @@ namespace actorflow {
 class session;
 class runtime;
 
-struct reader_options {
+struct ACTORFLOW_API reader_options {
   /// Stop after this many batches (-1: no limit).
   int64_t max_batches = -1;
   /// Stop on reaching this epoch, i.e. after epoch until_epoch - 1, counted
@@ -28,7 +29,7 @@ struct reader_options {
 };
 
 /// What a reader has done so far.
-struct reader_report {
+struct ACTORFLOW_API reader_report {
   int64_t batches = 0;               ///< batches the queue has accepted
   dataset_position position;         ///< the next batch it would send
   bool finished = false;             ///< its actor has ended: a limit, stop() or an error
@@ -37,7 +38,7 @@ struct reader_report {
 };
 
 /// Owns one reader actor; stops it when destroyed.
-class batch_reader {
+class ACTORFLOW_API batch_reader {
  public:
   /// Starts reading `data` at `start` into `queue` (a queue actor, e.g.
   /// session::queue_actor); `system` must outlive the reader. Batches must

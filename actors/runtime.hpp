@@ -2,6 +2,7 @@
 // more CPU devices, each a TBB arena with its own threads), shared by the
 // process's sessions.
 #pragma once
+#include "core/export.hpp"
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -23,14 +24,14 @@ struct device_rate;     // actors/cost_model.hpp
 /// module): this process's certificate and private key, and the CA file that
 /// every peer's certificate must chain to, all PEM files. Each side checks the
 /// other's certificate. All empty: plain TCP.
-struct tls_files {
+struct ACTORFLOW_API tls_files {
   std::string certificate;
   std::string key;
   std::string ca_file;
   bool enabled() const { return !certificate.empty() || !key.empty() || !ca_file.empty(); }
 };
 
-struct runtime_options {
+struct ACTORFLOW_API runtime_options {
   /// CAF scheduler threads (actor message handling); 0 means one per core.
   int scheduler_threads = 0;
   /// CPU devices ("/cpu:0", "/cpu:1", ...), each a TBB arena with threads of
@@ -100,7 +101,7 @@ struct runtime_options {
 };
 
 /// One device of this process, as placement sees it.
-struct local_device {
+struct ACTORFLOW_API local_device {
   std::string name;  // "/cpu:0"
   std::string type;  // "cpu", "stand_in"
   int index = 0;
@@ -114,7 +115,7 @@ struct local_device {
   accelerator* accel = nullptr;
 };
 
-class runtime {
+class ACTORFLOW_API runtime {
  public:
   explicit runtime(runtime_options options = {});
   ~runtime();

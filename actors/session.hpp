@@ -3,6 +3,7 @@
 // Many threads may call run at once; their steps are in flight together and
 // share the session's variables.
 #pragma once
+#include "core/export.hpp"
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -35,7 +36,7 @@ struct step_request;
 
 using feed_list = std::vector<std::pair<output, tensor>>;
 
-class session {
+class ACTORFLOW_API session {
  public:
   /// The graph must outlive the session; nodes may still be added to it
   /// between runs, but not while a run is being compiled.

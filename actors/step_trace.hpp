@@ -13,6 +13,7 @@
 // it to, and returns its records with its result; the client brings them onto
 // its own clock (see clock_offset_ns).
 #pragma once
+#include "core/export.hpp"
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -24,7 +25,7 @@
 namespace actorflow {
 
 /// Per call of session::run (TensorFlow's RunOptions).
-struct run_options {
+struct ACTORFLOW_API run_options {
   /// Record a timeline of the step into run_metadata.
   bool trace = false;
 };
@@ -41,7 +42,7 @@ enum class trace_kind : uint8_t {
 
 /// One firing of one node in a traced step. Times are steady-clock
 /// nanoseconds; in run_metadata they are on the calling process's clock.
-struct node_trace {
+struct ACTORFLOW_API node_trace {
   std::string node;
   std::string op;
   std::string device;  // "/cpu:0", "/gpu:0", ...
@@ -64,7 +65,7 @@ struct node_trace {
 };
 
 /// What a traced step returns beside its fetches (TensorFlow's RunMetadata).
-struct run_metadata {
+struct ACTORFLOW_API run_metadata {
   int64_t start_ns = 0;  // session::run was called
   int64_t end_ns = 0;    // its result was ready
   std::vector<node_trace> nodes;
@@ -81,12 +82,12 @@ extern std::atomic<int64_t> traced_steps;  // in flight in this process
 inline bool any_step_traced() { return detail::traced_steps.load(std::memory_order_relaxed) != 0; }
 
 /// Steady-clock nanoseconds: the timelines' clock.
-int64_t trace_now_ns();
+ACTORFLOW_API int64_t trace_now_ns();
 /// The calling thread's OS id (gettid), cached per thread.
-uint64_t trace_thread_id();
+ACTORFLOW_API uint64_t trace_thread_id();
 
 /// The records of one traced step, filled from any thread.
-class step_trace {
+class ACTORFLOW_API step_trace {
  public:
   void add(node_trace&& t);
   std::vector<node_trace> take();
@@ -98,19 +99,19 @@ class step_trace {
 using step_trace_ptr = std::shared_ptr<step_trace>;
 
 /// Starts collecting the firings of (executable, step).
-void begin_step_trace(uint64_t executable, uint64_t step);
+ACTORFLOW_API void begin_step_trace(uint64_t executable, uint64_t step);
 /// Stops and returns what was collected (nothing if it was not traced).
-std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step);
+ACTORFLOW_API std::vector<node_trace> end_step_trace(uint64_t executable, uint64_t step);
 /// Drops collectors begun over a minute ago: a recv that began one for a
 /// value arriving after its step was aborted leaves one no coordinator ends.
-void forget_stale_step_traces();
+ACTORFLOW_API void forget_stale_step_traces();
 /// The collector of (executable, step), or null (at once when nothing in
 /// the process is traced).
 inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step);
 /// Traced steps in flight in this process (0 once every one ended).
 inline int64_t traced_steps_in_flight() { return detail::traced_steps.load(); }
 /// find_step_trace's lookup, once some step is traced.
-step_trace_ptr find_traced_step(uint64_t executable, uint64_t step);
+ACTORFLOW_API step_trace_ptr find_traced_step(uint64_t executable, uint64_t step);
 inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
   return any_step_traced() ? find_traced_step(executable, step) : nullptr;
 }
@@ -119,6 +120,6 @@ inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
 /// `sent` and heard back at `heard` (our clock); it got the request at
 /// `received` and answered at `answered` (its clock). NTP's estimate: the
 /// mid-points of the two intervals coincide.
-int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard);
+ACTORFLOW_API int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard);
 
 }  // namespace actorflow

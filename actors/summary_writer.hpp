@@ -15,6 +15,7 @@
 // by flush(), when more than flush_seconds passed since the last flush, when
 // the buffer passes 64 KiB, and on destruction.
 #pragma once
+#include "core/export.hpp"
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -25,7 +26,7 @@
 
 namespace actorflow {
 
-class summary_writer {
+class ACTORFLOW_API summary_writer {
  public:
   /// Creates `logdir` (and its parents) and a new event file in it.
   explicit summary_writer(const std::string& logdir, double flush_seconds = 120);

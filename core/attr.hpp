@@ -1,5 +1,6 @@
 // Node attributes: compile-time parameters of an op (axes, strides, a constant's value).
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
@@ -15,7 +16,7 @@ using attr_value = std::variant<int64_t, double, bool, std::string, dtype, std::
 using attr_map = std::map<std::string, attr_value>;
 
 /// Name of the attr_value alternative held ("int", "float", ...), for errors.
-const char* attr_kind_name(const attr_value& v);
+ACTORFLOW_API const char* attr_kind_name(const attr_value& v);
 
 /// Reads attribute `name` as T; throws "[op] attribute 'name' ..." when missing or of another kind.
 /// T = int is accepted for int64_t attributes, float for double ones.

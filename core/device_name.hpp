@@ -4,6 +4,7 @@
 // Placement partitions a graph by task ("/job:ps/task:0"): each task is one
 // process of a cluster.
 #pragma once
+#include "core/export.hpp"
 #include <functional>
 #include <string>
 
@@ -11,7 +12,7 @@
 
 namespace actorflow {
 
-struct device_name {
+struct ACTORFLOW_API device_name {
   std::string job;   // empty: not given
   int replica = -1;  // -1: not given
   int task = -1;
@@ -40,7 +41,7 @@ enum class ps_strategy { round_robin, by_size };
 /// TensorFlow's replica_device_setter: variables go to "/job:ps/task:k", k
 /// chosen round-robin, or by size (the task holding the fewest bytes so far);
 /// every other node goes to `worker_device` unless a scope names a job already.
-device_function replica_device_setter(int ps_tasks, const std::string& worker_device = "",
+ACTORFLOW_API device_function replica_device_setter(int ps_tasks, const std::string& worker_device = "",
                                       ps_strategy strategy = ps_strategy::round_robin);
 
 }  // namespace actorflow

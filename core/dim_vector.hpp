@@ -8,6 +8,7 @@
 // to std::vector<int64_t>, so `auto d = s.dims(); d.insert(...)` and
 // passing dims to a function taking a vector keep working.
 #pragma once
+#include "core/export.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +19,7 @@
 
 namespace actorflow {
 
-class dim_vector {
+class ACTORFLOW_API dim_vector {
  public:
   static constexpr size_t inline_rank = 6;
 

@@ -1,5 +1,6 @@
 // Element types of tensors.
 #pragma once
+#include "core/export.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,16 +15,16 @@ namespace actorflow {
 enum class dtype : uint8_t { float32, float64, int32, int64, uint8, boolean };
 
 /// Bytes per element.
-size_t dtype_size(dtype t);
+ACTORFLOW_API size_t dtype_size(dtype t);
 /// "float32", "int64", "bool", ...
-const char* dtype_name(dtype t);
+ACTORFLOW_API const char* dtype_name(dtype t);
 /// Inverse of dtype_name; nullopt for an unknown name.
-std::optional<dtype> parse_dtype(std::string_view name);
+ACTORFLOW_API std::optional<dtype> parse_dtype(std::string_view name);
 /// True when the numeric value is a valid enumerator (for loaders).
-bool is_valid_dtype(int value);
+ACTORFLOW_API bool is_valid_dtype(int value);
 
-bool is_floating(dtype t);
-bool is_integer(dtype t);
+ACTORFLOW_API bool is_floating(dtype t);
+ACTORFLOW_API bool is_integer(dtype t);
 
 template <class T>
 constexpr dtype dtype_of() {

@@ -3,6 +3,7 @@
 // code saying what kind of failure it is (TensorFlow's status codes, with
 // their numbers), so that callers decide by code, never by the text.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <exception>
 #include <stdexcept>
@@ -34,11 +35,11 @@ enum class error_code : uint8_t {
 constexpr int max_error_code = 16;
 
 /// "invalid_argument", ...; "unknown" for a value outside the enum.
-const char* error_code_name(error_code code);
+ACTORFLOW_API const char* error_code_name(error_code code);
 /// A code read from elsewhere (the wire, a file): itself if valid, else unknown.
-error_code checked_error_code(int value);
+ACTORFLOW_API error_code checked_error_code(int value);
 
-class error : public std::runtime_error {
+class ACTORFLOW_API error : public std::runtime_error {
  public:
   /// Without a code, an error is invalid_argument: most are checks of input.
   explicit error(const std::string& what, error_code code = error_code::invalid_argument)
@@ -51,14 +52,14 @@ class error : public std::runtime_error {
 
 /// The code of any exception: an actorflow::error's own, resource_exhausted
 /// for std::bad_alloc, unknown for the rest.
-error_code code_of(const std::exception& e);
+ACTORFLOW_API error_code code_of(const std::exception& e);
 
 /// Throws actorflow::error("[where] what") with code invalid_argument.
-[[noreturn]] inline void fail(const std::string& where, const std::string& what) {
+[[noreturn]] ACTORFLOW_API inline void fail(const std::string& where, const std::string& what) {
   throw error("[" + where + "] " + what);
 }
 /// Throws actorflow::error("[where] what") with `code`.
-[[noreturn]] inline void fail(error_code code, const std::string& where, const std::string& what) {
+[[noreturn]] ACTORFLOW_API inline void fail(error_code code, const std::string& where, const std::string& what) {
   throw error("[" + where + "] " + what, code);
 }
 

@@ -4,6 +4,7 @@
 // nodes, so a graph can hold no cycle. Shapes and dtypes are inferred as each
 // node is added; a mismatch throws at once, naming the op and the shapes.
 #pragma once
+#include "core/export.hpp"
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -19,7 +20,7 @@
 namespace actorflow {
 
 /// One output of one node.
-struct endpoint {
+struct ACTORFLOW_API endpoint {
   int node = -1;
   int index = 0;
   friend bool operator==(const endpoint& a, const endpoint& b) {
@@ -27,7 +28,7 @@ struct endpoint {
   }
 };
 
-struct node {
+struct ACTORFLOW_API node {
   int id = -1;
   std::string name;
   std::string op;
@@ -49,7 +50,7 @@ inline bool is_foldable_constant(const node& n) {
 class graph;
 
 /// A handle to a node's output: what op functions take and return.
-class output {
+class ACTORFLOW_API output {
  public:
   output() = default;
   output(graph* g, endpoint e) : graph_(g), endpoint_(e) {}
@@ -70,7 +71,7 @@ class output {
 };
 
 /// A handle to a node run for its effect (an initializer, a train op).
-class operation {
+class ACTORFLOW_API operation {
  public:
   operation() = default;
   operation(graph* g, int node) : graph_(g), node_(node) {}
@@ -88,7 +89,7 @@ class operation {
 /// What a gradient function sees and fills (see op_def::gradient). Holds
 /// copies, not references into the graph: a gradient function adds nodes, and
 /// that may move the graph's node storage.
-struct grad_context {
+struct ACTORFLOW_API grad_context {
   graph& g;
   int node_id = -1;
   std::string op;
@@ -116,7 +117,7 @@ struct grad_context {
   const output& grad(size_t i = 0) const { return grads[i]; }
 };
 
-class graph {
+class ACTORFLOW_API graph {
  public:
   graph() = default;
   graph(const graph&) = delete;  // handles point into the graph

@@ -4,6 +4,7 @@
 // dtype inference (run as the graph is built), its CPU kernel, and for ops that
 // update a variable, the update the variable actor applies.
 #pragma once
+#include "core/export.hpp"
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,14 +18,14 @@
 namespace actorflow {
 
 /// dtype and (possibly partial) shape of one tensor in the graph.
-struct tensor_spec {
+struct ACTORFLOW_API tensor_spec {
   dtype type = dtype::float32;
   actorflow::shape dims;
   std::string to_string() const { return std::string(dtype_name(type)) + dims.to_string(); }
 };
 
 /// What a shape function sees: the op, the input specs and the attributes.
-struct shape_context {
+struct ACTORFLOW_API shape_context {
   const std::string& op;
   const std::vector<tensor_spec>& inputs;
   const attr_map& attrs;
@@ -43,7 +44,7 @@ struct shape_context {
 };
 
 /// What a kernel sees: its inputs, attributes, and the outputs it must set.
-struct kernel_context {
+struct ACTORFLOW_API kernel_context {
   const std::string& op;
   const std::string& node_name;
   const attr_map& attrs;
@@ -78,7 +79,7 @@ struct kernel_context {
 };
 
 /// The state a variable actor owns: its value and the optimizer slots beside it.
-struct variable_state {
+struct ACTORFLOW_API variable_state {
   tensor value;
   std::map<std::string, tensor> slots;
   bool initialized() const { return value.valid(); }
@@ -101,7 +102,7 @@ using update_fn = std::function<void(variable_state&, kernel_context&)>;
 /// gradients of its outputs (see grad_context); written with graph ops.
 using grad_fn = std::function<void(grad_context&)>;
 
-struct op_def {
+struct ACTORFLOW_API op_def {
   std::string name;
   /// Number of data inputs; -1 for variadic (at least min_inputs).
   int num_inputs = 0;
@@ -135,7 +136,7 @@ struct op_def {
   std::string resource_op() const { return update ? "variable" : resource; }
 };
 
-class op_registry {
+class ACTORFLOW_API op_registry {
  public:
   static op_registry& global();
   /// Registers an op; throws when the name is taken or the def is incomplete.
@@ -153,19 +154,19 @@ class op_registry {
 
 /// Registers at static-initialization time; the library is shared, so every
 /// family's registrar runs when it loads.
-struct op_registrar {
+struct ACTORFLOW_API op_registrar {
   explicit op_registrar(op_def def) { op_registry::global().add(std::move(def)); }
 };
 
 /// Infers output specs for `op` (validating arity first).
-std::vector<tensor_spec> infer_outputs(const op_def& def, const std::vector<tensor_spec>& inputs,
+ACTORFLOW_API std::vector<tensor_spec> infer_outputs(const op_def& def, const std::vector<tensor_spec>& inputs,
                                        const attr_map& attrs,
                                        const std::vector<tensor>* constant_inputs = nullptr);
 
 /// Runs one op eagerly on concrete tensors: infers (and so validates) the output
 /// specs, runs the CPU kernel, and checks the outputs against the specs.
 /// Used by tests and by tools; graphs run through the session.
-std::vector<tensor> run_kernel(const std::string& op, std::vector<tensor> inputs,
+ACTORFLOW_API std::vector<tensor> run_kernel(const std::string& op, std::vector<tensor> inputs,
                                const attr_map& attrs = {}, uint64_t invocation = 0);
 
 }  // namespace actorflow

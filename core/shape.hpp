@@ -1,6 +1,7 @@
 // Tensor shapes. At graph-build time a dimension may be unknown (-1); at run
 // time every shape is fully defined. The rank is always known.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace actorflow {
 
-class shape {
+class ACTORFLOW_API shape {
  public:
   static constexpr int64_t unknown = -1;
 

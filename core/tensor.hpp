@@ -8,6 +8,7 @@
 // tensor travels in a message it is immutable. Writers that may hold a shared
 // buffer (the variable actor) check is_unique() and clone first (copy-on-write).
 #pragma once
+#include "core/export.hpp"
 #include <Eigen/Core>
 #include <atomic>
 #include <cstring>
@@ -22,7 +23,7 @@
 
 namespace actorflow {
 
-class tensor {
+class ACTORFLOW_API tensor {
  public:
   static constexpr size_t alignment = 64;
 
@@ -190,7 +191,7 @@ class tensor {
   bool valid_ = false;
 };
 
-std::ostream& operator<<(std::ostream& os, const tensor& t);
+ACTORFLOW_API std::ostream& operator<<(std::ostream& os, const tensor& t);
 
 template <class T>
 tensor tensor::from_vector(const std::vector<T>& values, shape dims) {

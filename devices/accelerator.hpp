@@ -9,6 +9,7 @@
 // consumers on the same device and copies it out only for the others (the
 // cut between devices inside a process).
 #pragma once
+#include "core/export.hpp"
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,14 +25,14 @@ class accelerator;
 
 /// A tensor in an accelerator's memory, as it travels between the nodes of
 /// that device (step_value::on_device). Immutable once shared.
-struct device_value {
+struct ACTORFLOW_API device_value {
   gpu::device_tensor tensor;
   const accelerator* owner = nullptr;
 };
 using device_value_ptr = std::shared_ptr<const device_value>;
 
 /// One kernel run on an accelerator: what a node hands it and what it gets back.
-struct accelerator_launch {
+struct ACTORFLOW_API accelerator_launch {
   const op_def* def = nullptr;
   std::string node_name;
   const attr_map* attrs = nullptr;  // the node plan's, alive while the node actor is
@@ -54,14 +55,14 @@ struct accelerator_launch {
 };
 
 /// Copy and memory counters of an accelerator.
-struct accelerator_stats {
+struct ACTORFLOW_API accelerator_stats {
   gpu::allocator_stats memory;
   int64_t bytes_copied_in = 0;   // host to device
   int64_t bytes_copied_out = 0;  // device to host
   int64_t launches = 0;
 };
 
-class accelerator {
+class ACTORFLOW_API accelerator {
  public:
   virtual ~accelerator() = default;
   /// "/stand_in:0", "/gpu:0".

@@ -1,12 +1,13 @@
 // What every device actor understands: a task to run on its pool or stream.
 #pragma once
+#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <functional>
 
 namespace actorflow {
 
 /// A piece of work for a device; it sends its own results when done.
-struct device_task {
+struct ACTORFLOW_API device_task {
   std::function<void()> run;
 };
 

@@ -29,6 +29,7 @@
 // left operand and output gradient are gathered, and the gradient is one
 // product after the backward loop. The value is the same up to rounding.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -39,9 +40,9 @@
 namespace actorflow {
 
 /// {output 0: data when pred is false, output 1: data when pred is true}.
-std::vector<output> switch_op(output data, output pred, const std::string& name = "");
+ACTORFLOW_API std::vector<output> switch_op(output data, output pred, const std::string& name = "");
 /// {the first live input, int32 scalar: its index}. All inputs share a dtype.
-std::vector<output> merge(const std::vector<output>& inputs, const std::string& name = "");
+ACTORFLOW_API std::vector<output> merge(const std::vector<output>& inputs, const std::string& name = "");
 
 /// The outputs of `true_fn` when the scalar bool `pred` is true, else those
 /// of `false_fn`; only the taken branch runs. Both branches must return as
@@ -51,10 +52,10 @@ std::vector<output> merge(const std::vector<output>& inputs, const std::string& 
 /// tensor (a constant) waits on the branch's pivot, so neither happens in
 /// an untaken branch; constants themselves stay folded into their
 /// consumers. Build-time errors name the cond ("[cond] ...").
-std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,
+ACTORFLOW_API std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,
                          const std::function<std::vector<output>()>& false_fn,
                          const std::string& name = "cond");
-struct while_options {
+struct ACTORFLOW_API while_options {
   /// How many iterations may run at once (each loop variable at most this
   /// many iterations ahead of the slowest).
   int64_t parallel_iterations = 10;
@@ -79,12 +80,12 @@ using loop_body_fn = std::function<std::vector<output>(const std::vector<output>
 /// be read and updated inside. Build-time errors name the loop:
 /// "[while_loop] 'name': ...". The body's values keep their loop variable's
 /// dtype and fit its shape invariant.
-std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& body_fn,
+ACTORFLOW_API std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& body_fn,
                                const std::vector<output>& loop_vars,
                                const while_options& options = {});
 
 /// For branches of one output each.
-output cond(output pred, const std::function<output()>& true_fn,
+ACTORFLOW_API output cond(output pred, const std::function<output()>& true_fn,
             const std::function<output()>& false_fn, const std::string& name = "cond");
 
 }  // namespace actorflow

@@ -4,6 +4,7 @@
 // over the parameter servers like any other variables; a lookup gathers each
 // shard's rows where the shard lives, and only those rows cross the network.
 #pragma once
+#include "core/export.hpp"
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@
 
 namespace actorflow {
 
-struct partitioned_variable {
+struct ACTORFLOW_API partitioned_variable {
   std::vector<variable> shards;
   /// Shard k holds rows [row_offsets[k], row_offsets[k + 1]); the last entry
   /// is the row count.
@@ -30,7 +31,7 @@ struct partitioned_variable {
 
 /// Rows split as evenly as TensorFlow's fixed_size_partitioner does: the
 /// first rows % num_shards shards get one row more.
-std::vector<int64_t> even_row_offsets(int64_t rows, int num_shards);
+ACTORFLOW_API std::vector<int64_t> even_row_offsets(int64_t rows, int num_shards);
 
 /// The initial value of shard `index`, of shape `dims` (its rows only).
 using shard_initializer = std::function<output(graph& g, shape dims, int index)>;
@@ -39,19 +40,19 @@ using shard_initializer = std::function<output(graph& g, shape dims, int index)>
 /// `num_shards` variables named "<name>/part_<k>". `devices`, when given, puts
 /// shard k on devices[k]; otherwise the enclosing device scope or function
 /// places each shard.
-partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_shards,
+ACTORFLOW_API partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_shards,
                                                const shard_initializer& init,
                                                const std::string& name,
                                                const std::vector<std::string>& devices = {});
 /// The same, each shard initialized from its rows of `initial`.
-partitioned_variable make_partitioned_variable(output initial, int num_shards,
+ACTORFLOW_API partitioned_variable make_partitioned_variable(output initial, int num_shards,
                                                const std::string& name,
                                                const std::vector<std::string>& devices = {});
 
 /// params' rows at `ids` (int32 or int64, any shape; at most one unknown dim):
 /// shape ids.shape + params' row shape, as gather(params.value(), ids) would
 /// give. Gradients reach each shard as the rows it served.
-output embedding_lookup(const partitioned_variable& params, output ids,
+ACTORFLOW_API output embedding_lookup(const partitioned_variable& params, output ids,
                         const std::string& name = "embedding_lookup");
 
 }  // namespace actorflow

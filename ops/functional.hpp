@@ -10,6 +10,7 @@
 //   is the initializer's. A result that differs fails at build time.
 // - scan always takes an initializer and runs forward (no reverse).
 #pragma once
+#include "core/export.hpp"
 #include <functional>
 #include <optional>
 #include <string>
@@ -18,7 +19,7 @@
 
 namespace actorflow {
 
-struct map_options {
+struct ACTORFLOW_API map_options {
   /// How many rows fn may work on at once (while_loop's parallel_iterations).
   int64_t parallel_iterations = 10;
   /// map_fn: the dtype and shape of fn's result; unset: those of a row of elems.
@@ -27,11 +28,11 @@ struct map_options {
 };
 
 /// [fn(elems[0]), ..., fn(elems[n-1])] stacked: [n, result dims...].
-output map_fn(const std::function<output(output)>& fn, output elems, const map_options& o = {});
+ACTORFLOW_API output map_fn(const std::function<output(output)>& fn, output elems, const map_options& o = {});
 
 /// acc[0] = fn(initializer, elems[0]), acc[t] = fn(acc[t-1], elems[t]);
 /// returns every acc stacked: [n, initializer dims...].
-output scan(const std::function<output(output, output)>& fn, output elems, output initializer,
+ACTORFLOW_API output scan(const std::function<output(output, output)>& fn, output elems, output initializer,
             map_options o = {.name = "scan"});
 
 }  // namespace actorflow

@@ -2,6 +2,7 @@
 //
 // Ops: matmul (attrs transpose_a, transpose_b), bias_add, bias_add_grad.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 
 #include "core/graph.hpp"
@@ -12,13 +13,13 @@ namespace actorflow {
 /// [..., K, N] ([..., N, K] with transpose_b); the result is [..., M, N]. Batch dims (rank >= 3)
 /// must be equal, or one side may be rank 2 and is then shared by every batch.
 /// float32, float64, int32 and int64.
-output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
+ACTORFLOW_API output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
               const std::string& name = "");
 /// value [..., C] + bias [C], the bias added along the last dim.
-output bias_add(output value, output bias, const std::string& name = "");
+ACTORFLOW_API output bias_add(output value, output bias, const std::string& name = "");
 /// The gradient of bias_add with respect to the bias: dy [..., C] summed over all but the
 /// last dim, giving [C].
-output bias_add_grad(output dy, const std::string& name = "");
+ACTORFLOW_API output bias_add_grad(output dy, const std::string& name = "");
 
 /// The CPU GEMM behind matmul, exposed for benchmarks and tests: c[M, N] = op(a) x op(b),
 /// all row-major and contiguous, where op(a) is [M, K] (a stored [K, M] when transpose_a)

@@ -6,6 +6,7 @@
 // Note: these names (exp, log, abs, ...) overload on `output`; inside namespace
 // actorflow call the C library's versions as std::exp etc.
 #pragma once
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -15,108 +16,108 @@ namespace actorflow {
 // relu takes every numeric dtype. The output has the input's dtype and shape.
 
 /// -x (integers wrap).
-output neg(output x, const std::string& name = "");
+ACTORFLOW_API output neg(output x, const std::string& name = "");
 /// |x| (integers wrap at the minimum).
-output abs(output x, const std::string& name = "");
+ACTORFLOW_API output abs(output x, const std::string& name = "");
 /// e^x.
-output exp(output x, const std::string& name = "");
+ACTORFLOW_API output exp(output x, const std::string& name = "");
 /// Natural logarithm.
-output log(output x, const std::string& name = "");
+ACTORFLOW_API output log(output x, const std::string& name = "");
 /// Square root.
-output sqrt(output x, const std::string& name = "");
+ACTORFLOW_API output sqrt(output x, const std::string& name = "");
 /// 1 / sqrt(x).
-output rsqrt(output x, const std::string& name = "");
+ACTORFLOW_API output rsqrt(output x, const std::string& name = "");
 /// x * x.
-output square(output x, const std::string& name = "");
+ACTORFLOW_API output square(output x, const std::string& name = "");
 /// -1, 0 or 1 (NaN stays NaN).
-output sign(output x, const std::string& name = "");
+ACTORFLOW_API output sign(output x, const std::string& name = "");
 /// 1 / x.
-output reciprocal(output x, const std::string& name = "");
+ACTORFLOW_API output reciprocal(output x, const std::string& name = "");
 /// max(x, 0) (NaN stays NaN).
-output relu(output x, const std::string& name = "");
+ACTORFLOW_API output relu(output x, const std::string& name = "");
 /// 1 / (1 + e^-x).
-output sigmoid(output x, const std::string& name = "");
+ACTORFLOW_API output sigmoid(output x, const std::string& name = "");
 /// Hyperbolic tangent.
-output tanh(output x, const std::string& name = "");
+ACTORFLOW_API output tanh(output x, const std::string& name = "");
 
 // ---- derivative helpers (TensorFlow's *Grad ops) ------------------------------
 // Both inputs share dtype and shape (no broadcasting); y is the forward output.
 
 /// dy where x > 0, else 0 (every numeric dtype).
-output relu_grad(output dy, output x, const std::string& name = "");
+ACTORFLOW_API output relu_grad(output dy, output x, const std::string& name = "");
 /// dy * y * (1 - y).
-output sigmoid_grad(output y, output dy, const std::string& name = "");
+ACTORFLOW_API output sigmoid_grad(output y, output dy, const std::string& name = "");
 /// dy * (1 - y * y).
-output tanh_grad(output y, output dy, const std::string& name = "");
+ACTORFLOW_API output tanh_grad(output y, output dy, const std::string& name = "");
 /// dy * 0.5 / y, with y = sqrt(x).
-output sqrt_grad(output y, output dy, const std::string& name = "");
+ACTORFLOW_API output sqrt_grad(output y, output dy, const std::string& name = "");
 /// dy * -0.5 * y^3, with y = rsqrt(x).
-output rsqrt_grad(output y, output dy, const std::string& name = "");
+ACTORFLOW_API output rsqrt_grad(output y, output dy, const std::string& name = "");
 /// -dy * y * y, with y = 1 / x.
-output reciprocal_grad(output y, output dy, const std::string& name = "");
+ACTORFLOW_API output reciprocal_grad(output y, output dy, const std::string& name = "");
 
 // ---- binary, NumPy broadcasting ---------------------------------------------
 // Numeric dtypes; both inputs of one dtype. Integer add/sub/mul wrap.
 
 /// a + b.
-output add(output a, output b, const std::string& name = "");
+ACTORFLOW_API output add(output a, output b, const std::string& name = "");
 /// a - b.
-output sub(output a, output b, const std::string& name = "");
+ACTORFLOW_API output sub(output a, output b, const std::string& name = "");
 /// a * b.
-output mul(output a, output b, const std::string& name = "");
+ACTORFLOW_API output mul(output a, output b, const std::string& name = "");
 /// a / b; integers truncate toward zero, and an integer division by zero is an error.
-output div(output a, output b, const std::string& name = "");
+ACTORFLOW_API output div(output a, output b, const std::string& name = "");
 /// Element-wise maximum (NaN propagates).
-output maximum(output a, output b, const std::string& name = "");
+ACTORFLOW_API output maximum(output a, output b, const std::string& name = "");
 /// Element-wise minimum (NaN propagates).
-output minimum(output a, output b, const std::string& name = "");
+ACTORFLOW_API output minimum(output a, output b, const std::string& name = "");
 /// a ^ b; for integers a negative exponent is an error.
-output pow(output a, output b, const std::string& name = "");
+ACTORFLOW_API output pow(output a, output b, const std::string& name = "");
 
 // ---- comparisons: bool output, broadcasting -----------------------------------
 // equal / not_equal take every dtype (bool included); the orderings numeric ones.
 
-output equal(output a, output b, const std::string& name = "");
-output not_equal(output a, output b, const std::string& name = "");
-output less(output a, output b, const std::string& name = "");
-output less_equal(output a, output b, const std::string& name = "");
-output greater(output a, output b, const std::string& name = "");
-output greater_equal(output a, output b, const std::string& name = "");
+ACTORFLOW_API output equal(output a, output b, const std::string& name = "");
+ACTORFLOW_API output not_equal(output a, output b, const std::string& name = "");
+ACTORFLOW_API output less(output a, output b, const std::string& name = "");
+ACTORFLOW_API output less_equal(output a, output b, const std::string& name = "");
+ACTORFLOW_API output greater(output a, output b, const std::string& name = "");
+ACTORFLOW_API output greater_equal(output a, output b, const std::string& name = "");
 
 // ---- logical (bool inputs) ----------------------------------------------------
 
 /// a && b, broadcasting.
-output logical_and(output a, output b, const std::string& name = "");
+ACTORFLOW_API output logical_and(output a, output b, const std::string& name = "");
 /// a || b, broadcasting.
-output logical_or(output a, output b, const std::string& name = "");
+ACTORFLOW_API output logical_or(output a, output b, const std::string& name = "");
 /// !x.
-output logical_not(output x, const std::string& name = "");
+ACTORFLOW_API output logical_not(output x, const std::string& name = "");
 
 /// NumPy where: cond ? a : b element-wise; cond (bool), a and b broadcast together.
-output select(output cond, output a, output b, const std::string& name = "");
+ACTORFLOW_API output select(output cond, output a, output b, const std::string& name = "");
 
 /// Converts to `to` (any of the 6 dtypes). To bool: x != 0. Float to integer truncates
 /// toward zero and saturates at the target's range (NaN becomes 0).
-output cast(output x, dtype to, const std::string& name = "");
+ACTORFLOW_API output cast(output x, dtype to, const std::string& name = "");
 
 /// A scalar constant of x's dtype (value converted like cast) in x's graph.
-output scalar_like(output x, double value, const std::string& name = "");
+ACTORFLOW_API output scalar_like(output x, double value, const std::string& name = "");
 
 // ---- operators ----------------------------------------------------------------
 // A double operand becomes a scalar constant of the other operand's dtype.
 
-output operator+(output a, output b);
-output operator-(output a, output b);
-output operator*(output a, output b);
-output operator/(output a, output b);
-output operator-(output x);
-output operator+(output a, double b);
-output operator-(output a, double b);
-output operator*(output a, double b);
-output operator/(output a, double b);
-output operator+(double a, output b);
-output operator-(double a, output b);
-output operator*(double a, output b);
-output operator/(double a, output b);
+ACTORFLOW_API output operator+(output a, output b);
+ACTORFLOW_API output operator-(output a, output b);
+ACTORFLOW_API output operator*(output a, output b);
+ACTORFLOW_API output operator/(output a, output b);
+ACTORFLOW_API output operator-(output x);
+ACTORFLOW_API output operator+(output a, double b);
+ACTORFLOW_API output operator-(output a, double b);
+ACTORFLOW_API output operator*(output a, double b);
+ACTORFLOW_API output operator/(output a, double b);
+ACTORFLOW_API output operator+(double a, output b);
+ACTORFLOW_API output operator-(double a, output b);
+ACTORFLOW_API output operator*(double a, output b);
+ACTORFLOW_API output operator/(double a, output b);
 
 }  // namespace actorflow

@@ -22,6 +22,7 @@
 //   before they meet the product (TensorFlow adds them to it one by one): the same values up to
 //   rounding, and one add instead of three on the path from the inputs.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,7 +32,7 @@
 namespace actorflow {
 
 /// The three outputs of a candidate sampler, as TensorFlow returns them.
-struct candidate_sample {
+struct ACTORFLOW_API candidate_sample {
   /// int64 [num_sampled]: the sampled classes.
   output sampled_candidates;
   /// float32 [batch, num_true]: how many times each true class is expected among the draws.
@@ -47,12 +48,12 @@ struct candidate_sample {
 /// and an expected count is -expm1(tries * log1p(-P(k))) for the number of draws it took;
 /// otherwise num_sampled * P(k). The draws depend only on (seed, counter), counter an int64
 /// scalar (e.g. the global step).
-candidate_sample log_uniform_candidate_sampler(output true_classes, int64_t num_true,
+ACTORFLOW_API candidate_sample log_uniform_candidate_sampler(output true_classes, int64_t num_true,
                                                int64_t num_sampled, bool unique, int64_t range_max,
                                                output counter, int64_t seed = 0,
                                                const std::string& name = "");
 
-struct sampled_softmax_options {
+struct ACTORFLOW_API sampled_softmax_options {
   /// Labels per example (the columns of labels).
   int64_t num_true = 1;
   /// A sampled class that is also a true class of the row gets the logit -FLT_MAX there (it
@@ -67,14 +68,14 @@ struct sampled_softmax_options {
 /// [batch, num_true] (int32 or int64), inputs [batch, dim] (batch may be unknown). The
 /// candidates come from log_uniform_candidate_sampler(labels, num_true, num_sampled, unique =
 /// true, num_classes, counter, seed). Use it for training; evaluate with the full softmax.
-output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
+ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
                             int64_t num_sampled, int64_t num_classes, output counter,
                             const sampled_softmax_options& options = {},
                             const std::string& name = "sampled_softmax_loss");
 
 /// The same with given candidates (TensorFlow's sampled_values argument): any sampler, or fixed
 /// ones in tests. num_sampled is the length of sampled.sampled_candidates, which must be known.
-output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
+ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
                             const candidate_sample& sampled, int64_t num_classes,
                             const sampled_softmax_options& options = {},
                             const std::string& name = "sampled_softmax_loss");

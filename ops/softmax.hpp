@@ -4,17 +4,18 @@
 // Ops: softmax, log_softmax, softmax_cross_entropy_with_logits,
 // sparse_softmax_cross_entropy_with_logits.
 #pragma once
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
 
 /// exp(x) / sum(exp(x)) along the last axis (rank >= 1; float32 or float64).
-output softmax(output logits, const std::string& name = "");
+ACTORFLOW_API output softmax(output logits, const std::string& name = "");
 /// x - log(sum(exp(x))) along the last axis (rank >= 1; float32 or float64).
-output log_softmax(output logits, const std::string& name = "");
+ACTORFLOW_API output log_softmax(output logits, const std::string& name = "");
 
 /// The two outputs of the cross-entropy ops, as in TensorFlow.
-struct cross_entropy {
+struct ACTORFLOW_API cross_entropy {
   /// [batch]: -sum(labels * log_softmax(logits)) per row.
   output loss;
   /// [batch, classes]: softmax(logits) - labels, the gradient of loss with respect to logits.
@@ -23,11 +24,11 @@ struct cross_entropy {
 
 /// logits and labels [batch, classes] of one float dtype; each row of labels is a
 /// probability distribution.
-cross_entropy softmax_cross_entropy_with_logits(output logits, output labels,
+ACTORFLOW_API cross_entropy softmax_cross_entropy_with_logits(output logits, output labels,
                                                 const std::string& name = "");
 /// logits [batch, classes] (float), labels [batch] (int32 or int64) holding class indices in
 /// [0, classes); an index out of range fails the run, naming the label and the class count.
-cross_entropy sparse_softmax_cross_entropy_with_logits(output logits, output labels,
+ACTORFLOW_API cross_entropy sparse_softmax_cross_entropy_with_logits(output logits, output labels,
                                                        const std::string& name = "");
 
 }  // namespace actorflow

@@ -1,28 +1,29 @@
 // Graph sources and state: placeholders, constants, variables and their updates,
 // identity and no_op.
 #pragma once
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
 
 /// A value fed at run time. Dims may be unknown (-1).
-output placeholder(graph& g, dtype type, shape dims, const std::string& name = "");
-output constant(graph& g, tensor value, const std::string& name = "");
+ACTORFLOW_API output placeholder(graph& g, dtype type, shape dims, const std::string& name = "");
+ACTORFLOW_API output constant(graph& g, tensor value, const std::string& name = "");
 template <class T>
 output scalar(graph& g, T value, const std::string& name = "") {
   return constant(g, tensor::scalar<T>(value), name);
 }
-output identity(output x, const std::string& name = "");
+ACTORFLOW_API output identity(output x, const std::string& name = "");
 /// x in the forward pass; no gradient flows back through it.
-output stop_gradient(output x, const std::string& name = "");
+ACTORFLOW_API output stop_gradient(output x, const std::string& name = "");
 /// Does nothing; with control dependencies it groups operations.
-operation no_op(graph& g, const std::string& name = "");
+ACTORFLOW_API operation no_op(graph& g, const std::string& name = "");
 /// Groups operations: the returned op runs after all of them.
-operation group(graph& g, const std::vector<operation>& ops, const std::string& name = "");
+ACTORFLOW_API operation group(graph& g, const std::vector<operation>& ops, const std::string& name = "");
 
 /// A mutable tensor owned by a variable actor; reading it yields its current value.
 /// `initial` (shape must match) becomes its initializer.
-class variable {
+class ACTORFLOW_API variable {
  public:
   variable() = default;
   variable(output value, operation initializer) : value_(value), initializer_(initializer) {}
@@ -41,24 +42,24 @@ class variable {
   operation initializer_;
 };
 
-variable make_variable(output initial, const std::string& name = "");
+ACTORFLOW_API variable make_variable(output initial, const std::string& name = "");
 /// A variable with no initializer: it must be assigned (or restored) before it is read.
-variable make_variable(graph& g, dtype type, shape dims, const std::string& name = "");
+ACTORFLOW_API variable make_variable(graph& g, dtype type, shape dims, const std::string& name = "");
 /// Sets the variable; the output is the new value.
-output assign(const variable& v, output value, const std::string& name = "");
+ACTORFLOW_API output assign(const variable& v, output value, const std::string& name = "");
 /// Adds to the variable in place; the output is the new value.
-output assign_add(const variable& v, output delta, const std::string& name = "");
-output assign_sub(const variable& v, output delta, const std::string& name = "");
+ACTORFLOW_API output assign_add(const variable& v, output delta, const std::string& name = "");
+ACTORFLOW_API output assign_sub(const variable& v, output delta, const std::string& name = "");
 /// True once the variable is set (initialized, assigned or restored); never
 /// fails, unlike reading it.
-output is_variable_initialized(const variable& v, const std::string& name = "");
+ACTORFLOW_API output is_variable_initialized(const variable& v, const std::string& name = "");
 /// Runs every variable initializer in the graph.
-operation global_variables_initializer(graph& g, const std::string& name = "init");
+ACTORFLOW_API operation global_variables_initializer(graph& g, const std::string& name = "init");
 /// True once every variable that global_variables_initializer sets (as the
 /// graph is now) is set. A worker that is not the chief waits for it before
 /// its first step: the chief's initializer sets the variables in no
 /// particular order, so seeing one of them set says nothing of the others.
 /// Variables without an initializer (a worker's own local step) are left out.
-output global_variables_initialized(graph& g, const std::string& name = "ready");
+ACTORFLOW_API output global_variables_initialized(graph& g, const std::string& name = "ready");
 
 }  // namespace actorflow

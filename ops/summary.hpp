@@ -16,6 +16,7 @@
 //    no collections), and returns an invalid output when there is none, where
 //    TensorFlow returns None.
 #pragma once
+#include "core/export.hpp"
 #include <string>
 #include <vector>
 
@@ -26,43 +27,43 @@ namespace actorflow {
 // ---- encoders: the Summary bytes, for values the program already has ----
 
 /// Summary{value{tag, simple_value}}; the value is stored as a float.
-std::string encode_scalar_summary(const std::string& tag, double v);
+ACTORFLOW_API std::string encode_scalar_summary(const std::string& tag, double v);
 /// Summary{value{tag, histo}} with TensorFlow's default buckets (histogram.cc:
 /// 0, ±1e-12 * 1.1^k up to 1e20, ±DBL_MAX), runs of empty buckets collapsed
 /// into one as TensorFlow writes them. Numeric dtypes only; a NaN or infinite
 /// value is an error, as in TensorFlow.
-std::string encode_histogram_summary(const std::string& tag, const tensor& values);
+ACTORFLOW_API std::string encode_histogram_summary(const std::string& tag, const tensor& values);
 /// One Summary.Value per image of an NHWC batch (C in 1, 3, 4), at most
 /// max_images, PNG-encoded. uint8 pixels are stored as they are; float32 and
 /// float64 images are scaled as TensorFlow does (all values >= 0: by
 /// 255 / max; otherwise by 127 / max|v| around 128; non-finite pixels red).
 /// Tags: "tag/image" when max_images is 1, else "tag/image/0", "tag/image/1"...
-std::string encode_image_summary(const std::string& tag, const tensor& images, int max_images = 3);
+ACTORFLOW_API std::string encode_image_summary(const std::string& tag, const tensor& images, int max_images = 3);
 /// The text plugin's form: Summary{value{tag, tensor: a DT_STRING scalar,
 /// metadata{plugin_data{plugin_name: "text"}}}}.
-std::string encode_text_summary(const std::string& tag, const std::string& text);
+ACTORFLOW_API std::string encode_text_summary(const std::string& tag, const std::string& text);
 
 /// The bytes of a summary op's output (a 1-D uint8 tensor).
-std::string summary_bytes(const tensor& serialized);
+ACTORFLOW_API std::string summary_bytes(const tensor& serialized);
 /// A 1-D uint8 tensor holding `bytes`, as the summary ops output.
-tensor summary_tensor(const std::string& bytes);
+ACTORFLOW_API tensor summary_tensor(const std::string& bytes);
 
 // ---- graph ops: each outputs a 1-D uint8 tensor, the serialized Summary ----
 
 /// A scalar summary of a numeric 0-d value.
-output scalar_summary(const std::string& tag, output value, const std::string& name = "");
+ACTORFLOW_API output scalar_summary(const std::string& tag, output value, const std::string& name = "");
 /// A histogram of every element of `values` (numeric).
-output histogram_summary(const std::string& tag, output values, const std::string& name = "");
+ACTORFLOW_API output histogram_summary(const std::string& tag, output values, const std::string& name = "");
 /// Images of a rank-4 NHWC batch (uint8, float32 or float64; C in 1, 3, 4).
-output image_summary(const std::string& tag, output images, int max_images = 3,
+ACTORFLOW_API output image_summary(const std::string& tag, output images, int max_images = 3,
                      const std::string& name = "");
 /// A text summary of a string fixed when the graph is built.
-output text_summary(graph& g, const std::string& tag, const std::string& text,
+ACTORFLOW_API output text_summary(graph& g, const std::string& tag, const std::string& text,
                     const std::string& name = "");
 /// One Summary holding every value of `summaries`; a tag seen twice is an error
 /// (TensorFlow's MergeSummary).
-output merge_summary(const std::vector<output>& summaries, const std::string& name = "");
+ACTORFLOW_API output merge_summary(const std::vector<output>& summaries, const std::string& name = "");
 /// merge_summary of every summary op in g (not merges); invalid when g has none.
-output merge_all_summaries(graph& g, const std::string& name = "");
+ACTORFLOW_API output merge_all_summaries(graph& g, const std::string& name = "");
 
 }  // namespace actorflow

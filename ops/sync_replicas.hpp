@@ -18,11 +18,12 @@
 // exactly the dense one, and sgd and adagrad then update only those rows.
 // optimizer_options::row_updates = false accumulates every gradient densely.
 #pragma once
+#include "core/export.hpp"
 #include "ops/train.hpp"
 
 namespace actorflow {
 
-struct sync_replicas_ops {
+struct ACTORFLOW_API sync_replicas_ops {
   /// A worker's step: apply its gradients, wait for a token, take it as local_step.
   operation worker_train;
   /// The chief's step: aggregate, apply, advance the global step, hand out tokens.
@@ -44,7 +45,7 @@ struct sync_replicas_ops {
 /// workers of which the first `replicas_to_aggregate` (m, 1 <= m <= n) of each
 /// step count. `worker_device` is this worker's device ("/job:worker/task:1"),
 /// where its local step lives.
-sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_aggregate,
+ACTORFLOW_API sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_aggregate,
                                 int total_replicas, const std::string& worker_device);
 
 }  // namespace actorflow

@@ -31,6 +31,7 @@
 // - unstack_to_tensor_array makes a new array; TF's unstack writes into an
 //   existing one (use scatter with indices 0..n-1 for that).
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -41,7 +42,7 @@ namespace actorflow {
 
 /// A tensor array as it flows through a graph: its two tensors plus what the
 /// builder knows of it. Values, cheap to copy; each write gives a new one.
-struct tensor_array {
+struct ACTORFLOW_API tensor_array {
   output data;     ///< [capacity, element dims...]
   output written;  ///< bool [capacity]
   /// Writes past the end grow the array (else they fail).
@@ -78,12 +79,12 @@ struct tensor_array {
 
 /// An array of `size` elements of `element_shape` (fully defined) and `type`,
 /// none written yet: data is zeros, written all false.
-tensor_array make_tensor_array(graph& g, dtype type, int64_t size, shape element_shape,
+ACTORFLOW_API tensor_array make_tensor_array(graph& g, dtype type, int64_t size, shape element_shape,
                                bool dynamic_size = false, const std::string& name = "tensor_array");
 
 /// A fixed-size array holding the rows of value [n, element dims...], all
 /// written. data is value itself: no copy.
-tensor_array unstack_to_tensor_array(output value, const std::string& name = "");
+ACTORFLOW_API tensor_array unstack_to_tensor_array(output value, const std::string& name = "");
 
 /// Gradient helper: {x [m, elem...] with the rows at indices (int scalar or
 /// [k], not negative) zeroed, truncated or zero-padded along dim 0 to like's
@@ -92,7 +93,7 @@ tensor_array unstack_to_tensor_array(output value, const std::string& name = "")
 /// op so that the clearing may happen in place. The op also takes just (x, indices) with an attr
 /// `rows` (the gradients use that where the capacity is static, so as not to hold the forward
 /// array).
-std::pair<output, output> tensor_array_clear_rows(output x, output indices, output like,
+ACTORFLOW_API std::pair<output, output> tensor_array_clear_rows(output x, output indices, output like,
                                                   const std::string& name = "");
 
 }  // namespace actorflow

@@ -5,6 +5,7 @@
 //   operation train = opt->minimize(loss);   // one op: every update, then global_step += 1
 //   for (...) s.run({{x, batch}}, {loss}, {train});
 #pragma once
+#include "core/export.hpp"
 #include <memory>
 #include <utility>
 
@@ -15,10 +16,10 @@ namespace actorflow {
 
 /// The graph's int64 scalar "global_step" variable (initialized to 0), made on first use.
 /// minimize() increments it once per step, after every update.
-variable global_step(graph& g);
+ACTORFLOW_API variable global_step(graph& g);
 
 /// A learning rate: a fixed number, or a float scalar computed in the graph (a schedule).
-class learning_rate {
+class ACTORFLOW_API learning_rate {
  public:
   learning_rate(double value) : value_(value) {}
   learning_rate(output value) : tensor_(value) {}
@@ -30,7 +31,7 @@ class learning_rate {
   output tensor_;
 };
 
-struct optimizer_options {
+struct ACTORFLOW_API optimizer_options {
   /// L2 penalty: weight_decay * w is added to each gradient (as PyTorch does).
   double weight_decay = 0;
   /// When > 0, gradients are scaled together so their global norm is at most this.
@@ -49,9 +50,9 @@ using grads_and_vars = std::vector<std::pair<output, variable>>;
 /// The gradient rows and their indices when `grad` is the gradient of a
 /// gather from `v` along axis 0 (a scatter_add_like into v's shape): an
 /// embedding table's, or one shard's. Both empty otherwise.
-std::pair<output, output> gathered_rows_of(const output& grad, const variable& v);
+ACTORFLOW_API std::pair<output, output> gathered_rows_of(const output& grad, const variable& v);
 
-class optimizer {
+class ACTORFLOW_API optimizer {
  public:
   explicit optimizer(learning_rate lr, optimizer_options options = {})
       : lr_(std::move(lr)), options_(options) {}
@@ -87,7 +88,7 @@ class optimizer {
 };
 
 /// w -= lr * g
-class sgd : public optimizer {
+class ACTORFLOW_API sgd : public optimizer {
  public:
   explicit sgd(learning_rate lr, optimizer_options o = {}) : optimizer(std::move(lr), o) {}
 
@@ -97,7 +98,7 @@ class sgd : public optimizer {
 };
 
 /// v = mu * v + g; w -= lr * v (Nesterov: w -= lr * (g + mu * v)).
-class momentum : public optimizer {
+class ACTORFLOW_API momentum : public optimizer {
  public:
   momentum(learning_rate lr, double mu = 0.9, bool nesterov = false, optimizer_options o = {})
       : optimizer(std::move(lr), o), mu_(mu), nesterov_(nesterov) {}
@@ -111,7 +112,7 @@ class momentum : public optimizer {
 };
 
 /// Adam with bias correction (Kingma and Ba), PyTorch's epsilon placement.
-class adam : public optimizer {
+class ACTORFLOW_API adam : public optimizer {
  public:
   explicit adam(learning_rate lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
                 double epsilon = 1e-8, optimizer_options o = {})
@@ -125,7 +126,7 @@ class adam : public optimizer {
 };
 
 /// ms = rho * ms + (1 - rho) g^2; w -= lr * g / (sqrt(ms) + eps), with optional momentum.
-class rmsprop : public optimizer {
+class ACTORFLOW_API rmsprop : public optimizer {
  public:
   explicit rmsprop(learning_rate lr = 1e-3, double rho = 0.9, double epsilon = 1e-8,
                    double mu = 0.0, optimizer_options o = {})
@@ -139,7 +140,7 @@ class rmsprop : public optimizer {
 };
 
 /// acc += g^2; w -= lr * g / (sqrt(acc) + eps); acc starts at initial_accumulator.
-class adagrad : public optimizer {
+class ACTORFLOW_API adagrad : public optimizer {
  public:
   explicit adagrad(learning_rate lr = 0.01, double initial_accumulator = 0.1,
                    double epsilon = 1e-10, optimizer_options o = {})
@@ -155,53 +156,53 @@ class adagrad : public optimizer {
 
 /// "sgd", "momentum", "nesterov", "adam", "rmsprop" or "adagrad" with default
 /// hyper-parameters; throws naming the choices for any other name.
-std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
+ACTORFLOW_API std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
                                           optimizer_options options = {});
 
 /// The global norm of some gradients (TensorFlow's global_norm) and the factor
 /// clip_norm / max(global_norm, clip_norm) that clips them.
-struct global_norm_clip {
+struct ACTORFLOW_API global_norm_clip {
   output global_norm;
   output scale;
 };
-global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
+ACTORFLOW_API global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
 
 /// The gradients scaled by that factor, and the norm.
-struct clipped_gradients {
+struct ACTORFLOW_API clipped_gradients {
   std::vector<output> grads;
   output global_norm;
 };
-clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
+ACTORFLOW_API clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
 
 // ---- learning-rate schedules: float32 scalars computed from the global step ----
 
 /// lr0 * rate^(step / decay_steps) (the exponent floored when staircase).
-output exponential_decay(const variable& step, double lr0, int64_t decay_steps, double rate,
+ACTORFLOW_API output exponential_decay(const variable& step, double lr0, int64_t decay_steps, double rate,
                          bool staircase = false);
 /// values[i] while step < boundaries[i] (boundaries ascending; one more value than boundaries).
-output piecewise_constant(const variable& step, std::vector<int64_t> boundaries,
+ACTORFLOW_API output piecewise_constant(const variable& step, std::vector<int64_t> boundaries,
                           std::vector<double> values);
 /// lr0 * ((1 - alpha) * (1 + cos(pi * min(step, decay_steps) / decay_steps)) / 2 + alpha).
-output cosine_decay(const variable& step, double lr0, int64_t decay_steps, double alpha = 0.0);
+ACTORFLOW_API output cosine_decay(const variable& step, double lr0, int64_t decay_steps, double alpha = 0.0);
 
 // ---- initializers: random tensors scaled by fan-in and fan-out ----
 // For a matrix [in, out] the fans are its dims; for a conv filter [h, w, in, out]
 // they are h*w*in and h*w*out.
 
 /// Uniform in +-sqrt(6 / (fan_in + fan_out)).
-output glorot_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+ACTORFLOW_API output glorot_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
 /// Truncated normal with stddev sqrt(2 / (fan_in + fan_out)).
-output glorot_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+ACTORFLOW_API output glorot_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
 /// Uniform in +-sqrt(6 / fan_in).
-output he_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+ACTORFLOW_API output he_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
 /// Truncated normal with stddev sqrt(2 / fan_in).
-output he_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+ACTORFLOW_API output he_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
 
 /// Inverted dropout: each element is zeroed with probability `rate` and the
 /// rest scaled by 1 / (1 - rate). The mask depends only on (seed, counter,
 /// element index), so feeding the global step as `counter` makes training
 /// reproducible across a checkpoint restore. Build it into the training graph
 /// only; evaluation graphs leave it out.
-output dropout(output x, double rate, output counter, int64_t seed);
+ACTORFLOW_API output dropout(output x, double rate, output counter, int64_t seed);
 
 }  // namespace actorflow

@@ -21,6 +21,7 @@
 // throw actorflow::error "[load_checkpoint] <path>: <what was wrong>", never
 // crash and never allocate more than the file's size.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
@@ -31,7 +32,7 @@
 namespace actorflow {
 
 /// What a checkpoint holds.
-struct checkpoint_data {
+struct ACTORFLOW_API checkpoint_data {
   int64_t global_step = 0;
   /// Variable name -> value and slots.
   std::map<std::string, variable_state> variables;
@@ -47,25 +48,25 @@ inline constexpr size_t default_checkpoint_chunk_bytes = size_t{64} << 20;
 /// bytes go in runs of at most `chunk_bytes` (1 .. max_capnp_data_bytes).
 /// Throws "[save_checkpoint] <path>: ..." for an invalid tensor or name, or
 /// when the file cannot be written.
-void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
+ACTORFLOW_API void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
                           size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Reads a file written by save_checkpoint_file. Throws
 /// "[load_checkpoint] <path>: <what was wrong>" for a missing, unreadable,
 /// truncated, corrupted or invalid file.
-checkpoint_data load_checkpoint_file(const std::string& path);
+ACTORFLOW_API checkpoint_data load_checkpoint_file(const std::string& path);
 
 /// The bytes save_checkpoint_file writes (header and payload).
-std::string serialize_checkpoint(const checkpoint_data& data,
+ACTORFLOW_API std::string serialize_checkpoint(const checkpoint_data& data,
                                  size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Reads serialize_checkpoint's bytes (which may be unaligned); errors read
 /// "[deserialize_checkpoint] <source_name>: <what was wrong>".
-checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name);
+ACTORFLOW_API checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name);
 
 /// Puts the header in front of a payload (a flat Cap'n Proto message). For
 /// tests and the fuzz target, which craft payloads and need them to pass the
 /// checksum.
-std::string frame_checkpoint_payload(std::string_view payload);
+ACTORFLOW_API std::string frame_checkpoint_payload(std::string_view payload);
 
 }  // namespace actorflow

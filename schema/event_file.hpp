@@ -11,6 +11,7 @@
 // every whole record and then stops, saying the tail was truncated; a CRC that
 // does not match is an error naming the record's offset.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,18 +23,18 @@ namespace actorflow {
 
 /// CRC32C (Castagnoli), continued from `crc` (0 to start):
 /// crc32c("123456789") == 0xE3069283.
-uint32_t crc32c(std::string_view data, uint32_t crc = 0);
+ACTORFLOW_API uint32_t crc32c(std::string_view data, uint32_t crc = 0);
 /// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
-uint32_t masked_crc32c(std::string_view data);
+ACTORFLOW_API uint32_t masked_crc32c(std::string_view data);
 /// One TFRecord: length, its masked CRC, the data, the data's masked CRC.
-std::string frame_record(std::string_view data);
+ACTORFLOW_API std::string frame_record(std::string_view data);
 
 /// Names an event file to write directly, rather than a log directory.
-struct event_file_path {
+struct ACTORFLOW_API event_file_path {
   std::string path;
 };
 
-class event_file_writer {
+class ACTORFLOW_API event_file_writer {
  public:
   /// Creates `logdir` (and its parents) and a new event file in it. Throws
   /// actorflow::error naming the directory or file and the system's reason.
@@ -74,7 +75,7 @@ class event_file_writer {
   std::string failed_;
 };
 
-class event_file_reader {
+class ACTORFLOW_API event_file_reader {
  public:
   /// Reads the whole file; throws naming it when it cannot be read.
   explicit event_file_reader(const std::string& path);

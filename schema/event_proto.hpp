@@ -7,6 +7,7 @@
 // Summaries are written by ops/summary (which this room may not include), so
 // here they are only decoded: what a reader of event files needs to check them.
 #pragma once
+#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,20 +20,20 @@ namespace actorflow {
 
 /// HistogramProto: buckets as TensorFlow writes them (bucket i counts the
 /// values in (bucket_limit[i-1], bucket_limit[i]]).
-struct histogram_value {
+struct ACTORFLOW_API histogram_value {
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
   std::vector<double> bucket_limit, bucket;
 };
 
 /// Summary.Image: an encoded (PNG) image.
-struct image_value {
+struct ACTORFLOW_API image_value {
   int64_t height = 0, width = 0, colorspace = 0;
   std::string encoded;
 };
 
 /// The parts of a TensorProto that summaries use (text summaries: a DT_STRING
 /// scalar in string_val).
-struct tensor_value {
+struct ACTORFLOW_API tensor_value {
   int64_t dtype = 0;  // TensorFlow's DataType enum (DT_STRING = 7)
   std::vector<int64_t> dims;
   std::vector<std::string> string_val;
@@ -40,7 +41,7 @@ struct tensor_value {
 };
 
 /// One Summary.Value.
-struct summary_value {
+struct ACTORFLOW_API summary_value {
   enum class kind { none, simple_value, histo, image, tensor };
   std::string tag;
   kind what = kind::none;
@@ -53,11 +54,11 @@ struct summary_value {
 
 /// Decodes a serialized Summary; throws "[where] ..." naming the offset for
 /// malformed bytes.
-std::vector<summary_value> decode_summary(std::string_view bytes,
+ACTORFLOW_API std::vector<summary_value> decode_summary(std::string_view bytes,
                                           const std::string& where = "Summary");
 
 /// One Event. `summary_bytes` is the Summary as stored; `summary` its decoding.
-struct event {
+struct ACTORFLOW_API event {
   double wall_time = 0;
   int64_t step = 0;
   std::string file_version;
@@ -69,27 +70,27 @@ struct event {
 
 /// Serializes the event's wall_time, step, file_version, graph_def and (when
 /// has_summary) summary_bytes.
-std::string encode_event(const event& e);
+ACTORFLOW_API std::string encode_event(const event& e);
 /// Decodes an Event and the Summary in it.
-event decode_event(std::string_view bytes, const std::string& where = "Event");
+ACTORFLOW_API event decode_event(std::string_view bytes, const std::string& where = "Event");
 
 /// The GraphDef TensorBoard draws for g: one NodeDef per node with its name,
 /// op, inputs ("name", "name:1", "^control"), device and attributes, plus
 /// "T" (output 0's dtype, when the node has no "T" or "dtype" attribute) and
 /// "_output_shapes" (unknown dims as -1), which TensorBoard shows on edges.
 /// Constants' tensors larger than 1 MiB keep their dtype and shape only.
-std::string encode_graph_def(const graph& g);
+ACTORFLOW_API std::string encode_graph_def(const graph& g);
 
 /// A NodeDef as read back; attributes as their serialized AttrValue.
-struct graph_def_node {
+struct ACTORFLOW_API graph_def_node {
   std::string name, op, device;
   std::vector<std::string> inputs;
   std::map<std::string, std::string> attrs;
 };
-std::vector<graph_def_node> decode_graph_def(std::string_view bytes,
+ACTORFLOW_API std::vector<graph_def_node> decode_graph_def(std::string_view bytes,
                                              const std::string& where = "GraphDef");
 
 /// TensorFlow's DataType enum value for a dtype (DT_FLOAT = 1, ...).
-int tf_datatype(dtype t);
+ACTORFLOW_API int tf_datatype(dtype t);
 
 }  // namespace actorflow

@@ -9,6 +9,7 @@
 //   which is not an earlier node
 // and never crashes or allocates without bound.
 #pragma once
+#include "core/export.hpp"
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,18 +21,18 @@ namespace actorflow {
 /// Writes g to `path`: first to path + ".tmp", then renamed over `path`, so a
 /// crash mid-write never leaves a half-written file. Throws naming the path and
 /// the system's reason when a file cannot be opened, written or renamed.
-void save_graph(const graph& g, const std::string& path);
+ACTORFLOW_API void save_graph(const graph& g, const std::string& path);
 
 /// Reads a graph written by save_graph. Throws actorflow::error
 /// "[load_graph] <path>: <what was wrong>" for a missing, unreadable, truncated,
 /// corrupted or invalid file.
-std::unique_ptr<graph> load_graph(const std::string& path);
+ACTORFLOW_API std::unique_ptr<graph> load_graph(const std::string& path);
 
 /// The bytes save_graph would write (a flat, unpacked Cap'n Proto message).
-std::string serialize_graph(const graph& g);
+ACTORFLOW_API std::string serialize_graph(const graph& g);
 
 /// Rebuilds a graph from serialize_graph's bytes (which may be unaligned);
 /// errors read "[deserialize_graph] <source_name>: <what was wrong>".
-std::unique_ptr<graph> deserialize_graph(std::string_view bytes, const std::string& source_name);
+ACTORFLOW_API std::unique_ptr<graph> deserialize_graph(std::string_view bytes, const std::string& source_name);
 
 }  // namespace actorflow

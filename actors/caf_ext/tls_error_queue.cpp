@@ -91,12 +91,16 @@ extern "C" {
   return result;
 }
 
-int SSL_read(SSL* ssl, void* buf, int num) __attribute__((alias("actorflow_ssl_read")));
-int SSL_write(SSL* ssl, const void* buf, int num) __attribute__((alias("actorflow_ssl_write")));
+// Default visibility, explicitly: the library is compiled with hidden
+// visibility, and a hidden SSL_read would interpose nothing.
+[[gnu::visibility("default")]] int SSL_read(SSL* ssl, void* buf, int num)
+    __attribute__((alias("actorflow_ssl_read")));
+[[gnu::visibility("default")]] int SSL_write(SSL* ssl, const void* buf, int num)
+    __attribute__((alias("actorflow_ssl_write")));
 
 }  // extern "C"
 
-extern "C" int SSL_connect(SSL* ssl) {
+extern "C" [[gnu::visibility("default")]] int SSL_connect(SSL* ssl) {
   static const auto next = libssl_function<int (*)(SSL*)>("SSL_connect");
   ERR_clear_error();
   int result = next(ssl);
@@ -104,7 +108,7 @@ extern "C" int SSL_connect(SSL* ssl) {
   return result;
 }
 
-extern "C" int SSL_accept(SSL* ssl) {
+extern "C" [[gnu::visibility("default")]] int SSL_accept(SSL* ssl) {
   static const auto next = libssl_function<int (*)(SSL*)>("SSL_accept");
   ERR_clear_error();
   int result = next(ssl);

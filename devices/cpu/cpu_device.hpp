@@ -2,6 +2,7 @@
 // expensive kernels; the arena's threads run them and send the results on,
 // so no CAF scheduler thread blocks on a long kernel.
 #pragma once
+#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <oneapi/tbb/task_arena.h>
 
@@ -10,7 +11,7 @@
 
 namespace actorflow {
 
-struct cpu_device {
+struct ACTORFLOW_API cpu_device {
   caf::actor actor;
   /// Tasks handed to the arena and not yet finished; shutdown waits for zero,
   /// since a finishing task still sends messages and drops actor handles.
@@ -19,7 +20,7 @@ struct cpu_device {
 
 /// Spawns the device actor for `arena`, which must outlive it; `in_flight`
 /// (a new counter when null) counts its tasks.
-cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
+ACTORFLOW_API cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
                             std::shared_ptr<std::atomic<int64_t>> in_flight = nullptr);
 
 }  // namespace actorflow

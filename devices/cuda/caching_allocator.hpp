@@ -12,6 +12,7 @@
 // old work (stream order). So the step path never calls the backend once the
 // cache holds what a step needs: no cudaMalloc per step.
 #pragma once
+#include "core/export.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -25,7 +26,7 @@
 namespace actorflow::gpu {
 
 /// Where a caching allocator gets raw memory from.
-class memory_backend {
+class ACTORFLOW_API memory_backend {
  public:
   virtual ~memory_backend() = default;
   /// At least `bytes` bytes, aligned to 256; throws actorflow::error when it has none.
@@ -36,11 +37,11 @@ class memory_backend {
 };
 
 /// Plain host memory, 256-byte aligned: the backend of the allocator's tests.
-std::unique_ptr<memory_backend> make_host_backend();
+ACTORFLOW_API std::unique_ptr<memory_backend> make_host_backend();
 
 /// A point in one stream's work, done once the stream has run everything
 /// enqueued before it (on a GPU: a recorded cudaEvent).
-class fence {
+class ACTORFLOW_API fence {
  public:
   virtual ~fence() = default;
   /// Never blocks.
@@ -51,7 +52,7 @@ class fence {
 /// freed block is free at once).
 using fence_factory = std::function<std::unique_ptr<fence>(int stream)>;
 
-struct allocator_stats {
+struct ACTORFLOW_API allocator_stats {
   size_t bytes_in_use = 0;   // handed out and not given back
   size_t bytes_pending = 0;  // given back, waiting for their streams' work
   size_t bytes_cached = 0;   // in the free bins
@@ -61,14 +62,14 @@ struct allocator_stats {
   int64_t reuses = 0;  // allocations served from the cache
 };
 
-struct caching_allocator_options {
+struct ACTORFLOW_API caching_allocator_options {
   /// A block used on one stream only may go at once to the next allocation on
   /// that stream. Right for device memory; wrong for pinned staging buffers,
   /// which the host writes at once, not in stream order.
   bool stream_ordered_reuse = true;
 };
 
-class caching_allocator {
+class ACTORFLOW_API caching_allocator {
  public:
   caching_allocator(std::unique_ptr<memory_backend> backend, fence_factory make_fence,
                     caching_allocator_options options = {});

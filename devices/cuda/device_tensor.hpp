@@ -4,6 +4,7 @@
 // handle drops, the block goes back to its allocator, which reuses it only
 // after the streams that used it have run their work (see caching_allocator).
 #pragma once
+#include "core/export.hpp"
 #include <memory>
 #include <string>
 
@@ -13,7 +14,7 @@
 
 namespace actorflow::gpu {
 
-class device_tensor {
+class ACTORFLOW_API device_tensor {
  public:
   /// An empty handle; valid() is false.
   device_tensor() = default;

@@ -8,6 +8,7 @@
 // CPU stand-in that runs each stream's work on a thread of its own, which is
 // how the protocol is tested on machines without a GPU.
 #pragma once
+#include "core/export.hpp"
 #include <atomic>
 #include <caf/all.hpp>
 #include <cstdint>
@@ -20,7 +21,7 @@
 namespace actorflow::gpu {
 
 /// A few in-order queues of asynchronous work.
-class stream_executor {
+class ACTORFLOW_API stream_executor {
  public:
   virtual ~stream_executor() = default;
   virtual int num_streams() const = 0;
@@ -36,7 +37,7 @@ class stream_executor {
 };
 
 /// Work for one stream: `work` enqueues it (see stream_executor::launch).
-struct gpu_task {
+struct ACTORFLOW_API gpu_task {
   int stream = 0;
   std::function<void()> work;
   /// Echoed in the completion message, so the sender can match it.
@@ -46,7 +47,7 @@ struct gpu_task {
 /// The completion of a gpu_task: (gpu_done_atom, id, error), error "" on success.
 using gpu_done_atom = caf::atom_constant<caf::atom("gpu_done")>;
 
-struct gpu_device {
+struct ACTORFLOW_API gpu_device {
   caf::actor actor;
   /// Tasks launched and not completed yet; shutdown waits for zero.
   std::shared_ptr<std::atomic<int64_t>> in_flight;
@@ -55,7 +56,7 @@ struct gpu_device {
 /// Spawns the device actor over `streams`. It understands (run_atom, gpu_task)
 /// and answers each with one (gpu_done_atom, id, error) message to the sender,
 /// also when launching fails (bad stream, a throwing work function).
-gpu_device spawn_gpu_device(caf::actor_system& system, std::shared_ptr<stream_executor> streams);
+ACTORFLOW_API gpu_device spawn_gpu_device(caf::actor_system& system, std::shared_ptr<stream_executor> streams);
 
 }  // namespace actorflow::gpu
 

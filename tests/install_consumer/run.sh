@@ -26,6 +26,20 @@ for internal in actors/messages.hpp actors/node_plan.hpp actors/cancelled_steps.
                 ops/math_detail.hpp ops/cuda/launch.hpp actors/caf_ext/scheduler.hpp; do
   [ ! -e "$inc/$internal" ] || fail "internal header installed: $internal"
 done
+# libactorflow exports what the public headers mark ACTORFLOW_API (and the SSL
+# interposer), nothing of the runtime's internals.
+nm -DC --defined-only "$scratch/prefix/lib/libactorflow.so" > "$scratch/exports.txt"
+for public in 'actorflow::session::run(' 'actorflow::graph::add_node(' 'typeinfo for actorflow::error' \
+              'actorflow::op_registrar::op_registrar(' ' SSL_read'; do
+  grep -qF "$public" "$scratch/exports.txt" || fail "libactorflow does not export $public"
+done
+for internal in 'actorflow::node_plan' 'actorflow::loop_gate' 'actorflow::spinning_multiplexer' \
+                'actorflow::step_value' 'actorflow::thread_streams' 'actorflow::executable::'; do
+  if grep -F "$internal" "$scratch/exports.txt" | head -2; then
+    fail "libactorflow exports an internal: $internal"
+  fi
+done
+echo "libactorflow exports $(wc -l < "$scratch/exports.txt") symbols"
 if grep -rn '#include "' "$inc" > "$scratch/quoted.txt"; then
   fail "installed headers with quoted includes: $(head -3 "$scratch/quoted.txt")"
 fi

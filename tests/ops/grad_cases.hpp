@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/op_registry.hpp"
+#include "ops/case_list.hpp"
 
 namespace actorflow::testing {
 
@@ -27,12 +28,15 @@ struct grad_case {
   double eps = 1e-6;
 };
 
-std::vector<grad_case>& grad_cases();
+case_list<grad_case>& grad_case_list();
+/// Every registered case (built on first call).
+inline std::vector<grad_case>& grad_cases() { return grad_case_list().all(); }
 
 struct grad_case_registrar {
   explicit grad_case_registrar(std::vector<grad_case> cases) {
-    for (auto& c : cases) grad_cases().push_back(std::move(c));
+    grad_case_list().add(std::move(cases));
   }
+  explicit grad_case_registrar(case_list<grad_case>::factory make) { grad_case_list().add(make); }
 };
 
 }  // namespace actorflow::testing

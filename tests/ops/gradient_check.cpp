@@ -20,8 +20,8 @@
 
 namespace actorflow::testing {
 
-std::vector<grad_case>& grad_cases() {
-  static std::vector<grad_case> cases;
+case_list<grad_case>& grad_case_list() {
+  static case_list<grad_case> cases;
   return cases;
 }
 

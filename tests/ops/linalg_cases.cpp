@@ -275,7 +275,7 @@ std::vector<op_case> device_cases() {
   return cases;
 }
 
-const op_case_registrar device_registration(device_cases());
+const op_case_registrar device_registration(device_cases);
 
 // ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
 
@@ -313,7 +313,7 @@ std::vector<grad_case> gradient_cases() {
   return c;
 }
 
-const grad_case_registrar gradient_registration(gradient_cases());
+const grad_case_registrar gradient_registration(gradient_cases);
 
 // Compares gemm with a naive product for every transpose combination.
 template <class T>

@@ -443,7 +443,7 @@ std::vector<op_case> device_cases() {
   return cases;
 }
 
-const op_case_registrar device_registration(device_cases());
+const op_case_registrar device_registration(device_cases);
 
 // ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
 
@@ -477,7 +477,7 @@ std::vector<grad_case> gradient_cases() {
   return cases;
 }
 
-const grad_case_registrar gradient_registration(gradient_cases());
+const grad_case_registrar gradient_registration(gradient_cases);
 
 }  // namespace
 }  // namespace actorflow::testing

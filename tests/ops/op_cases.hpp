@@ -37,6 +37,7 @@
 #include "actors/placement.hpp"
 #include "core/op_registry.hpp"
 #include "ops/case_inputs.hpp"
+#include "ops/case_list.hpp"
 #include "ops/compare.hpp"
 #include "ops/grad_cases.hpp"
 
@@ -60,12 +61,13 @@ struct op_case {
   std::string expect_error;
 };
 
-std::vector<op_case>& op_cases();
+case_list<op_case>& op_case_list();
+/// Every registered case (built on first call).
+inline std::vector<op_case>& op_cases() { return op_case_list().all(); }
 
 struct op_case_registrar {
-  explicit op_case_registrar(std::vector<op_case> cases) {
-    for (auto& c : cases) op_cases().push_back(std::move(c));
-  }
+  explicit op_case_registrar(std::vector<op_case> cases) { op_case_list().add(std::move(cases)); }
+  explicit op_case_registrar(case_list<op_case>::factory make) { op_case_list().add(make); }
 };
 
 /// A tensor from values in row-major order: make<float>({2,2}, {1,2,3,4}).

@@ -408,7 +408,7 @@ std::vector<op_case> device_cases() {
   return cases;
 }
 
-const op_case_registrar device_registration(device_cases());
+const op_case_registrar device_registration(device_cases);
 
 // ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
 
@@ -465,7 +465,7 @@ std::vector<grad_case> gradient_cases() {
   return cases;
 }
 
-const grad_case_registrar gradient_registration(gradient_cases());
+const grad_case_registrar gradient_registration(gradient_cases);
 
 // Reference reduction in double over `axes` (sorted, distinct) of a dense tensor.
 std::vector<double> naive_reduce(const std::vector<float>& x, const std::vector<int64_t>& dims,

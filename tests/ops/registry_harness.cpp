@@ -5,8 +5,8 @@
 
 namespace actorflow::testing {
 
-std::vector<op_case>& op_cases() {
-  static std::vector<op_case> cases;
+case_list<op_case>& op_case_list() {
+  static case_list<op_case> cases;
   return cases;
 }
 

@@ -230,7 +230,7 @@ std::vector<op_case> device_cases() {
   return cases;
 }
 
-const op_case_registrar device_registration(device_cases());
+const op_case_registrar device_registration(device_cases);
 
 // ---- gradient cases (the numeric gradient check, gradient_check.cpp) ----
 
@@ -260,7 +260,7 @@ std::vector<grad_case> gradient_cases() {
   return c;
 }
 
-const grad_case_registrar gradient_registration(gradient_cases());
+const grad_case_registrar gradient_registration(gradient_cases);
 
 TEST_CASE("softmax over many rows (parallel path) sums to one per row") {
   const int64_t rows = 3000, cols = 37;

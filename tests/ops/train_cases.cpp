@@ -98,7 +98,7 @@ std::vector<grad_case> gradient_cases() {
   return c;
 }
 
-const grad_case_registrar gradient_registration(gradient_cases());
+const grad_case_registrar gradient_registration(gradient_cases);
 
 }  // namespace
 }  // namespace actorflow::testing
