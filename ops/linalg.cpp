@@ -18,6 +18,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "devices/cpu/gemm_library.hpp"
 #include "ops/op_util.hpp"
 #include "ops/reduce.hpp"
 
@@ -36,13 +37,18 @@ template <class T>
 using mutable_rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
                                 0, Eigen::OuterStride<>>;
 
-// One Eigen product for rows [r0, r1) and columns [c0, c1) of c = op(a) x op(b). The operands are
-// strided views into the full matrices; a transposed operand is a transposed view (Eigen's GEMM
-// packs either storage order, so nothing is copied to transpose).
+// One product for rows [r0, r1) and columns [c0, c1) of c = op(a) x op(b), on this thread: the
+// CPU GEMM library's for floats where one was built in (devices/cpu/gemm_library.hpp), Eigen's
+// otherwise. The operands are strided views into the full matrices; a transposed operand is a
+// transposed view (both libraries pack either storage order, so nothing is copied to transpose).
 template <class T>
 void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                 int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu::library_sgemm(ta, tb, rows, cols, k, ta ? a + r0 : a + r0 * k, ta ? m : k,
+                           tb ? b + c0 * k : b + c0, tb ? k : n, c + r0 * n + c0, n))
+      return;
   mutable_rows<T> out(c + r0 * n + c0, rows, cols, Eigen::OuterStride<>(n));
   if (!ta) {
     const_rows<T> lhs(a + r0 * k, rows, k, Eigen::OuterStride<>(k));

@@ -15,6 +15,7 @@
 
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
+#include "devices/cpu/gemm_library.hpp"
 #include "devices/cuda/gpu_support.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
@@ -24,9 +25,9 @@
 #include "perf/bench_control.hpp"
 #include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
+#include "perf/bench_gemm.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
-#include "perf/eigen_baseline.hpp"
 
 using namespace actorflow;
 using namespace actorflow::bench;
@@ -126,24 +127,6 @@ double cond_step_us(bool with_cond) {
   return secs / steps * 1e6;
 }
 
-double session_gemm_gflops(int m, int k, int n) {
-  graph g;
-  auto a = placeholder(g, dtype::float32, {m, k}, "a");
-  auto b = placeholder(g, dtype::float32, {k, n}, "b");
-  auto c = matmul(a, b);
-  session s(g);
-  auto random = [](int rows, int cols) {
-    tensor t(dtype::float32, {rows, cols});
-    t.mutable_flat<float>() = Eigen::ArrayXf::Random(t.num_elements());
-    return t;
-  };
-  feed_list feeds{{a, random(m, k)}, {b, random(k, n)}};
-  double flops = 2.0 * m * k * n;
-  int repeats = flops > 1e9 ? 10 : 50;
-  double secs = median_seconds(repeats, 3, [&] { s.run(feeds, {c}); });
-  return flops / secs / 1e9;
-}
-
 // The PyTorch reference, when python3-torch is installed.
 std::optional<double> torch_chain_us_per_op() {
   static const std::regex line(R"(scalar add chain: ([0-9.]+) us/op)");
@@ -178,8 +161,8 @@ void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
 }
 
 int main(int argc, char** argv) {
-  // Eigen's baseline uses OpenMP; idle OpenMP threads must not spin while
-  // the session runs.
+  // oneDNN runs on OpenMP (one thread per caller, devices/cpu/gemm_library.cpp);
+  // should any OpenMP thread idle, it must not spin while the session runs.
   setenv("OMP_WAIT_POLICY", "passive", 0);
   CLI::App app{"actorflow benchmarks: runtime overhead and kernels, beside their references"};
   bool json = false;
@@ -248,30 +231,34 @@ int main(int argc, char** argv) {
     add_lstm_lm_rows(add_row, add_failure);
   }
   if (wanted("gemm"))
-    for (auto [m, k, n, tag] :
-         {std::tuple{128, 784, 512, "128x784x512"}, std::tuple{1024, 1024, 1024, "1024"}}) {
-      // Alternating rounds, each side's median: the machine's load drifts,
-      // and a drift between two long blocks would skew the ratio.
-      std::vector<double> eigen_rounds, session_rounds;
-      for (int round = 0; round < 5; ++round) {
-        eigen_rounds.push_back(eigen_gemm_gflops(m, k, n, threads));
-        session_rounds.push_back(session_gemm_gflops(m, k, n));
-      }
-      double eigen = median(eigen_rounds);
-      double sess = median(session_rounds);
-      add_row(fmt::format("eigen_gflops_{}", tag), eigen, "GFLOP/s",
-              "Eigen alone, its own threads");
-      add_row(fmt::format("gemm_gflops_{}", tag), sess, "GFLOP/s",
-              fmt::format("{:.0f}% of Eigen alone; target >= 90%", 100 * sess / eigen));
-    }
-  for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.8}, std::tuple{"cnn", 30, 1.0}}) {
+    add_gemm_rows(
+        [&](std::string key, double v, std::string unit, std::string note) {
+          if (std::isnan(v))
+            add_failure(std::move(key), std::move(note));
+          else
+            add_row(std::move(key), v, std::move(unit), std::move(note));
+        },
+        threads);
+  for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
-    double ours = train_step_ms(model, 128, steps);
+    // The step with the CPU GEMM library and with Eigen's products, in
+    // alternating rounds.
+    std::vector<double> with_library, with_eigen;
+    for (int round = 0; round < 3; ++round) {
+      with_library.push_back(train_step_ms(model, 128, steps));
+      cpu::use_gemm_library(false);
+      with_eigen.push_back(train_step_ms(model, 128, steps));
+      cpu::use_gemm_library(true);
+    }
+    double ours = median(with_library), eigen = median(with_eigen);
     std::optional<double> ref;
     if (!skip_torch) ref = torch_train_step_ms(model, 128, steps);
     std::string note = ref ? fmt::format("{:.2f}x PyTorch; target <= {:.1f}x", ours / *ref, target)
                            : "PyTorch not measured";
-    add_row(fmt::format("{}_step_ms", model), ours, "ms", note);
+    add_row(fmt::format("{}_step_ms", model), ours,
+            "ms", fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
+    add_row(fmt::format("{}_step_ms_eigen", model), eigen, "ms",
+            fmt::format("the same step with Eigen's GEMM ({:.2f}x the above)", eigen / ours));
     if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");
   }
 

@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
   libcaf-dev libssl-dev libtbb-dev libeigen3-dev libcapnp-dev capnproto doctest-dev
+  libdnnl-dev                                # CPU float GEMM (oneDNN)
+  libopenblas-serial-dev libblis-serial-dev  # measured beside it by actorflow-bench
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
   openssl
   dataset-fashion-mnist fortunes

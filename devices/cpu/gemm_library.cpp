@@ -1,0 +1,73 @@
+#include "devices/cpu/gemm_library.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/error.hpp"
+
+#if defined(ACTORFLOW_HAS_ONEDNN)
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <string>
+#endif
+
+namespace actorflow::cpu {
+
+namespace {
+
+bool library_on_at_start() {
+  const char* choice = std::getenv("ACTORFLOW_CPU_GEMM");
+  return !(choice && std::string_view(choice) == "eigen");
+}
+
+std::atomic<bool> library_on{library_on_at_start()};
+
+}  // namespace
+
+void use_gemm_library(bool on) { library_on.store(on, std::memory_order_relaxed); }
+
+#if defined(ACTORFLOW_HAS_ONEDNN)
+
+namespace {
+
+// OpenMP's thread count is a per-thread setting: once on each thread that
+// calls into oneDNN, before its first call.
+void use_one_openmp_thread() {
+  thread_local const bool set = [] {
+    omp_set_num_threads(1);
+    return true;
+  }();
+  (void)set;
+}
+
+}  // namespace
+
+const char* gemm_library() { return library_on.load() ? "onednn" : "eigen"; }
+
+bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (!library_on.load(std::memory_order_relaxed)) return false;
+  use_one_openmp_thread();
+  dnnl_status_t status =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  if (status != dnnl_success)
+    fail(error_code::internal, "matmul",
+         "oneDNN sgemm failed (status " + std::to_string(int(status)) + ") for " +
+             std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+  return true;
+}
+
+#else
+
+const char* gemm_library() { return "eigen"; }
+
+bool library_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                   int64_t, float*, int64_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace actorflow::cpu

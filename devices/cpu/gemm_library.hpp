@@ -1,0 +1,27 @@
+// The library behind float GEMM on the CPU (cmake/gemm_library.cmake).
+//
+// Kernels split a product into blocks across the CPU device's TBB arena and
+// compute each block on one thread; library_sgemm is that one-thread block
+// product. With oneDNN (Debian's libdnnl, OpenMP inside), the calling thread
+// is told to use one OpenMP thread, so the library never starts a second
+// thread pool beside TBB's: the cores are TBB's alone.
+#pragma once
+#include <cstdint>
+
+namespace actorflow::cpu {
+
+/// "onednn" or "eigen": the library library_sgemm calls.
+const char* gemm_library();
+
+/// Off: library_sgemm declines and Eigen computes every product. On by
+/// default; the benchmarks turn it off to measure both in one run, and
+/// ACTORFLOW_CPU_GEMM=eigen in the environment starts with it off.
+void use_gemm_library(bool on);
+
+/// c (m x n, row stride ldc) = op(a) x op(b), row-major, op a transpose where
+/// ta/tb, on the calling thread. Returns false (and computes nothing) where
+/// no library was built in: the caller uses Eigen.
+bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float* c, int64_t ldc);
+
+}  // namespace actorflow::cpu
