@@ -9,16 +9,18 @@
 
 #include <immintrin.h>
 #include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
-#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 #include "devices/cpu/gemm_library.hpp"
+#include "ops/geometry/matmul_batch.hpp"
 #include "ops/op_util.hpp"
 #include "ops/reduce.hpp"
 
@@ -158,12 +160,13 @@ constexpr int64_t batch_only_factor = 4;
 // thread of the arena is late.
 constexpr int64_t blocks_per_thread = 2;
 
-// c[i] = op(a[i]) x op(b[i]) for i < batch, where a[i] = a + i * a_stride (a stride of 0 shares
-// one matrix across the batch). Splits each product into column blocks (or row blocks when the
-// output is taller than wide, so the smaller operand is the one each block packs again).
-template <class T>
-void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride, int64_t b_stride,
-                  int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+// c[i] = op(a[i]) x op(b[i]) for i < batch, where {a[i], b[i]} = {a, b} + offsets(i) in elements
+// (a broadcast batch reads one matrix for several i). Splits each product into column blocks (or
+// row blocks when the output is taller than wide, so the smaller operand is the one each block
+// packs again).
+template <class T, class Offsets>
+void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& offsets, int64_t m,
+                  int64_t n, int64_t k, bool ta, bool tb) {
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(c, c + batch * m * n, T(0));
@@ -176,14 +179,15 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride,
       std::min(tbb::this_task_arena::max_concurrency(), tbb::info::default_concurrency());
   if (threads <= 1 || work * double(batch) <= serial_work) {
     for (int64_t i = 0; i < batch; ++i) {
+      const auto [ao, bo] = offsets(i);
 #if defined(__AVX512F__)
       if constexpr (std::is_same_v<T, float>)
         if (!ta && !tb && work <= serial_work) {  // one thread may still get a large one
-          small_gemm(a + i * a_stride, b + i * b_stride, c + i * m * n, m, n, k);
+          small_gemm(a + ao, b + bo, c + i * m * n, m, n, k);
           continue;
         }
 #endif
-      gemm_block(a + i * a_stride, b + i * b_stride, c + i * m * n, m, n, k, ta, tb, 0, m, 0, n);
+      gemm_block(a + ao, b + bo, c + i * m * n, m, n, k, ta, tb, 0, m, 0, n);
     }
     return;
   }
@@ -212,8 +216,9 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride,
           const int64_t i = t / parts, p = t % parts;
           const int64_t lo = bound(p), hi = bound(p + 1);
           if (lo >= hi) continue;
-          const T* ai = a + i * a_stride;
-          const T* bi = b + i * b_stride;
+          const auto [ao, bo] = offsets(i);
+          const T* ai = a + ao;
+          const T* bi = b + bo;
           T* ci = c + i * m * n;
           if (split_cols)
             gemm_block(ai, bi, ci, m, n, k, ta, tb, 0, m, lo, hi);
@@ -230,7 +235,6 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, int64_t a_stride,
 struct matmul_geometry {
   std::vector<int64_t> batch;  // the output's batch dims (empty for rank 2)
   int64_t m = 0, n = 0, k = 0;
-  bool a_batched = false, b_batched = false;
 };
 
 std::string flags_note(bool ta, bool tb) {
@@ -240,34 +244,26 @@ std::string flags_note(bool ta, bool tb) {
   return "";
 }
 
+std::string operands_of(const shape& a, const shape& b, bool ta, bool tb) {
+  return a.to_string() + " x " + b.to_string() + flags_note(ta, tb);
+}
+
 // Merges two dims that must agree; -1 (unknown) yields to a known dim.
 int64_t merge_dim(int64_t x, int64_t y) { return x < 0 ? y : x; }
 
 // Validates a x b and computes the output geometry; dims may be unknown (-1) at build time.
+// Batch dims broadcast (geometry/matmul_batch.hpp), as in TensorFlow's BatchMatMulV2.
 matmul_geometry matmul_shapes(const shape& a, const shape& b, bool ta, bool tb) {
-  auto operands = [&] { return a.to_string() + " x " + b.to_string() + flags_note(ta, tb); };
   if (a.rank() < 2 || b.rank() < 2)
-    fail("matmul", "expects inputs of rank >= 2, got " + operands());
+    fail("matmul", "expects inputs of rank >= 2, got " + operands_of(a, b, ta, tb));
   matmul_geometry g;
-  g.a_batched = a.rank() > 2;
-  g.b_batched = b.rank() > 2;
-  if (g.a_batched && g.b_batched) {
-    if (a.rank() != b.rank()) fail("matmul", "batch dimensions differ: " + operands());
-    for (int i = 0; i < a.rank() - 2; ++i) {
-      if (a[i] >= 0 && b[i] >= 0 && a[i] != b[i])
-        fail("matmul", "batch dimensions differ: " + operands());
-      g.batch.push_back(merge_dim(a[i], b[i]));
-    }
-  } else if (g.a_batched) {
-    g.batch.assign(a.dims().begin(), a.dims().end() - 2);
-  } else if (g.b_batched) {
-    g.batch.assign(b.dims().begin(), b.dims().end() - 2);
-  }
+  g.batch = geometry::matmul_batch_dims(a, b, operands_of(a, b, ta, tb));
   g.m = ta ? a.dim(-1) : a.dim(-2);
   const int64_t ka = ta ? a.dim(-2) : a.dim(-1);
   const int64_t kb = tb ? b.dim(-1) : b.dim(-2);
   g.n = tb ? b.dim(-2) : b.dim(-1);
-  if (ka >= 0 && kb >= 0 && ka != kb) fail("matmul", "inner dimensions differ: " + operands());
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    fail("matmul", "inner dimensions differ: " + operands_of(a, b, ta, tb));
   g.k = merge_dim(ka, kb);
   return g;
 }
@@ -291,6 +287,26 @@ std::vector<tensor_spec> matmul_infer(const shape_context& c) {
   return {{a.type, shape(std::move(dims))}};
 }
 
+// The product of concrete operands into out, its matrices read where the plan says.
+template <class T>
+void run_matmul(const tensor& a, const tensor& b, tensor& out, const matmul_geometry& g,
+                const geometry::matmul_batch_plan& plan, bool ta, bool tb) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* pc = out.mutable_data<T>();
+  if (plan.runs() == 1 && plan.a_step == 1 && plan.b_step == 0 && !ta) {
+    // a's matrices in order against one b: one [batch * M, K] x [K, N] product.
+    auto shared = [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; };
+    batched_gemm(pa, pb, pc, 1, shared, plan.count * g.m, g.n, g.k, false, tb);
+    return;
+  }
+  const int64_t a_size = g.m * g.k, b_size = g.k * g.n;
+  auto offsets = [&](int64_t i) {
+    return std::pair<int64_t, int64_t>{plan.a_index(i) * a_size, plan.b_index(i) * b_size};
+  };
+  batched_gemm(pa, pb, pc, plan.count, offsets, g.m, g.n, g.k, ta, tb);
+}
+
 void matmul_kernel(kernel_context& ctx) {
   const tensor& a = ctx.input(0);
   const tensor& b = ctx.input(1);
@@ -300,38 +316,21 @@ void matmul_kernel(kernel_context& ctx) {
   const bool ta = ctx.attr_or<bool>("transpose_a", false);
   const bool tb = ctx.attr_or<bool>("transpose_b", false);
   auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
+  auto plan =
+      geometry::plan_matmul_batch(a.dims(), b.dims(), operands_of(a.dims(), b.dims(), ta, tb));
   auto dims = g.batch;
   dims.push_back(g.m);
   dims.push_back(g.n);
   tensor& out = ctx.allocate_output(0, a.type(), shape(dims));
-  int64_t batch = 1;
-  for (auto d : g.batch) batch *= d;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = out.mutable_data<T>();
-    if (g.a_batched && !g.b_batched && !ta) {
-      // [batch, M, K] x [K, N] is one [batch * M, K] x [K, N] product.
-      batched_gemm(pa, pb, pc, 1, 0, 0, batch * g.m, g.n, g.k, false, tb);
-    } else {
-      batched_gemm(pa, pb, pc, batch, g.a_batched ? g.m * g.k : 0, g.b_batched ? g.k * g.n : 0, g.m,
-                   g.n, g.k, ta, tb);
-    }
-  };
   switch (a.type()) {
     case dtype::float32:
-      run(float{});
-      break;
+      return run_matmul<float>(a, b, out, g, plan, ta, tb);
     case dtype::float64:
-      run(double{});
-      break;
+      return run_matmul<double>(a, b, out, g, plan, ta, tb);
     case dtype::int32:
-      run(int32_t{});
-      break;
+      return run_matmul<int32_t>(a, b, out, g, plan, ta, tb);
     case dtype::int64:
-      run(int64_t{});
-      break;
+      return run_matmul<int64_t>(a, b, out, g, plan, ta, tb);
     default:
       ctx.fail(std::string("expects float32, float64, int32 or int64, got ") +
                dtype_name(a.type()));
@@ -422,6 +421,15 @@ void bias_add_grad_kernel(kernel_context& ctx) {
   });
 }
 
+// Whether an operand's batch dims are known to be the output's: then its
+// gradient needs no sum over broadcast matrices.
+bool same_batch(const shape& x, const shape& out) {
+  if (x.rank() != out.rank()) return false;
+  for (int i = 0; i < x.rank() - 2; ++i)
+    if (x[i] < 0 || x[i] != out[i]) return false;
+  return true;
+}
+
 // d(a b) = dy b^T and a^T dy, with the transpose flags folded into the
 // products so that nothing is transposed in memory.
 void matmul_grad(grad_context& c) {
@@ -435,9 +443,10 @@ void matmul_grad(grad_context& c) {
     c.input_grads = {matmul(b, dy, false, true), matmul(a, dy)};
   else
     c.input_grads = {matmul(b, dy, true, true), matmul(dy, a, true, true)};
-  // A rank-2 operand shared by every batch gets the sum over the batch.
+  // An operand whose batch dims broadcast gets the sum over the matrices that
+  // shared it, in its own shape (TensorFlow's BatchMatMulV2 gradient).
   for (size_t i = 0; i < 2; ++i)
-    if (c.input(i).dims().rank() < dy.dims().rank())
+    if (!same_batch(c.input(i).dims(), dy.dims()))
       c.input_grads[i] = sum_to_shape_of(c.input_grads[i], c.input(i));
 }
 
@@ -471,7 +480,8 @@ const op_registrar registrations[] = {
 template <class T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b) {
-  batched_gemm(a, b, c, 1, 0, 0, m, n, k, transpose_a, transpose_b);
+  auto one = [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; };
+  batched_gemm(a, b, c, 1, one, m, n, k, transpose_a, transpose_b);
 }
 
 template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,

@@ -10,9 +10,11 @@
 namespace actorflow {
 
 /// a x b over the last two dims. a is [..., M, K] ([..., K, M] with transpose_a), b is
-/// [..., K, N] ([..., N, K] with transpose_b); the result is [..., M, N]. Batch dims (rank >= 3)
-/// must be equal, or one side may be rank 2 and is then shared by every batch.
-/// float32, float64, int32 and int64.
+/// [..., K, N] ([..., N, K] with transpose_b); the result is [..., M, N]. The batch dims (all
+/// but the last two) broadcast as NumPy's and TensorFlow's tf.linalg.matmul (BatchMatMulV2)
+/// do: (1,3,4) x (2,4,5) and (3,4) x (2,4,5) give (2,3,5), (2,1,3,4) x (5,4,6) gives
+/// (2,5,3,6); a shared matrix is read in place, not copied, and its gradient is summed over
+/// the matrices that shared it. float32, float64, int32 and int64.
 ACTORFLOW_API output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
               const std::string& name = "");
 /// value [..., C] + bias [C], the bias added along the last dim.

@@ -14,6 +14,23 @@ namespace actorflow {
 // ---- unary ------------------------------------------------------------------
 // Float ops take float32/float64; neg, abs, square and sign also int32/int64;
 // relu takes every numeric dtype. The output has the input's dtype and shape.
+//
+// Each element's result depends on its value alone, bit for bit: not on the
+// tensor's size, the element's position or the thread that computed it (every
+// element goes through the same SIMD code; tests/ops/unary_edge_cases.cpp).
+// Special values follow TensorFlow: sqrt(inf) = inf, sqrt(-0) = -0,
+// rsqrt(0) = inf, rsqrt(-0) = -inf, log(0) = -inf, log(-1) = NaN, exp(-inf) = 0,
+// tanh(+-inf) = +-1, sigmoid(-inf) = 0, sign(-0) = 0, NaN in gives NaN out.
+// Where actorflow deliberately differs from TensorFlow's CPU kernels:
+//  - Denormals are numbers, as in IEEE arithmetic and the C library. TensorFlow
+//    flushes float32 denormals to zero (inputs and results) in its thread pool:
+//    sqrt(1e-40f) is 1e-20 here and 0 there, rsqrt(1e-40f) 1e20 against inf,
+//    log(1e-40f) -92.1 against -inf or -104, exp(-100f) and sigmoid(-100f) 3.8e-44
+//    against 0, relu(1e-40f) 1e-40 against 0 (at some sizes only).
+//  - exp(x) for float32 x in (88.38, 88.72] is finite, as it is mathematically
+//    (TensorFlow's Eigen gives inf).
+//  - sqrt is the correctly rounded IEEE one; TensorFlow's may be 1 ulp off.
+//  - relu(-0) is -0 (TensorFlow gives -0 or +0 depending on the tensor's size).
 
 /// -x (integers wrap).
 ACTORFLOW_API output neg(output x, const std::string& name = "");
@@ -23,17 +40,17 @@ ACTORFLOW_API output abs(output x, const std::string& name = "");
 ACTORFLOW_API output exp(output x, const std::string& name = "");
 /// Natural logarithm.
 ACTORFLOW_API output log(output x, const std::string& name = "");
-/// Square root.
+/// Square root, correctly rounded.
 ACTORFLOW_API output sqrt(output x, const std::string& name = "");
-/// 1 / sqrt(x).
+/// 1 / sqrt(x), within 3 ulp (an estimate refined by a Newton step, as TensorFlow's).
 ACTORFLOW_API output rsqrt(output x, const std::string& name = "");
 /// x * x.
 ACTORFLOW_API output square(output x, const std::string& name = "");
-/// -1, 0 or 1 (NaN stays NaN).
+/// -1, 0 or 1 (NaN stays NaN, -0 gives 0).
 ACTORFLOW_API output sign(output x, const std::string& name = "");
 /// 1 / x.
 ACTORFLOW_API output reciprocal(output x, const std::string& name = "");
-/// max(x, 0) (NaN stays NaN).
+/// max(x, 0) (NaN stays NaN, -0 stays -0).
 ACTORFLOW_API output relu(output x, const std::string& name = "");
 /// 1 / (1 + e^-x).
 ACTORFLOW_API output sigmoid(output x, const std::string& name = "");

@@ -28,7 +28,10 @@ __device__ T unary_value(unary_op op, T x) {
     } else {
       switch (op) {
         case unary_op::neg:
-          return static_cast<T>(W(0) - W(x));
+          if constexpr (std::is_floating_point_v<T>)
+            return -x;  // 0 - x would give +0 for +0
+          else
+            return static_cast<T>(W(0) - W(x));
         case unary_op::abs:
           if constexpr (std::is_floating_point_v<T>)
             return fabs(x);
@@ -37,7 +40,8 @@ __device__ T unary_value(unary_op op, T x) {
         case unary_op::square:
           return static_cast<T>(W(x) * W(x));
         case unary_op::sign:
-          return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;  // keeps 0, -0 and NaN
+          // -0 gives +0, as in TensorFlow; NaN stays NaN.
+          return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x;
         case unary_op::relu:
           return x < T(0) ? T(0) : x;  // NaN passes through
         default:
@@ -57,6 +61,11 @@ __device__ T unary_value(unary_op op, T x) {
         case unary_op::reciprocal:
           return T(1) / x;
         case unary_op::sigmoid:
+          // e^x / (1 + e^x) below 0 keeps the tiny results that e^-x's overflow loses.
+          if (x < T(0)) {
+            const T e = exp(x);
+            return e / (T(1) + e);
+          }
           return T(1) / (T(1) + exp(-x));
         case unary_op::tanh:
           return tanh(x);

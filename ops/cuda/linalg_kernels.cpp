@@ -2,10 +2,13 @@
 // column-major transpose, so row-major C = op(A) op(B) is computed as the
 // column-major C^T = op(B)^T op(A)^T: the operands swap places and keep their
 // transpose flags, and nothing is transposed in memory. Batches go through
-// one strided-batched call, a stride of 0 sharing a rank-2 operand.
+// strided-batched calls, a stride of 0 sharing a matrix: one call for equal
+// batch dims or an operand shared whole, one per run of the batch when its
+// dims broadcast (ops/geometry/matmul_batch.hpp).
 #include <limits>
 
 #include "ops/cuda/glue.hpp"
+#include "ops/geometry/matmul_batch.hpp"
 
 namespace actorflow::gpu {
 
@@ -29,6 +32,36 @@ cublasComputeType_t float_compute(gpu_math math) {
   return CUBLAS_COMPUTE_32F;
 }
 
+// The operands of one strided-batched call, in the row-major terms of the product.
+struct gemm_call {
+  const char* a;
+  const char* b;
+  char* c;
+  int64_t rows;                  // of op(a) and c: m, or batch * m when folded
+  long long stride_a, stride_b;  // elements between a run's matrices (0: shared)
+  int64_t count;
+};
+
+void gemm_strided(gpu_kernel_context& ctx, const gemm_call& call, cudaDataType_t type, int64_t n,
+                  int64_t k, bool ta, bool tb) {
+  const bool is_double = type == CUDA_R_64F;
+  const cublasComputeType_t compute = is_double ? CUBLAS_COMPUTE_64F : float_compute(ctx.math);
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  const void* one = is_double ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = is_double ? static_cast<const void*>(&zero_d) : &zero_f;
+  const int64_t rows = call.rows;
+  // Column-major: C^T [n x rows] = op(B)^T [n x k] * op(A)^T [k x rows].
+  check_cublas(cublasGemmStridedBatchedEx(ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, ctx.op),
+                                          as_int(rows, ctx.op), as_int(k, ctx.op), one, call.b,
+                                          type, as_int(tb ? k : n, ctx.op), call.stride_b, call.a,
+                                          type, as_int(ta ? rows : k, ctx.op), call.stride_a, zero,
+                                          call.c, type, as_int(n, ctx.op), rows * n,
+                                          as_int(call.count, ctx.op), compute, CUBLAS_GEMM_DEFAULT),
+               ctx.op, "cublasGemmStridedBatchedEx");
+}
+
 void matmul_kernel(gpu_kernel_context& ctx) {
   const device_tensor& a = ctx.input(0);
   const device_tensor& b = ctx.input(1);
@@ -38,38 +71,37 @@ void matmul_kernel(gpu_kernel_context& ctx) {
   const int64_t m = ta ? a.dims().dim(-1) : a.dims().dim(-2);
   const int64_t k = ta ? a.dims().dim(-2) : a.dims().dim(-1);
   const int64_t n = tb ? b.dims().dim(-2) : b.dims().dim(-1);
-  const bool a_batched = a.rank() > 2, b_batched = b.rank() > 2;
+  const auto plan = geometry::plan_matmul_batch(
+      a.dims(), b.dims(), a.dims().to_string() + " x " + b.dims().to_string());
   device_tensor& c = ctx.allocate_output(0);
   if (c.num_elements() == 0) return;
-  const int64_t batch = c.num_elements() / (m * n);
   if (k == 0) {
     kernels::fill(c.type(), 0, c.raw_mutable_data(), c.num_elements(), stream_of(ctx));
     return;
   }
-  // [batch, M, K] x [K, N] is one [batch * M, K] x [K, N] product.
-  const bool fold = a_batched && !b_batched && !ta;
-  const int64_t rows = fold ? batch * m : m;
-  const int64_t count = fold ? 1 : batch;
-  const long long stride_a = a_batched && !fold ? m * k : 0;
-  const long long stride_b = b_batched ? k * n : 0;
-  const long long stride_c = rows * n;
-
   const bool is_double = a.type() == dtype::float64;
   const cudaDataType_t type = is_double ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t compute = is_double ? CUBLAS_COMPUTE_64F : float_compute(ctx.math);
-  const double one_d = 1, zero_d = 0;
-  const float one_f = 1, zero_f = 0;
-  const void* one = is_double ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = is_double ? static_cast<const void*>(&zero_d) : &zero_f;
-  // Column-major: C^T [n x rows] = op(B)^T [n x k] * op(A)^T [k x rows].
-  check_cublas(
-      cublasGemmStridedBatchedEx(
-          ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-          as_int(n, ctx.op), as_int(rows, ctx.op), as_int(k, ctx.op), one, b.raw_data(), type,
-          as_int(tb ? k : n, ctx.op), stride_b, a.raw_data(), type, as_int(ta ? rows : k, ctx.op),
-          stride_a, zero, c.raw_mutable_data(), type, as_int(n, ctx.op), stride_c,
-          as_int(count, ctx.op), compute, CUBLAS_GEMM_DEFAULT),
-      ctx.op, "cublasGemmStridedBatchedEx");
+  const int64_t bytes = is_double ? 8 : 4;
+  const auto* pa = static_cast<const char*>(a.raw_data());
+  const auto* pb = static_cast<const char*>(b.raw_data());
+  auto* pc = static_cast<char*>(c.raw_mutable_data());
+  if (plan.runs() == 1 && plan.a_step == 1 && plan.b_step == 0 && !ta) {
+    // a's matrices in order against one b: one [batch * M, K] x [K, N] product.
+    gemm_strided(ctx, {pa, pb, pc, plan.count * m, 0, 0, 1}, type, n, k, ta, tb);
+    return;
+  }
+  // One strided-batched call per run of the broadcast batch (geometry/matmul_batch.hpp):
+  // a single call when the batch dims are equal or one side is shared whole.
+  for (int64_t r = 0; r < plan.runs(); ++r) {
+    const gemm_call call{pa + plan.a_start[size_t(r)] * m * k * bytes,
+                         pb + plan.b_start[size_t(r)] * k * n * bytes,
+                         pc + r * plan.run * m * n * bytes,
+                         m,
+                         plan.a_step * m * k,
+                         plan.b_step * k * n,
+                         plan.run};
+    gemm_strided(ctx, call, type, n, k, ta, tb);
+  }
 }
 
 const gpu_kernel_registrar registrations[] = {

@@ -2,6 +2,7 @@
 // naive product on sizes that take its parallel path.
 #include <oneapi/tbb/task_arena.h>
 
+#include <cmath>
 #include <random>
 
 #include "ops/linalg.hpp"
@@ -130,14 +131,21 @@ const op_case_registrar matmul_cases({
      .inputs = {make<float>({3}, {1, 2, 3}), b32},
      .expect_error = "expects inputs of rank >= 2, got (3) x (3,2)"},
     {.op = "matmul",
-     .label = "batch dims differ",
+     .label = "batch dims that do not broadcast",
      .inputs = {tensor::zeros(dtype::float32, {2, 2, 2}), tensor::zeros(dtype::float32, {3, 2, 2})},
-     .expect_error = "batch dimensions differ: (2,2,2) x (3,2,2)"},
+     .expect_error = "[matmul] batch dimensions (2) and (3) do not broadcast: (2,2,2) x (3,2,2)"},
     {.op = "matmul",
-     .label = "batch ranks differ",
-     .inputs = {tensor::zeros(dtype::float32, {1, 2, 2, 2}),
-                tensor::zeros(dtype::float32, {2, 2, 2})},
-     .expect_error = "batch dimensions differ"},
+     .label = "batch ranks differ and do not broadcast",
+     .inputs = {tensor::zeros(dtype::float32, {2, 3, 2, 2}),
+                tensor::zeros(dtype::float32, {4, 2, 2})},
+     .expect_error = "batch dimensions (2,3) and (4) do not broadcast: (2,3,2,2) x (4,2,2)"},
+    {.op = "matmul",
+     .label = "batch dims that do not broadcast, transposed",
+     .inputs = {tensor::zeros(dtype::float32, {2, 2, 3, 2}),
+                tensor::zeros(dtype::float32, {3, 3, 2})},
+     .attrs = flags(true, false),
+     .expect_error = "batch dimensions (2,2) and (3) do not broadcast: (2,2,3,2) x (3,3,2) "
+                     "(transpose_a)"},
     {.op = "matmul",
      .label = "bool operands",
      .inputs = {tensor::zeros(dtype::boolean, {2, 2}), tensor::zeros(dtype::boolean, {2, 2})},
@@ -232,6 +240,109 @@ const op_case_registrar bias_cases({
      .expect_error = "bool is not a numeric type"},
 });
 
+// ---- broadcast batch dims (TensorFlow's BatchMatMulV2) -------------------------------------
+
+// The broadcast product by definition, in double: output matrix (i...) multiplies the
+// matrices of a and b at (i...) right-aligned, a size-1 or missing dim repeating its one.
+template <class T>
+tensor naive_matmul(const tensor& a, const tensor& b, bool ta, bool tb) {
+  const int ra = a.rank() - 2, rb = b.rank() - 2, r = std::max(ra, rb);
+  auto batch_dim = [&](const tensor& x, int rx, int d) {
+    return d < r - rx ? 1 : x.dims()[d - (r - rx)];
+  };
+  std::vector<int64_t> dims;
+  for (int d = 0; d < r; ++d) {
+    const int64_t da = batch_dim(a, ra, d);
+    dims.push_back(da == 1 ? batch_dim(b, rb, d) : da);
+  }
+  const int64_t m = a.dims().dim(ta ? -1 : -2), k = a.dims().dim(ta ? -2 : -1);
+  const int64_t n = b.dims().dim(tb ? -2 : -1);
+  dims.push_back(m);
+  dims.push_back(n);
+  tensor out(dtype_of<T>(), shape(dims));
+  const int64_t count = out.num_elements() / std::max<int64_t>(1, m * n);
+  for (int64_t i = 0; m * n > 0 && i < count; ++i) {
+    int64_t ia = 0, ib = 0, rest = i, sa = 1, sb = 1;  // the matrix of a and of b
+    for (int d = r - 1; d >= 0; --d) {
+      const int64_t at = rest % dims[size_t(d)];
+      rest /= dims[size_t(d)];
+      const int64_t da = batch_dim(a, ra, d), db = batch_dim(b, rb, d);
+      ia += (da == 1 ? 0 : at) * sa;
+      ib += (db == 1 ? 0 : at) * sb;
+      sa *= da;
+      sb *= db;
+    }
+    const T* pa = a.data<T>() + ia * m * k;
+    const T* pb = b.data<T>() + ib * k * n;
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += double(ta ? pa[p * m + row] : pa[row * k + p]) *
+                 double(tb ? pb[col * k + p] : pb[p * n + col]);
+        out.mutable_data<T>()[(i * m + row) * n + col] = T(sum);
+      }
+  }
+  return out;
+}
+
+std::vector<op_case> broadcast_cases() {
+  random_source rnd;
+  struct product {
+    shape a, b;
+    bool ta = false, tb = false;
+  };
+  // Small whole numbers: every sum is exact, so the naive product is the answer.
+  const std::vector<product> products{
+      {{1, 3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {1, 4, 5}},
+      {{3, 4}, {2, 4, 5}},
+      {{1, 1, 3, 4}, {4, 5}},
+      {{2, 1, 3, 4}, {5, 4, 6}},
+      {{5, 1, 1, 2, 3}, {4, 1, 3, 2}},
+      {{2, 1, 3, 2, 3}, {1, 4, 1, 3, 2}},
+      {{2, 1, 4, 3}, {5, 4, 6}, true},
+      {{2, 1, 3, 4}, {5, 6, 4}, false, true},
+      {{2, 1, 4, 3}, {5, 6, 4}, true, true},
+      {{1, 4, 3}, {2, 4, 5}, true},
+      {{0, 3, 4}, {1, 4, 5}},
+      {{2, 1, 3, 4}, {0, 4, 5}},
+      // Past the serial threshold: batches and blocks run in parallel.
+      {{3, 1, 48, 100}, {2, 100, 96}},
+      {{3, 1, 48, 100}, {2, 96, 100}, false, true}};
+  std::vector<op_case> cases;
+  auto add = [&](const product& p, dtype t) {
+    visit_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool> && !std::is_same_v<T, uint8_t>) {
+        tensor a = rnd.uniform(t, p.a, -3, 3), b = rnd.uniform(t, p.b, -3, 3);
+        if constexpr (std::is_floating_point_v<T>) {  // whole numbers
+          for (int64_t i = 0; i < a.num_elements(); ++i)
+            a.mutable_data<T>()[i] = std::round(a.data<T>()[i]);
+          for (int64_t i = 0; i < b.num_elements(); ++i)
+            b.mutable_data<T>()[i] = std::round(b.data<T>()[i]);
+        }
+        cases.push_back(
+            {.op = "matmul",
+             .label = label_of("broadcast " + p.a.to_string() + " x " + p.b.to_string() +
+                                   (p.ta ? " ta" : "") + (p.tb ? " tb" : ""),
+                               t),
+             .inputs = {a, b},
+             .attrs = flags(p.ta, p.tb),
+             .expected = {naive_matmul<T>(a, b, p.ta, p.tb)},
+             .tolerance = 0});
+      }
+    });
+  };
+  for (auto& p : products)
+    for (dtype t : floats) add(p, t);
+  add(products[0], dtype::int32);
+  add(products[4], dtype::int64);
+  return cases;
+}
+
+const op_case_registrar broadcast_registration(broadcast_cases);
+
 // ---- against the CPU kernel: random inputs of each dtype a GPU kernel takes ----
 
 std::vector<op_case> device_cases() {
@@ -261,7 +372,14 @@ std::vector<op_case> device_cases() {
                                       {shape{5, 7}, shape{2, 7, 3}, false, false},
                                       {shape{2, 5, 7}, shape{2, 3, 7}, false, true},
                                       {shape{64, 784}, shape{784, 512}, false, false},
-                                      {shape{5, 0}, shape{0, 3}, false, false}};
+                                      {shape{5, 0}, shape{0, 3}, false, false},
+                                      // Broadcast batch dims: one strided run or several.
+                                      {shape{1, 5, 7}, shape{2, 7, 3}, false, false},
+                                      {shape{2, 5, 7}, shape{1, 7, 3}, false, false},
+                                      {shape{2, 1, 5, 7}, shape{3, 7, 3}, false, false},
+                                      {shape{2, 1, 7, 5}, shape{3, 3, 7}, true, true},
+                                      {shape{3, 1, 5, 7}, shape{1, 4, 3, 7}, false, true},
+                                      {shape{2, 1, 3, 7, 5}, shape{1, 4, 1, 7, 3}, true, false}};
   for (dtype t : floats)
     for (auto& p : products)
       cases.push_back({.op = "matmul",
@@ -301,6 +419,32 @@ std::vector<grad_case> gradient_cases() {
                .label = "shared by batched, transposed",
                .inputs = {uniform({3, 2}), uniform({2, 2, 3})},
                .attrs = {{"transpose_a", true}, {"transpose_b", true}}});
+  // Broadcast batch dims: the gradient of a shared matrix sums over its sharers.
+  struct product {
+    shape a, b;
+    bool ta = false, tb = false;
+  };
+  for (auto& p : std::vector<product>{{{1, 2, 3}, {2, 3, 2}},
+                                      {{2, 2, 3}, {1, 3, 2}},
+                                      {{2, 1, 2, 3}, {3, 3, 2}},
+                                      {{3, 1, 2, 3}, {1, 2, 3, 2}},
+                                      {{2, 1, 3, 2}, {3, 2, 3}, true, true},
+                                      {{1, 3, 2}, {2, 3, 2}, true, false},
+                                      {{2, 2, 3}, {1, 2, 3}, false, true}})
+    c.push_back({.op = "matmul",
+                 .label = "broadcast " + p.a.to_string() + " x " + p.b.to_string() +
+                          (p.ta ? " ta" : "") + (p.tb ? " tb" : ""),
+                 .inputs = {uniform(p.a), uniform(p.b)},
+                 .attrs = {{"transpose_a", p.ta}, {"transpose_b", p.tb}}});
+  // A batch dim unknown when the gradient is built and 1 when it runs.
+  c.push_back({.op = "matmul",
+               .label = "broadcast, unknown batch dim of a that is 1",
+               .inputs = {uniform({1, 2, 3}), uniform({2, 3, 2})},
+               .unknown_dim0 = {0}});
+  c.push_back({.op = "matmul",
+               .label = "broadcast, unknown batch dim of b that is 1",
+               .inputs = {uniform({2, 2, 3}), uniform({1, 3, 2})},
+               .unknown_dim0 = {1}});
   c.push_back({.op = "matmul",
                .label = "unknown batch rows",
                .inputs = {uniform({4, 3}), uniform({3, 2})},
@@ -428,6 +572,21 @@ TEST_CASE("matmul builder infers shapes, propagates unknown dims and validates")
   auto batched = placeholder(g, dtype::float32, {-1, 3, 4});
   auto other = placeholder(g, dtype::float32, {5, -1, 6});
   CHECK(matmul(batched, other).dims() == shape{5, 3, 6});
+  // Batch dims broadcast: size 1 or missing against any, ? against 1 stays ?.
+  auto a134 = placeholder(g, dtype::float32, {1, 3, 4});
+  CHECK(matmul(a134, placeholder(g, dtype::float32, {2, 4, 5})).dims() == shape{2, 3, 5});
+  CHECK(matmul(placeholder(g, dtype::float32, {3, 4}), placeholder(g, dtype::float32, {2, 4, 5}))
+            .dims() == shape{2, 3, 5});
+  CHECK(matmul(placeholder(g, dtype::float32, {2, 1, 3, 4}),
+               placeholder(g, dtype::float32, {5, 4, 6}))
+            .dims() == shape{2, 5, 3, 6});
+  CHECK(matmul(a134, placeholder(g, dtype::float32, {-1, 4, 5})).dims() == shape{-1, 3, 5});
+  CHECK(matmul(placeholder(g, dtype::float32, {-1, 1, 3, 4}),
+               placeholder(g, dtype::float32, {7, 4, 5}))
+            .dims() == shape{-1, 7, 3, 5});
+  CHECK_THROWS_WITH_AS(
+      matmul(placeholder(g, dtype::float32, {2, 3, 4}), placeholder(g, dtype::float32, {3, 4, 5})),
+      doctest::Contains("batch dimensions (2) and (3) do not broadcast: (2,3,4) x (3,4,5)"), error);
   auto unknown_inner = placeholder(g, dtype::float32, {2, -1});
   CHECK(matmul(unknown_inner, w).dims() == shape{2, 512});
   CHECK_THROWS_WITH_AS(matmul(w, w),
