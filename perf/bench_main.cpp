@@ -23,6 +23,7 @@
 #include "ops/math.hpp"
 #include "ops/state.hpp"
 #include "perf/bench_control.hpp"
+#include "perf/bench_conv.hpp"
 #include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
 #include "perf/bench_gemm.hpp"
@@ -170,13 +171,13 @@ int main(int argc, char** argv) {
   std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
-  app.add_option(
-         "--only", only,
-         "run one group: runtime, control, gemm, train, mlp, cnn, embedding, devices, trace or "
-         "dist "
-         "(default: all)")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "train", "mlp", "cnn", "embedding",
-                             "devices", "trace", "dist"}));
+  app.add_option("--only", only,
+                 "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
+                 "devices, trace or "
+                 "dist "
+                 "(default: all)")
+      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "train", "mlp", "cnn",
+                             "embedding", "devices", "trace", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -230,15 +231,15 @@ int main(int argc, char** argv) {
     }
     add_lstm_lm_rows(add_row, add_failure);
   }
-  if (wanted("gemm"))
-    add_gemm_rows(
-        [&](std::string key, double v, std::string unit, std::string note) {
-          if (std::isnan(v))
-            add_failure(std::move(key), std::move(note));
-          else
-            add_row(std::move(key), v, std::move(unit), std::move(note));
-        },
-        threads);
+  const add_row_fn add_row_or_failure = [&](std::string key, double v, std::string unit,
+                                            std::string note) {
+    if (std::isnan(v))
+      add_failure(std::move(key), std::move(note));
+    else
+      add_row(std::move(key), v, std::move(unit), std::move(note));
+  };
+  if (wanted("gemm")) add_gemm_rows(add_row_or_failure, threads);
+  if (wanted("conv")) add_conv_rows(add_row_or_failure);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
     // The step with the CPU GEMM library and with Eigen's products, in
@@ -255,8 +256,8 @@ int main(int argc, char** argv) {
     if (!skip_torch) ref = torch_train_step_ms(model, 128, steps);
     std::string note = ref ? fmt::format("{:.2f}x PyTorch; target <= {:.1f}x", ours / *ref, target)
                            : "PyTorch not measured";
-    add_row(fmt::format("{}_step_ms", model), ours,
-            "ms", fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
+    add_row(fmt::format("{}_step_ms", model), ours, "ms",
+            fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
     add_row(fmt::format("{}_step_ms_eigen", model), eigen, "ms",
             fmt::format("the same step with Eigen's GEMM ({:.2f}x the above)", eigen / ours));
     if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");

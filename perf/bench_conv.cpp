@@ -1,0 +1,67 @@
+#include "perf/bench_conv.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Core>
+#include <string>
+#include <vector>
+
+#include "core/op_registry.hpp"
+#include "perf/bench_util.hpp"
+
+namespace actorflow::bench {
+
+namespace {
+
+struct conv_layer {
+  std::string name;
+  int64_t n, h, w, c, k, kh, kw, stride;
+};
+
+// NHWC input, [KH,KW,C,K] filter, SAME padding.
+const std::vector<conv_layer>& layers() {
+  static const std::vector<conv_layer> all{
+      {"cnn_conv1", 128, 28, 28, 1, 32, 5, 5, 1},
+      {"cnn_conv2", 128, 14, 14, 32, 64, 5, 5, 1},
+      {"alexnet_conv1", 16, 224, 224, 3, 64, 11, 11, 4},
+      {"alexnet_conv2", 16, 27, 27, 64, 192, 5, 5, 1},
+      {"alexnet_conv3", 16, 13, 13, 192, 384, 3, 3, 1},
+      {"vgg_conv3", 16, 56, 56, 128, 256, 3, 3, 1},
+  };
+  return all;
+}
+
+tensor random_tensor(shape dims) {
+  tensor t(dtype::float32, dims);
+  t.mutable_flat<float>() = Eigen::ArrayXf::Random(t.num_elements());
+  return t;
+}
+
+}  // namespace
+
+void add_conv_rows(const add_row_fn& add_row) {
+  for (const auto& l : layers()) {
+    const int64_t oh = (l.h + l.stride - 1) / l.stride, ow = (l.w + l.stride - 1) / l.stride;
+    const double flops = 2.0 * l.n * oh * ow * l.k * l.kh * l.kw * l.c;
+    tensor x = random_tensor({l.n, l.h, l.w, l.c});
+    tensor f = random_tensor({l.kh, l.kw, l.c, l.k});
+    tensor dy = random_tensor({l.n, oh, ow, l.k});
+    attr_map attrs{{"strides", std::vector<int64_t>{l.stride, l.stride}},
+                   {"padding", std::string("SAME")}};
+    const std::vector<std::pair<std::string, std::vector<tensor>>> kernels{
+        {"conv2d", {x, f}},
+        {"conv2d_backprop_input", {x, f, dy}},
+        {"conv2d_backprop_filter", {x, f, dy}}};
+    const char* tags[] = {"fwd", "bwd_input", "bwd_filter"};
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const auto& [op, inputs] = kernels[i];
+      const int repeats = flops > 2e9 ? 5 : 15;
+      double secs = median_seconds(repeats, 2, [&] { run_kernel(op, inputs, attrs); });
+      add_row(fmt::format("conv_{}_{}_gflops", l.name, tags[i]), flops / secs / 1e9, "GFLOP/s",
+              fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}", secs * 1e3, l.n, l.h, l.w, l.c,
+                          l.kh, l.kw, l.k, l.stride));
+    }
+  }
+}
+
+}  // namespace actorflow::bench
