@@ -15,8 +15,10 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
+#include "devices/cpu/gemm_library.hpp"
 #include "ops/conv_gemm.hpp"
 #include "ops/geometry/conv_window.hpp"
 #include "ops/op_util.hpp"
@@ -38,6 +40,37 @@ constexpr int64_t parallel_macs = int64_t{1} << 20;
 int64_t chunk_rows(int64_t row_len, size_t elem) {
   int64_t bytes = std::max<int64_t>(row_len, 1) * static_cast<int64_t>(elem);
   return std::max(min_chunk_rows, chunk_bytes / bytes);
+}
+
+// The tiled kernel (conv_gemm.hpp) streams the filter matrix once per tile of
+// rows, which pays while it stays in cache (the 32 and 64 channel layers). A
+// wider layer (AlexNet's and VGG's, Overfeat's 1024 channels) goes to the CPU
+// GEMM library, which packs it into cache-sized panels, in chunks of rows large
+// enough to amortize the packing.
+constexpr int64_t wide_filter_bytes = int64_t{1} << 20;
+constexpr int64_t wide_chunk_rows = 256;
+
+template <class T>
+bool is_wide(int64_t len, int64_t k) {
+  return std::is_same_v<T, float> && cpu::gemm_library_on() &&
+         len * k * int64_t(sizeof(T)) > wide_filter_bytes;
+}
+
+int64_t chunk_rows(int64_t row_len, size_t elem, bool wide) {
+  return wide ? std::max(wide_chunk_rows, chunk_rows(row_len, elem)) : chunk_rows(row_len, elem);
+}
+
+// gemm_rows (c [+]= a x b, a read through strides), through the library when wide.
+template <class T>
+void chunk_gemm(bool wide, int64_t m, int64_t n, int64_t kn, const T* a, int64_t a_rs, int64_t a_ks,
+                const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>) {
+    const bool ta = a_ks != 1;  // then a_rs == 1: a is a row-major [kn, m] read transposed
+    if (wide && m > 0 && n > 0 &&
+        cpu::library_sgemm(ta, false, m, n, kn, a, ta ? a_ks : a_rs, b, ldb, c, ldc, accumulate))
+      return;
+  }
+  gemm_rows(m, n, kn, a, a_rs, a_ks, b, ldb, c, ldc, accumulate);
 }
 
 // A per-thread buffer that persists across calls, so chunks do not allocate
@@ -186,19 +219,20 @@ template <class T>
 void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
-  const int64_t step = chunk_rows(len, sizeof(T));
+  const bool wide = is_wide<T>(len, k);
+  const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
   // y[rows, k] = patches[rows, len] * f[len, k]
   split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
     if (pointwise) {
-      gemm_rows(e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
+      chunk_gemm(wide, e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
       return;
     }
     T* cols = scratch<T>(std::min(step, e - b) * len);
     for (int64_t r0 = b; r0 < e; r0 += step) {
       const int64_t r1 = std::min(e, r0 + step);
       im2col(g, r0, r1, x, cols);
-      gemm_rows(r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
+      chunk_gemm(wide, r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
     }
   });
 }
@@ -212,15 +246,24 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     std::fill(dx, dx + g.n * image, T(0));
     return;
   }
-  // d patches[rows, len] = dy[rows, k] * f^T[k, len]; f^T made row-major once.
-  std::vector<T> ft(static_cast<size_t>(len * k));
-  for (int64_t l = 0; l < len; ++l)
-    for (int64_t o = 0; o < k; ++o) ft[static_cast<size_t>(o * len + l)] = f[l * k + o];
-  const int64_t step = chunk_rows(len, sizeof(T));
+  // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
+  // transposed in place; for the tiled kernel f^T is made row-major once.
+  const bool wide = is_wide<T>(len, k);
+  const int64_t step = chunk_rows(len, sizeof(T), wide);
+  std::vector<T> ft;
+  if (!wide) {
+    ft.resize(static_cast<size_t>(len * k));
+    for (int64_t l = 0; l < len; ++l)
+      for (int64_t o = 0; o < k; ++o) ft[static_cast<size_t>(o * len + l)] = f[l * k + o];
+  }
+  auto patch_grads = [&](int64_t m, const T* dy_rows, T* out) {
+    if constexpr (std::is_same_v<T, float>)
+      if (wide && cpu::library_sgemm(false, true, m, len, k, dy_rows, k, f, k, out, len)) return;
+    gemm_rows(m, len, k, dy_rows, k, 1, ft.data(), len, out, len, false);
+  };
   if (is_pointwise(g)) {
-    split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
-      gemm_rows(e - b, len, k, dy + b * k, k, 1, ft.data(), len, dx + b * len, len, false);
-    });
+    split(rows, step, rows * len * k,
+          [&](int64_t b, int64_t e) { patch_grads(e - b, dy + b * k, dx + b * len); });
     return;
   }
   // col2im of one image's rows overlaps wherever windows do, so images are the
@@ -232,7 +275,7 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     T* cols = scratch<T>(std::min(step, e - b) * len);
     for (int64_t r0 = b; r0 < e; r0 += step) {
       const int64_t r1 = std::min(e, r0 + step);
-      gemm_rows(r1 - r0, len, k, dy + r0 * k, k, 1, ft.data(), len, cols, len, false);
+      patch_grads(r1 - r0, dy + r0 * k, cols);
       const int64_t last = (r1 - 1) / pix;
       std::fill(dx + zeroed * image, dx + (last + 1) * image, T(0));
       zeroed = last + 1;
@@ -246,20 +289,21 @@ void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* d
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   std::fill(df, df + len * k, T(0));
   if (rows == 0 || k == 0 || len == 0) return;
-  const int64_t step = chunk_rows(len, sizeof(T));
+  const bool wide = is_wide<T>(len, k);
+  const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
   // Adds patches^T[len, rows b..e) * dy[b..e), k] to acc[len, k]; the patch
   // matrix is read transposed in place (row stride 1, column stride len).
   auto body = [&](int64_t b, int64_t e, T* acc) {
     if (pointwise) {
-      gemm_rows(len, k, e - b, x + b * len, 1, len, dy + b * k, k, acc, k, true);
+      chunk_gemm(wide, len, k, e - b, x + b * len, 1, len, dy + b * k, k, acc, k, true);
       return;
     }
     T* cols = scratch<T>(std::min(step, e - b) * len);
     for (int64_t r0 = b; r0 < e; r0 += step) {
       const int64_t r1 = std::min(e, r0 + step);
       im2col(g, r0, r1, x, cols);
-      gemm_rows(len, k, r1 - r0, cols, 1, len, dy + r0 * k, k, acc, k, true);
+      chunk_gemm(wide, len, k, r1 - r0, cols, 1, len, dy + r0 * k, k, acc, k, true);
     }
   };
   if (rows * len * k < parallel_macs || rows <= step) {

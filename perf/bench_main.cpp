@@ -24,6 +24,7 @@
 #include "ops/state.hpp"
 #include "perf/bench_control.hpp"
 #include "perf/bench_conv.hpp"
+#include "perf/bench_convnets.hpp"
 #include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
 #include "perf/bench_gemm.hpp"
@@ -172,11 +173,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
   app.add_option("--only", only,
-                 "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
+                 "run one group: runtime, control, gemm, conv, convnets, train, mlp, cnn, embedding, "
                  "devices, trace or "
                  "dist "
                  "(default: all)")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "train", "mlp", "cnn",
+      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp", "cnn",
                              "embedding", "devices", "trace", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
@@ -240,6 +241,7 @@ int main(int argc, char** argv) {
   };
   if (wanted("gemm")) add_gemm_rows(add_row_or_failure, threads);
   if (wanted("conv")) add_conv_rows(add_row_or_failure);
+  if (only == "convnets") add_convnet_rows(add_row_or_failure, !skip_torch);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
     // The step with the CPU GEMM library and with Eigen's products, in

@@ -43,7 +43,9 @@ inline double median_seconds(int repeats, int warmup, const std::function<void()
 inline std::optional<std::string> run_reference_script(const std::string& python,
                                                        const std::string& script,
                                                        const std::string& args) {
-  std::string path = std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
+  // A script of this repository's perf/ comes with its full path.
+  std::string path =
+      script.starts_with('/') ? script : std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
   if (!std::ifstream(path)) return std::nullopt;
   FILE* p = popen((python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
   if (!p) return std::nullopt;

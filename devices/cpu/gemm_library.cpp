@@ -46,12 +46,14 @@ void use_one_openmp_thread() {
 
 const char* gemm_library() { return library_on.load() ? "onednn" : "eigen"; }
 
+bool gemm_library_on() { return library_on.load(std::memory_order_relaxed); }
+
 bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float* c, int64_t ldc) {
+                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (!library_on.load(std::memory_order_relaxed)) return false;
   use_one_openmp_thread();
-  dnnl_status_t status =
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
+                                    accumulate ? 1.0f : 0.0f, c, ldc);
   if (status != dnnl_success)
     fail(error_code::internal, "matmul",
          "oneDNN sgemm failed (status " + std::to_string(int(status)) + ") for " +
@@ -63,8 +65,10 @@ bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const floa
 
 const char* gemm_library() { return "eigen"; }
 
+bool gemm_library_on() { return false; }
+
 bool library_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
-                   int64_t, float*, int64_t) {
+                   int64_t, float*, int64_t, bool) {
   return false;
 }
 

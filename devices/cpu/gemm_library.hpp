@@ -10,18 +10,23 @@
 
 namespace actorflow::cpu {
 
-/// "onednn" or "eigen": the library library_sgemm calls.
+/// "onednn" or "eigen": the library library_sgemm calls (eigen: none, or off).
 const char* gemm_library();
 
 /// Off: library_sgemm declines and Eigen computes every product. On by
 /// default; the benchmarks turn it off to measure both in one run, and
-/// ACTORFLOW_CPU_GEMM=eigen in the environment starts with it off.
+/// ACTORFLOW_CPU_GEMM=eigen in the environment starts with it off. Change it
+/// only while no kernel runs (a kernel plans its products by it).
 void use_gemm_library(bool on);
 
 /// c (m x n, row stride ldc) = op(a) x op(b), row-major, op a transpose where
-/// ta/tb, on the calling thread. Returns false (and computes nothing) where
-/// no library was built in: the caller uses Eigen.
+/// ta/tb, on the calling thread; with accumulate c += op(a) x op(b). Returns
+/// false (and computes nothing) where no library was built in or it is off:
+/// the caller computes the product itself.
 bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float* c, int64_t ldc);
+                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate = false);
+
+/// Whether library_sgemm computes products (a library is built in and on).
+bool gemm_library_on();
 
 }  // namespace actorflow::cpu

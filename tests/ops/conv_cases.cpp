@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "devices/cpu/gemm_library.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_gemm.hpp"
 #include "ops/op_cases.hpp"
@@ -551,4 +552,40 @@ TEST_CASE("conv2d builders infer shapes with an unknown batch") {
 }
 
 }  // namespace
+// Filters over 1 MB (len x k floats) go to the CPU GEMM library in chunks of
+// rows; the same products through the tiled kernel alone are the reference.
+TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled kernel") {
+  random_source rnd;
+  struct wide_case {
+    shape input, filter;
+    int64_t stride;
+    const char* padding;
+  };
+  for (auto c : {wide_case{{3, 9, 7, 128}, {3, 3, 128, 256}, 1, "SAME"},
+                 wide_case{{2, 11, 11, 96}, {5, 5, 96, 128}, 2, "VALID"},
+                 wide_case{{5, 6, 6, 512}, {1, 1, 512, 640}, 1, "SAME"}}) {
+    CAPTURE(c.input.to_string());
+    CAPTURE(c.filter.to_string());
+    attr_map attrs{{"strides", std::vector<int64_t>{c.stride, c.stride}},
+                   {"padding", std::string(c.padding)}};
+    tensor x = rnd.uniform(dtype::float32, c.input);
+    tensor f = rnd.uniform(dtype::float32, c.filter);
+    tensor y = run_kernel("conv2d", {x, f}, attrs)[0];
+    tensor dy = rnd.uniform(dtype::float32, y.dims());
+    auto all_three = [&] {
+      return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
+                                 run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
+                                 run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
+    };
+    auto library = all_three();
+    cpu::use_gemm_library(false);
+    auto tiled = all_three();
+    cpu::use_gemm_library(true);
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(compare_tensors(library[i], tiled[i], 1e-4) == "");
+    }
+  }
+}
+
 }  // namespace actorflow::testing

@@ -1,0 +1,72 @@
+#include "perf/bench_convnets.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <regex>
+
+#include "actors/op_profile.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/convnets.hpp"
+#include "ops/train.hpp"
+#include "perf/bench_util.hpp"
+
+namespace actorflow::bench {
+
+namespace {
+
+constexpr int batch = 16;
+// Steps timed per model (after one warm-up step): about 10 s of work each.
+int timed_steps(const std::string& model) { return model == "vgg_a" ? 3 : 5; }
+
+double convnet_step_ms(const std::string& model) {
+  graph g;
+  auto net = models::make_convnet(g, model, batch);
+  operation train = sgd(0.01).minimize(net.loss);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  tensor images(dtype::float32, {batch, net.image_size, net.image_size, 3});
+  images.mutable_flat<float>() = (Eigen::ArrayXf::Random(images.num_elements()) + 1.0f) * 0.5f;
+  tensor labels(dtype::int32, {batch});
+  std::mt19937 rng(7);
+  for (int i = 0; i < batch; ++i) labels.mutable_data<int32_t>()[i] = int32_t(rng() % 1000);
+  feed_list feeds{{net.images, images}, {net.labels, labels}};
+  run_metadata md;
+  auto step = [&] { s.run({}, feeds, {net.loss}, {train}, &md); };
+  double ms = 1000.0 * median_seconds(timed_steps(model), 1, step);
+  if (std::getenv("ACTORFLOW_BENCH_PROFILE")) {  // where a step's time goes, on stderr
+    op_profile profile;
+    s.run(run_options{.trace = true}, feeds, {net.loss}, {train}, &md);
+    profile.add(md);
+    std::cerr << model << ":\n" << profile.table(12) << "\n";
+  }
+  return ms;
+}
+
+std::optional<double> torch_convnet_step_ms(const std::string& model) {
+  static const std::regex field(R"(step_ms=([0-9.]+))");
+  return run_torch_reference(std::string(ACTORFLOW_PERF_DIR) + "/torch_convnets.py",
+                             fmt::format("{} {} {}", model, timed_steps(model), batch), field);
+}
+
+}  // namespace
+
+void add_convnet_rows(const add_row_fn& add_row, bool with_torch) {
+  for (const auto& model : models::convnet_names()) {
+    double ours = convnet_step_ms(model);
+    std::optional<double> ref;
+    if (with_torch) ref = torch_convnet_step_ms(model);
+    add_row(fmt::format("{}_step_ms", model), ours, "ms",
+            ref ? fmt::format("batch {}; {:.2f}x PyTorch; target <= 0.8x", batch, ours / *ref)
+                : fmt::format("batch {}; PyTorch not measured", batch));
+    if (ref)
+      add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms",
+              "PyTorch, same layers (perf/torch_convnets.py), same machine");
+  }
+}
+
+}  // namespace actorflow::bench
