@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
+#include "ops/array.hpp"
+#include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
 #include "ops/reduce.hpp"
@@ -335,4 +338,76 @@ TEST_CASE("minimize: errors name what is wrong") {
   session s(g);
   auto e = error_of([&] { s.run({{x, tensor::from_vector<float>({1, 1}, {2})}}, {}, {train}); });
   CHECK(e.find("initialized") != std::string::npos);
+}
+
+// An update finding its variable's value still held by a reader of the same
+// step copies it first (copy-on-write); the update therefore waits for those
+// readers: here w2's update waits for the product that carries the gradient
+// back through w2 to w1. Results are unchanged.
+TEST_CASE("an update waits for its step's readers of the variable") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {4, 3}, "x");
+  auto w1 = make_variable(
+      constant(g, tensor::from_vector<float>({0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f}, {3, 2})),
+      "w1");
+  auto w2 = make_variable(constant(g, tensor::from_vector<float>({0.7f, -0.8f}, {2, 1})), "w2");
+  auto loss = reduce_sum(square(matmul(tanh(matmul(x, w1.value())), w2.value())));
+  auto train = sgd(0.1).minimize(loss);
+  auto readers_of = [&](const variable& v) {
+    std::set<int> readers;
+    for (auto& n : g.nodes())
+      for (auto& in : n.inputs)
+        if (in.node == v.value().ref().node && n.op == "matmul") readers.insert(n.id);
+    return readers;
+  };
+  auto update_of = [&](const variable& v) -> const node& {
+    for (auto& n : g.nodes())
+      if (n.op == "apply_sgd" && n.inputs[0].node == v.value().ref().node) return n;
+    FAIL("no update");
+    throw;
+  };
+  auto waits_for = [&](const variable& v) {
+    const node& update = update_of(v);
+    std::set<std::string> names;
+    for (int c : update.control_inputs) names.insert(g.at(c).name);
+    return names;
+  };
+  // w2: the forward product and the one carrying the gradient back to h.
+  for (int r : readers_of(w2)) CHECK_MESSAGE(waits_for(w2).count(g.at(r).name) == 1, g.at(r).name);
+  CHECK(readers_of(w2).size() == 2);
+  // w1: the forward product; not the gradient for the placeholder x, which
+  // the step does not compute (a dependency would make it run).
+  int waited = 0;
+  for (int r : readers_of(w1)) {
+    bool forward = g.at(r).inputs[0].node == x.ref().node;
+    CHECK_MESSAGE(waits_for(w1).count(g.at(r).name) == (forward ? 1u : 0u), g.at(r).name);
+    waited += forward;
+  }
+  CHECK(waited == 1);
+  // Training still follows plain SGD.
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  feed_list feeds{{x, tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3})}};
+  float first = s.run(feeds, {loss})[0].item<float>();
+  for (int i = 0; i < 20; ++i) s.run(feeds, {}, {train});
+  CHECK(s.run(feeds, {loss})[0].item<float>() < 0.5f * first);
+}
+
+// A rows-only update (an embedding's gathered rows) waits for no node that
+// only the dense gradient would need: none is pulled into the step.
+TEST_CASE("a rows-only update waits for no node of the dense gradient") {
+  graph g;
+  auto w = make_variable(constant(g, tensor::from_vector<float>({1, 2, 3, 4}, {4, 1})), "w");
+  auto ids = placeholder(g, dtype::int32, {2}, "ids");
+  auto loss = reduce_sum(square(gather(w.value(), ids)));
+  auto train = sgd(0.1, optimizer_options{.row_updates = true}).minimize(loss);
+  for (auto& n : g.nodes())
+    if (n.op == "apply_sgd_rows")
+      for (int c : n.control_inputs) CHECK(g.at(c).op != "scatter_add_like");
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  s.run({{ids, tensor::from_vector<int32_t>({1, 3}, {2})}}, {}, {train});
+  auto after = s.eval(w.value());
+  CHECK(after.data<float>()[0] == 1.0f);
+  CHECK(after.data<float>()[1] == doctest::Approx(2.0f - 0.1f * 4.0f));
 }
