@@ -81,19 +81,19 @@ namespace {
 // nothing when control flow is among them (see readers_before_update).
 std::vector<bool> gradient_ancestors(const graph& g, const std::vector<output>& grads) {
   std::vector<bool> seen(g.nodes().size(), false);
-  std::vector<int> todo;
+  std::vector<int> pending;
   for (auto& grad : grads)
-    if (grad.valid()) todo.push_back(grad.ref().node);
-  while (!todo.empty()) {
-    int id = todo.back();
-    todo.pop_back();
+    if (grad.valid()) pending.push_back(grad.ref().node);
+  while (!pending.empty()) {
+    int id = pending.back();
+    pending.pop_back();
     if (seen[static_cast<size_t>(id)]) continue;
     seen[static_cast<size_t>(id)] = true;
     const node& n = g.at(id);
     for (const char* op : {"switch", "merge", "enter", "exit", "next_iteration"})
       if (n.op == op) return {};
-    for (auto& in : n.inputs) todo.push_back(in.node);
-    for (int c : n.control_inputs) todo.push_back(c);
+    for (auto& in : n.inputs) pending.push_back(in.node);
+    for (int c : n.control_inputs) pending.push_back(c);
   }
   return seen;
 }

@@ -63,22 +63,16 @@ std::optional<block_gemm> cblas_library(const char* path, std::string* missing) 
   });
 }
 
-// oneDNN's sgemm, one OpenMP thread per calling thread (as in the library).
+// oneDNN's sgemm through the library's own call (devices/cpu/gemm_library.hpp),
+// when actorflow was built with it.
 std::optional<block_gemm> onednn_library(std::string* missing) {
-  using dnnl_sgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                             const float*, int64_t, float, float*, int64_t);
-  using omp_set = void (*)(int);
-  void* dnnl = open_library("libdnnl.so.2", missing);
-  void* gomp = dnnl ? open_library("libgomp.so.1", missing) : nullptr;
-  if (!gomp) return std::nullopt;
-  auto sgemm = reinterpret_cast<dnnl_sgemm>(dlsym(dnnl, "dnnl_sgemm"));
-  auto set_threads = reinterpret_cast<omp_set>(dlsym(gomp, "omp_set_num_threads"));
-  if (!sgemm || !set_threads) return std::nullopt;
-  return block_gemm([=](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                        int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-    thread_local bool one_thread = (set_threads(1), true);
-    (void)one_thread;
-    sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  if (std::string(cpu::gemm_library()) != "onednn") {
+    if (missing) *missing = "actorflow built without oneDNN (or ACTORFLOW_CPU_GEMM=eigen)";
+    return std::nullopt;
+  }
+  return block_gemm([](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+    cpu::library_sgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
   });
 }
 

@@ -2,8 +2,9 @@
 // every float GEMM this machine's Debian packages offer, measured the way
 // actorflow drives its own: the product split into blocks across a TBB arena
 // of the machine's cores, each block one single-threaded library call.
-// Eigen is compiled in; OpenBLAS and BLIS (their serial builds) and oneDNN
-// are opened at run time, so the benchmark needs none of them to build.
+// Eigen is compiled in, oneDNN is the library's own call (when it was built
+// with it); OpenBLAS and BLIS (their serial builds) are opened at run time,
+// so the benchmark needs neither to build.
 #pragma once
 #include <functional>
 #include <optional>
