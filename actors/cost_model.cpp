@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 
 #include "core/op_registry.hpp"
 
@@ -105,7 +106,20 @@ device_rate measure(const local_device& d) {
 
 std::vector<device_rate> measure_device_rates(runtime& rt) {
   std::vector<device_rate> rates;
+  // CPU devices with as many threads run on the same cores: one measurement
+  // serves them all, where separate ones would differ by the machine's noise
+  // alone (a probe preempted by another process) and make one of them look
+  // slower than it is.
+  std::map<int, device_rate> cpu_rate_by_threads;
   for (auto& d : rt.devices()) {
+    if (!d.accel && d.arena) {
+      int threads = d.arena->max_concurrency();
+      auto known = cpu_rate_by_threads.find(threads);
+      if (known == cpu_rate_by_threads.end())
+        known = cpu_rate_by_threads.emplace(threads, measure(d)).first;
+      rates.push_back(known->second);
+      continue;
+    }
     // A device that cannot run the probe (a GPU that fails to open) gets no
     // free node; a node hinted there fails with the device's own error.
     try {
