@@ -20,6 +20,7 @@
 
 #include "devices/cpu/gemm_library.hpp"
 #include "ops/conv_gemm.hpp"
+#include "ops/epilogue.hpp"
 #include "ops/geometry/conv_window.hpp"
 #include "ops/op_util.hpp"
 
@@ -215,8 +216,11 @@ void split(int64_t n, int64_t grain, int64_t macs, F&& body) {
 
 // --- kernels ---
 
+// A fused op's epilogue (bias, activation) runs over each chunk of rows of y
+// right after its product, while the chunk is in cache.
 template <class T>
-void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y) {
+void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
+             const epilogue<T>& ep = {}) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
   const bool wide = is_wide<T>(len, k);
@@ -226,6 +230,7 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y) {
   split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
     if (pointwise) {
       chunk_gemm(wide, e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
+      ep.apply(y + b * k, e - b, k, k, 0);
       return;
     }
     T* cols = scratch<T>(std::min(step, e - b) * len);
@@ -233,6 +238,7 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y) {
       const int64_t r1 = std::min(e, r0 + step);
       im2col(g, r0, r1, x, cols);
       chunk_gemm(wide, r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
+      ep.apply(y + r0 * k, r1 - r0, k, k, 0);
     }
   });
 }
@@ -366,6 +372,33 @@ void conv2d_kernel(kernel_context& ctx) {
   });
 }
 
+// fused_conv2d: act(conv2d(x, f) + bias), made by the graph optimizer.
+std::vector<tensor_spec> infer_fused_conv2d(const shape_context& c) {
+  auto out = infer_conv2d(c);
+  auto& bias = c.inputs[2];
+  if (bias.type != out[0].type || bias.dims.rank() != 1 ||
+      (bias.dims[0] >= 0 && bias.dims[0] != out[0].dims.dim(-1)))
+    c.fail("bias " + bias.to_string() + " does not match the convolution " + out[0].to_string());
+  parse_activation(c.attr<std::string>("activation"), c.op);
+  return out;
+}
+
+void fused_conv2d_kernel(kernel_context& ctx) {
+  const tensor &x = ctx.input(0), &f = ctx.input(1), &bias = ctx.input(2);
+  check_float_pair(ctx.op, x.type(), f.type(), "input", "filter");
+  auto d = conv_geometry(ctx.op, x.dims(), f.dims(), ctx.attrs);
+  if (bias.type() != x.type() || bias.rank() != 1 || bias.dims()[0] != d.k)
+    ctx.fail("bias " + tensor_spec{bias.type(), bias.dims()}.to_string() + " does not match " +
+             std::to_string(d.k) + " output channels");
+  const activation act = parse_activation(ctx.attr<std::string>("activation"), ctx.op);
+  tensor& y = ctx.allocate_output(0, x.type(), conv_output_shape(d));
+  visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    forward<T>(d.g, d.k, x.data<T>(), f.data<T>(), y.mutable_data<T>(),
+               epilogue<T>{bias.data<T>(), act});
+  });
+}
+
 void backprop_input_kernel(kernel_context& ctx) {
   const tensor& like = ctx.input(0);
   const tensor& f = ctx.input(1);
@@ -441,6 +474,14 @@ const op_registrar registrations[] = {
                   .expensive = true,
                   .summary = "gradient of conv2d with respect to its filter",
                   .gradient = backprop_filter_grad}),
+    op_registrar({.name = "fused_conv2d",
+                  .num_inputs = 3,
+                  .infer = infer_fused_conv2d,
+                  .kernel = fused_conv2d_kernel,
+                  .expensive = true,
+                  .summary = "act(conv2d(x, f) + bias), made by the graph optimizer after "
+                             "gradients are built (so it has none of its own)",
+                  .not_differentiable = true}),
 };
 
 attr_map conv_attrs(std::vector<int64_t> strides, const std::string& padding) {

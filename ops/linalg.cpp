@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "devices/cpu/gemm_library.hpp"
+#include "ops/epilogue.hpp"
 #include "ops/geometry/matmul_batch.hpp"
 #include "ops/op_util.hpp"
 #include "ops/reduce.hpp"
@@ -44,8 +45,8 @@ using mutable_rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic,
 // otherwise. The operands are strided views into the full matrices; a transposed operand is a
 // transposed view (both libraries pack either storage order, so nothing is copied to transpose).
 template <class T>
-void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
-                int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void product_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                   int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
   if constexpr (std::is_same_v<T, float>)
     if (cpu::library_sgemm(ta, tb, rows, cols, k, ta ? a + r0 : a + r0 * k, ta ? m : k,
@@ -71,6 +72,15 @@ void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, b
       out.noalias() = lhs.transpose() * rhs.transpose();
     }
   }
+}
+
+// The block, then a fused op's epilogue over it while it is in cache.
+template <class T>
+void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                int64_t r0, int64_t r1, int64_t c0, int64_t c1, const epilogue<T>& ep) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  product_block(a, b, c, m, n, k, ta, tb, r0, r1, c0, c1);
+  ep.apply(c + r0 * n + c0, rows, cols, n, c0);
 }
 
 #if defined(__AVX512F__)
@@ -166,10 +176,11 @@ constexpr int64_t blocks_per_thread = 2;
 // packs again).
 template <class T, class Offsets>
 void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& offsets, int64_t m,
-                  int64_t n, int64_t k, bool ta, bool tb) {
+                  int64_t n, int64_t k, bool ta, bool tb, const epilogue<T>& ep = {}) {
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(c, c + batch * m * n, T(0));
+    for (int64_t i = 0; i < batch; ++i) ep.apply(c + i * m * n, m, n, n, 0);
     return;
   }
   const double work = double(m) * double(n) * double(k);
@@ -184,10 +195,11 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
       if constexpr (std::is_same_v<T, float>)
         if (!ta && !tb && work <= serial_work) {  // one thread may still get a large one
           small_gemm(a + ao, b + bo, c + i * m * n, m, n, k);
+          ep.apply(c + i * m * n, m, n, n, 0);
           continue;
         }
 #endif
-      gemm_block(a + ao, b + bo, c + i * m * n, m, n, k, ta, tb, 0, m, 0, n);
+      gemm_block(a + ao, b + bo, c + i * m * n, m, n, k, ta, tb, 0, m, 0, n, ep);
     }
     return;
   }
@@ -221,9 +233,9 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
           const T* bi = b + bo;
           T* ci = c + i * m * n;
           if (split_cols)
-            gemm_block(ai, bi, ci, m, n, k, ta, tb, 0, m, lo, hi);
+            gemm_block(ai, bi, ci, m, n, k, ta, tb, 0, m, lo, hi, ep);
           else
-            gemm_block(ai, bi, ci, m, n, k, ta, tb, lo, hi, 0, n);
+            gemm_block(ai, bi, ci, m, n, k, ta, tb, lo, hi, 0, n, ep);
         }
       },
       tbb::simple_partitioner());
@@ -421,6 +433,46 @@ void bias_add_grad_kernel(kernel_context& ctx) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// fused_matmul (made by the graph optimizer, actors/graph_optimizer.hpp)
+
+// The bias of a fused op: 1-D, the output's last dim, the operands' dtype.
+void check_fused_bias(const std::string& op, const tensor_spec& bias, const tensor_spec& out) {
+  if (bias.type != out.type)
+    fail(op, "bias " + bias.to_string() + " differs in dtype from the product " + out.to_string());
+  const int64_t cols = out.dims.dim(-1);
+  if (bias.dims.rank() != 1 || (bias.dims[0] >= 0 && cols >= 0 && bias.dims[0] != cols))
+    fail(op, "bias " + bias.to_string() + " does not match the product " + out.to_string());
+}
+
+std::vector<tensor_spec> fused_matmul_infer(const shape_context& c) {
+  if (c.inputs[0].dims.rank() != 2 || c.inputs[1].dims.rank() != 2)
+    c.fail("expects matrices, got " + c.inputs[0].to_string() + " x " + c.inputs[1].to_string());
+  auto out = matmul_infer(c);
+  if (!is_floating(out[0].type)) c.fail("expects float operands, got " + out[0].to_string());
+  check_fused_bias(c.op, c.inputs[2], out[0]);
+  parse_activation(c.attr<std::string>("activation"), c.op);
+  return out;
+}
+
+void fused_matmul_kernel(kernel_context& ctx) {
+  const tensor &a = ctx.input(0), &b = ctx.input(1), &bias = ctx.input(2);
+  const bool ta = ctx.attr_or<bool>("transpose_a", false);
+  const bool tb = ctx.attr_or<bool>("transpose_b", false);
+  auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
+  tensor& out = ctx.allocate_output(0, a.type(), shape{g.m, g.n});
+  check_fused_bias(ctx.op, {bias.type(), bias.dims()}, {out.type(), out.dims()});
+  if (a.type() != b.type() || a.rank() != 2 || b.rank() != 2)
+    ctx.fail("expects two matrices of one dtype, got " + operands_of(a.dims(), b.dims(), ta, tb));
+  const activation act = parse_activation(ctx.attr<std::string>("activation"), ctx.op);
+  visit_floating(a.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    auto one = [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; };
+    batched_gemm(a.data<T>(), b.data<T>(), out.mutable_data<T>(), 1, one, g.m, g.n, g.k, ta, tb,
+                 epilogue<T>{bias.data<T>(), act});
+  });
+}
+
 // Whether an operand's batch dims are known to be the output's: then its
 // gradient needs no sum over broadcast matrices.
 bool same_batch(const shape& x, const shape& out) {
@@ -472,6 +524,14 @@ const op_registrar registrations[] = {
                   .infer = bias_add_grad_infer,
                   .kernel = bias_add_grad_kernel,
                   .summary = "sums over all but the last dim (the gradient of bias_add)",
+                  .not_differentiable = true}),
+    op_registrar({.name = "fused_matmul",
+                  .num_inputs = 3,
+                  .infer = fused_matmul_infer,
+                  .kernel = fused_matmul_kernel,
+                  .expensive = true,
+                  .summary = "act(a x b + bias) on matrices, made by the graph optimizer after "
+                             "gradients are built (so it has none of its own)",
                   .not_differentiable = true}),
 };
 
