@@ -5,6 +5,7 @@
 #include "actors/cluster.hpp"
 #include "actors/distributed_executable.hpp"
 #include "actors/executable.hpp"
+#include "actors/graph_optimizer.hpp"
 #include "actors/messages.hpp"
 #include "actors/partition.hpp"
 #include "actors/resource_table.hpp"
@@ -51,18 +52,38 @@ void check_feed(const node& n, const tensor& value) {
                         ", but the placeholder is " + spec.to_string());
 }
 
+// A runnable compiled from an optimized copy of the graph, which it keeps
+// (declared first, so that it outlives the runnable's actors).
+class optimized_runnable : public runnable {
+ public:
+  optimized_runnable(std::unique_ptr<graph> g, std::shared_ptr<runnable> inner)
+      : graph_(std::move(g)), inner_(std::move(inner)) {}
+  void start(step_request_ptr request) const override { inner_->start(std::move(request)); }
+  bool broken() const override { return inner_->broken(); }
+  std::vector<std::string> dead_tasks() const override { return inner_->dead_tasks(); }
+  const std::vector<placement_entry>& placement_log() const override {
+    return inner_->placement_log();
+  }
+
+ private:
+  std::unique_ptr<graph> graph_;
+  std::shared_ptr<runnable> inner_;
+};
+
 }  // namespace
 
-session::session(graph& g) : session(g, runtime::shared()) {}
+session::session(graph& g, session_options options)
+    : session(g, runtime::shared(), options) {}
 
-session::session(graph& g, std::shared_ptr<runtime> rt)
+session::session(graph& g, std::shared_ptr<runtime> rt, session_options options)
     : graph_(g),
       runtime_(rt ? std::move(rt) : throw error("[session] no runtime")),
+      options_(options),
       resources_(std::make_unique<resource_table>(*runtime_)),
       in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {}
 
-session::session(graph& g, std::shared_ptr<cluster_connection> cluster)
-    : session(g, cluster ? cluster->rt() : throw error("[session] no cluster")) {
+session::session(graph& g, std::shared_ptr<cluster_connection> cluster, session_options options)
+    : session(g, cluster ? cluster->rt() : throw error("[session] no cluster"), options) {
   cluster_ = std::move(cluster);
 }
 
@@ -133,23 +154,38 @@ std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
   return exe;
 }
 
-// One process's executable, unless placement puts nodes on other tasks.
+// The signature's runnable, on the optimized copy of the graph unless the
+// options say otherwise.
 std::shared_ptr<runnable> session::build(const run_signature& sig) {
+  if (!options_.optimize) return build_on(graph_, sig);
+  graph_optimizer_options options;
+  // The fused ops have CPU kernels only: where a node may go to a GPU (here
+  // or on another task), layers stay as built.
+  options.fuse = !cluster_;
+  options.fold_on_tasks = !cluster_;
+  for (auto& d : runtime_->devices()) options.fuse = options.fuse && !d.accel;
+  auto optimized = optimize_graph(graph_, sig, options);
+  return std::make_shared<optimized_runnable>(std::move(optimized.g),
+                                              build_on(*optimized.g, optimized.sig));
+}
+
+// One process's executable, unless placement puts nodes on other tasks.
+std::shared_ptr<runnable> session::build_on(const graph& g, const run_signature& sig) {
   auto resources = [this](const node& n, const local_device& d) {
     return resources_->actor_for(n, &d);
   };
   std::string local = cluster_ ? cluster_->local_task() : "/job:localhost/task:0";
-  auto tasks = place(graph_, sig, local);
+  auto tasks = place(g, sig, local);
   for (size_t id = 0; id < tasks.size(); ++id) {
     if (tasks[id].empty() || tasks[id] == local) continue;
     if (!cluster_)
-      fail("session", "node '" + graph_.at(static_cast<int>(id)).name + "' is placed on " +
+      fail("session", "node '" + g.at(static_cast<int>(id)).name + "' is placed on " +
                           tasks[id] + ", but this session has no cluster (make it with a " +
                           "cluster_connection)");
-    return std::make_shared<distributed_executable>(graph_, sig, std::move(tasks), *cluster_,
+    return std::make_shared<distributed_executable>(g, sig, std::move(tasks), *cluster_,
                                                     resources);
   }
-  return std::make_shared<executable>(graph_, sig, *runtime_, resources);
+  return std::make_shared<executable>(g, sig, *runtime_, resources);
 }
 
 std::future<std::vector<tensor>> session::run_async(const feed_list& feeds,

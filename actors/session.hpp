@@ -36,18 +36,27 @@ struct step_request;
 
 using feed_list = std::vector<std::pair<output, tensor>>;
 
+struct ACTORFLOW_API session_options {
+  /// Rewrite each signature's graph before its actors are spawned: fold
+  /// constants, remove common subexpressions and pass-throughs, fuse layers
+  /// (actors/graph_optimizer.hpp). Results are those of the graph as built,
+  /// up to float rounding; node names in traces and placement logs are those
+  /// of the nodes that remain (a fused layer carries its last op's name).
+  bool optimize = true;
+};
+
 class ACTORFLOW_API session {
  public:
   /// The graph must outlive the session; nodes may still be added to it
   /// between runs, but not while a run is being compiled.
   /// A session on the process's shared runtime (runtime::shared()).
-  explicit session(graph& g);
+  explicit session(graph& g, session_options options = {});
   /// A session on `rt` (actors/runtime.hpp: devices, threads, tuning).
-  session(graph& g, std::shared_ptr<runtime> rt);
+  session(graph& g, std::shared_ptr<runtime> rt, session_options options = {});
   /// A session in a cluster: nodes placed on other tasks ("/job:ps/task:0")
   /// run in those tasks' processes (actors/distributed_executable.hpp); the
   /// rest, and every node without a job, run here, in `cluster`'s local task.
-  session(graph& g, std::shared_ptr<cluster_connection> cluster);
+  session(graph& g, std::shared_ptr<cluster_connection> cluster, session_options options = {});
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -119,8 +128,10 @@ class ACTORFLOW_API session {
 
   graph& graph_;
   std::shared_ptr<runtime> runtime_;
+  session_options options_;
   mutable std::mutex mutex_;
   std::shared_ptr<runnable> build(const run_signature& sig);
+  std::shared_ptr<runnable> build_on(const graph& g, const run_signature& sig);
 
   std::shared_ptr<cluster_connection> cluster_;
   std::map<std::string, std::shared_ptr<const runnable>> executables_;

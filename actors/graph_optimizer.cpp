@@ -1,0 +1,355 @@
+#include "actors/graph_optimizer.hpp"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/placement.hpp"
+#include "core/device_name.hpp"
+
+namespace actorflow {
+
+namespace {
+
+// Inputs read only for their shape (their values never matter).
+bool reads_only_shape(const std::string& op, size_t input) {
+  if (op == "ones_like" || op == "zeros_like" || op == "shape" || op == "size") return input == 0;
+  return op == "broadcast_like" && input == 1;
+}
+
+bool is_pass_through(const node& n, const graph& g) {
+  if (n.op == "identity" || n.op == "stop_gradient") return true;
+  if (n.op != "reshape" || n.inputs.empty()) return false;
+  auto& in = g.at(n.inputs[0].node).outputs[static_cast<size_t>(n.inputs[0].index)].dims;
+  return in.is_fully_defined() && in == n.outputs[0].dims;
+}
+
+// Ops whose node may be folded or deduplicated: computations, not effects.
+bool is_pure(const node& n) {
+  return n.def->kernel && !n.def->stateful && !served_by_runtime(*n.def) && !n.outputs.empty() &&
+         n.op != "constant";
+}
+
+// Largest tensor attribute whose bytes are compared for deduplication.
+constexpr size_t max_compared_bytes = size_t{1} << 20;
+
+bool has_large_tensor(const attr_map& attrs) {
+  for (auto& [name, value] : attrs)
+    if (auto* t = std::get_if<tensor>(&value); t && t->size_bytes() > max_compared_bytes)
+      return true;
+  return false;
+}
+
+// Nodes that one equal earlier node may replace: computations and constants.
+bool is_deduplicable(const node& n) {
+  return (is_pure(n) || is_foldable_constant(n)) && !has_large_tensor(n.attrs);
+}
+
+bool same_tensor(const tensor& a, const tensor& b) {
+  return a.type() == b.type() && a.dims() == b.dims() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.size_bytes()) == 0;
+}
+
+bool same_attrs(const attr_map& a, const attr_map& b) {
+  if (a.size() != b.size()) return false;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    if (ia->first != ib->first || ia->second.index() != ib->second.index()) return false;
+    bool same = std::visit(
+        [&](auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, tensor>)
+            return same_tensor(x, std::get<tensor>(ib->second));
+          else
+            return x == std::get<T>(ib->second);
+        },
+        ia->second);
+    if (!same) return false;
+  }
+  return true;
+}
+
+std::string endpoint_key(const endpoint& e) {
+  return std::to_string(e.node) + ":" + std::to_string(e.index);
+}
+
+// One planned fusion: the product (matmul or conv2d), its bias_add, and the
+// relu after it (or none); the last of them is the head, where the fused
+// node is made.
+struct fusion {
+  int product = -1, bias = -1, relu = -1;
+  int head() const { return relu >= 0 ? relu : bias; }
+};
+
+class optimizer {
+ public:
+  optimizer(const graph& g, const run_signature& sig, const graph_optimizer_options& options)
+      : in_(g), sig_(sig), options_(options), out_(std::make_unique<graph>()) {}
+
+  optimized_graph run() {
+    needed_ = needed_nodes(in_, sig_, false);
+    count_uses();
+    if (options_.fuse) plan_fusions();
+    for (auto& n : in_.nodes()) copy(n);
+    optimized_graph result;
+    result.sig = mapped_signature();
+    for (bool b : needed_) report_.nodes_before += b;
+    for (bool b : needed_nodes(*out_, result.sig, false)) report_.nodes_after += b;
+    result.g = std::move(out_);
+    result.report = report_;
+    return result;
+  }
+
+ private:
+  const graph& in_;
+  const run_signature& sig_;
+  graph_optimizer_options options_;
+  std::unique_ptr<graph> out_;
+  graph_optimizer_report report_;
+  std::vector<bool> needed_;
+  // Per node of the input graph: readers of its outputs among the needed
+  // nodes (one per edge), its last such reader, and how many needed nodes
+  // wait on it by control edge; `kept` marks what must stay a node of its own
+  // (fed, fetched, run as a target).
+  // (control_readers_: the needed nodes that wait on it by control edge.)
+  std::vector<int> data_uses_, last_reader_;
+  std::vector<std::vector<int>> control_readers_;
+  std::vector<bool> kept_;
+  std::vector<fusion> fusion_at_;  // by head; product < 0: none
+  std::vector<bool> absorbed_;     // a product or bias_add made part of a fused node
+  // Where each output (and each node, for control edges and targets) went.
+  std::vector<std::vector<endpoint>> moved_;
+  std::vector<int> moved_node_;
+  std::map<std::string, std::vector<int>> by_key_;  // deduplication: key -> new nodes
+
+  const node& at(int id) const { return in_.at(id); }
+  static size_t index(int id) { return static_cast<size_t>(id); }
+
+  void count_uses() {
+    const size_t n = in_.size();
+    data_uses_.assign(n, 0);
+    last_reader_.assign(n, -1);
+    control_readers_.assign(n, {});
+    kept_.assign(n, false);
+    for (auto& node : in_.nodes()) {
+      if (!needed_[index(node.id)]) continue;
+      for (auto& e : node.inputs) {
+        ++data_uses_[index(e.node)];
+        last_reader_[index(e.node)] = node.id;
+      }
+      for (int c : node.control_inputs) control_readers_[index(c)].push_back(node.id);
+    }
+    for (auto& e : sig_.feeds) kept_[index(e.node)] = true;
+    for (auto& e : sig_.fetches) kept_[index(e.node)] = true;
+    for (int t : sig_.targets) kept_[index(t)] = true;
+  }
+
+  // --- fusion ---
+
+  // Whether node `id` may disappear into a fused node whose head is `head`:
+  // its one reader is `reader`, it waits on nothing, it runs where the head does.
+  bool absorbable(int id, int reader, int head) const {
+    const node& n = at(id);
+    if (kept_[index(id)] || data_uses_[index(id)] != 1 || last_reader_[index(id)] != reader ||
+        !n.control_inputs.empty() || n.device != at(head).device)
+      return false;
+    // Nodes waiting on it will wait on the fused node: it must come before them.
+    for (int r : control_readers_[index(id)])
+      if (r < head) return false;
+    return true;
+  }
+
+  bool fusable_product(const node& p) const {
+    if (p.op != "matmul" && p.op != "conv2d") return false;
+    auto& out = p.outputs[0];
+    if (out.type != dtype::float32 && out.type != dtype::float64) return false;
+    if (p.op == "conv2d") return true;
+    for (auto& e : p.inputs)
+      if (at(e.node).outputs[index(e.index)].dims.rank() != 2) return false;
+    return true;
+  }
+
+  void plan_fusions() {
+    fusion_at_.assign(in_.size(), fusion{});
+    absorbed_.assign(in_.size(), false);
+    for (auto& b : in_.nodes()) {
+      if (!needed_[index(b.id)] || b.op != "bias_add" || !b.control_inputs.empty()) continue;
+      const node& p = at(b.inputs[0].node);
+      if (!needed_[index(p.id)] || !fusable_product(p)) continue;
+      fusion f{p.id, b.id, -1};
+      const int reader = last_reader_[index(b.id)];
+      if (reader >= 0 && at(reader).op == "relu" && at(reader).control_inputs.empty() &&
+          absorbable(b.id, reader, reader) && absorbable(p.id, b.id, reader))
+        f.relu = reader;
+      else if (!absorbable(p.id, b.id, b.id))
+        continue;
+      fusion_at_[index(f.head())] = f;
+      absorbed_[index(p.id)] = true;
+      if (f.relu >= 0) absorbed_[index(b.id)] = true;
+    }
+  }
+
+  void emit_fusion(const node& head, const fusion& f) {
+    const node& p = at(f.product);
+    const node& b = at(f.bias);
+    attr_map attrs = p.attrs;
+    attrs["activation"] = std::string(f.relu >= 0 ? "relu" : "none");
+    std::vector<endpoint> inputs{moved(p.inputs[0]), moved(p.inputs[1]), moved(b.inputs[1])};
+    auto& fused = out_->add_node_raw(p.op == "matmul" ? "fused_matmul" : "fused_conv2d", inputs,
+                                     {}, std::move(attrs), head.name, head.device);
+    for (int id : {f.product, f.bias, f.relu})
+      if (id >= 0) moved_node_[index(id)] = fused.id;
+    moved_[index(head.id)] = {{fused.id, 0}};
+    ++report_.fused;
+  }
+
+  // --- copying ---
+
+  endpoint moved(const endpoint& e) const { return moved_[index(e.node)][index(e.index)]; }
+
+  void copy(const node& n) {
+    if (moved_.empty()) {
+      moved_.assign(in_.size(), {});
+      moved_node_.assign(in_.size(), -1);
+    }
+    const size_t id = index(n.id);
+    if (!absorbed_.empty() && absorbed_[id]) return;  // made at its head
+    if (!fusion_at_.empty() && fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
+    std::vector<endpoint> inputs;
+    std::vector<int> controls;
+    for (auto& e : n.inputs) {
+      if (moved_[index(e.node)].empty()) return;  // reads a value that is gone: not needed
+      inputs.push_back(moved(e));
+    }
+    for (int c : n.control_inputs) {
+      if (moved_node_[index(c)] < 0) return;
+      controls.push_back(moved_node_[index(c)]);
+    }
+    // Inside a loop a value's frame is part of its meaning (an enter's input
+    // must come from the enclosing frame): those nodes stay as built.
+    const bool in_step_frame = in_.frame_of(n.id) == -1;
+    if (needed_[id] && in_step_frame &&
+        (bypass(n, inputs) || fold(n, inputs) || deduplicate(n, inputs, controls)))
+      return;
+    auto& made = out_->add_node_raw(n.op, inputs, controls, n.attrs, n.name, n.device);
+    if (needed_[id] && in_step_frame && is_deduplicable(n))
+      by_key_[key_of(n, inputs, controls)].push_back(made.id);
+    record(n, made.id);
+  }
+
+  void record(const node& n, int made) {
+    moved_node_[index(n.id)] = made;
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      moved_[index(n.id)].push_back({made, static_cast<int>(i)});
+  }
+
+  bool bypass(const node& n, const std::vector<endpoint>& inputs) {
+    if (!is_pass_through(n, in_) || kept_[index(n.id)] || !n.control_inputs.empty() ||
+        !control_readers_[index(n.id)].empty() || in_.frame_of(n.id) != -1)
+      return false;
+    const node& src = at(n.inputs[0].node);
+    // A resource's or the control flow's value (a variable read, a switch's
+    // branch) keeps its reader; so does a value moving to another device.
+    const bool plain_value = src.op == "placeholder" || src.op == "recv";
+    if ((served_by_runtime(*src.def) && !plain_value) || src.device != n.device ||
+        in_.frame_of(src.id) != -1)
+      return false;
+    moved_[index(n.id)] = {inputs[0]};
+    moved_node_[index(n.id)] = inputs[0].node;
+    ++report_.bypassed;
+    return true;
+  }
+
+  bool fold(const node& n, const std::vector<endpoint>& inputs) {
+    // A colocation stays a node's: placement checks it (a constant has none).
+    if (!is_pure(n) || !n.control_inputs.empty() || n.attrs.count(colocate_attr)) return false;
+    if (!options_.fold_on_tasks && !n.device.empty() && !device_name::parse(n.device).job.empty())
+      return false;
+    std::vector<tensor> values;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const node& src = out_->at(inputs[i].node);
+      if (is_foldable_constant(src)) {
+        values.push_back(std::get<tensor>(src.attrs.at("value")));
+        continue;
+      }
+      auto& spec = src.outputs[index(inputs[i].index)];
+      if (!reads_only_shape(n.op, i) || !spec.dims.is_fully_defined() ||
+          double(spec.dims.num_elements()) * double(dtype_size(spec.type)) >
+              double(options_.max_folded_bytes))
+        return false;
+      values.push_back(tensor(spec.type, spec.dims));  // only its shape is read
+    }
+    for (auto& spec : n.outputs)
+      if (!spec.dims.is_fully_defined() ||
+          double(spec.dims.num_elements()) * double(dtype_size(spec.type)) >
+              double(options_.max_folded_bytes))
+        return false;
+    std::vector<tensor> outputs;
+    try {
+      outputs = run_kernel(n.op, std::move(values), n.attrs);
+    } catch (const std::exception&) {
+      return false;  // the node fails in its step, with its own error
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string name = i == 0 ? n.name : unused_name(n.name, "/folded_" + std::to_string(i));
+      auto& c = out_->add_node_raw("constant", {}, {}, {{"value", outputs[i]}}, name, n.device);
+      if (i == 0) moved_node_[index(n.id)] = c.id;
+      moved_[index(n.id)].push_back({c.id, 0});
+    }
+    ++report_.folded;
+    return true;
+  }
+
+  // `base` + `suffix`, with a number after it if either graph has that name.
+  std::string unused_name(const std::string& base, const std::string& suffix) const {
+    std::string name = base;
+    name.append(suffix);
+    for (int i = 1; in_.find(name) || out_->find(name); ++i)
+      name = base + suffix + "_" + std::to_string(i);
+    return name;
+  }
+
+  std::string key_of(const node& n, const std::vector<endpoint>& inputs,
+                     std::vector<int> controls) const {
+    std::string key = n.op + "|" + n.device + "|";
+    for (auto& e : inputs) key += endpoint_key(e) + ",";
+    std::sort(controls.begin(), controls.end());
+    key += "|";
+    for (int c : controls) key += std::to_string(c) + ",";
+    key += "|";
+    for (auto& [name, value] : n.attrs) key += name + ",";
+    return key;
+  }
+
+  bool deduplicate(const node& n, const std::vector<endpoint>& inputs,
+                   const std::vector<int>& controls) {
+    if (!is_deduplicable(n)) return false;
+    auto it = by_key_.find(key_of(n, inputs, controls));
+    if (it == by_key_.end()) return false;
+    for (int earlier : it->second) {
+      if (!same_attrs(out_->at(earlier).attrs, n.attrs)) continue;
+      record(n, earlier);
+      ++report_.deduplicated;
+      return true;
+    }
+    return false;
+  }
+
+  run_signature mapped_signature() const {
+    run_signature sig;
+    for (auto& e : sig_.feeds) sig.feeds.push_back(moved(e));
+    for (auto& e : sig_.fetches) sig.fetches.push_back(moved(e));
+    for (int t : sig_.targets) sig.targets.push_back(moved_node_[index(t)]);
+    return sig;
+  }
+};
+
+}  // namespace
+
+optimized_graph optimize_graph(const graph& g, const run_signature& sig,
+                               const graph_optimizer_options& options) {
+  return optimizer(g, sig, options).run();
+}
+
+}  // namespace actorflow

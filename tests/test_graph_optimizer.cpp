@@ -1,0 +1,267 @@
+// The graph optimizer (actors/graph_optimizer.hpp): what each pass removes,
+// what it must leave alone, and that the training graphs it rewrites compute
+// what they computed before, bit for bit.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "actors/executable.hpp"
+#include "actors/graph_optimizer.hpp"
+#include "actors/runtime.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "ops/array.hpp"
+#include "ops/conv.hpp"
+#include "ops/linalg.hpp"
+#include "ops/math.hpp"
+#include "ops/random.hpp"
+#include "ops/reduce.hpp"
+#include "ops/state.hpp"
+#include "ops/train.hpp"
+#include "test_util.hpp"
+
+using namespace actorflow;
+using actorflow::testing::error_of;
+
+namespace {
+
+tensor floats(shape dims, std::vector<float> values) {
+  return tensor::from_vector<float>(values, std::move(dims));
+}
+
+run_signature fetching(const std::vector<output>& fetches, const std::vector<operation>& targets = {},
+                       const std::vector<output>& feeds = {}) {
+  run_signature sig;
+  for (auto& f : feeds) sig.feeds.push_back(f.ref());
+  for (auto& f : fetches) sig.fetches.push_back(f.ref());
+  for (auto& t : targets) sig.targets.push_back(t.id());
+  return sig;
+}
+
+size_t count_op(const optimized_graph& o, const std::string& op) {
+  auto needed = needed_nodes(*o.g, o.sig, false);
+  size_t n = 0;
+  for (auto& node : o.g->nodes()) n += needed[static_cast<size_t>(node.id)] && node.op == op;
+  return n;
+}
+
+const node& fetched_node(const optimized_graph& o, size_t i) {
+  return o.g->at(o.sig.fetches.at(i).node);
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.type() == b.type() && a.dims() == b.dims() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.size_bytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("constant subgraphs fold into one constant, computed by the CPU kernels") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2}, "x");
+  auto c = exp(constant(g, floats({2}, {0, 1})) + constant(g, floats({2}, {1, 1})), "folded");
+  auto y = x * c;
+  auto o = optimize_graph(g, fetching({y}, {}, {x}));
+  CHECK(o.report.folded == 2);  // the add, then the exp of it
+  CHECK(count_op(o, "exp") == 0);
+  auto& folded = o.g->at(fetched_node(o, 0).inputs[1].node);
+  REQUIRE(folded.op == "constant");
+  CHECK(folded.name == "folded");
+  auto value = std::get<tensor>(folded.attrs.at("value"));
+  CHECK(same_bits(value, run_kernel("exp", {floats({2}, {1, 2})})[0]));
+  session s(g);
+  auto out = s.run({{x, floats({2}, {1, 2})}}, {y})[0];
+  CHECK(out.data<float>()[1] == doctest::Approx(2 * std::exp(2.0)));
+}
+
+TEST_CASE("a value read only for its shape folds, as the gradient of a mean's seed") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {4, 3}, "x");
+  auto ones = ones_like(reduce_mean(x, {}, false));
+  auto o = optimize_graph(g, fetching({ones * x}, {}, {x}));
+  CHECK(o.report.folded == 1);
+  CHECK(count_op(o, "ones_like") == 0);
+  CHECK(count_op(o, "reduce_mean") == 0);  // nothing reads the mean's value any more
+}
+
+TEST_CASE("folding leaves stateful ops, failing kernels and large values to the step") {
+  graph g;
+  auto draw = random_uniform(g, {3}, dtype::float32, 0, 1, 7);
+  auto big = fill(g, {2048, 2048}, 1.0, dtype::float32);  // 16 MiB, over the 10 MiB limit
+  auto bad = gather(constant(g, floats({2}, {1, 2})),
+                    constant(g, tensor::from_vector<int32_t>({5}, {1})), 0, "bad_gather");
+  auto o = optimize_graph(g, fetching({draw, big}));
+  CHECK(o.report.folded == 0);
+  CHECK(count_op(o, "random_uniform") == 1);
+  CHECK(count_op(o, "fill") == 1);
+  auto failing = optimize_graph(g, fetching({bad}));
+  CHECK(failing.report.folded == 0);
+  session s(g);
+  CHECK(error_of([&] { s.run({}, {bad}); }).find("bad_gather") != std::string::npos);
+  auto first = s.run({}, {draw})[0], second = s.run({}, {draw})[0];
+  CHECK(!same_bits(first, second));  // still drawn anew each step
+}
+
+TEST_CASE("common subexpressions become one node; different attributes or effects do not") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 2}, "x");
+  auto a = exp(x, "first_exp"), b = exp(x, "second_exp");
+  auto p = matmul(x, x), q = matmul(x, x, false, true);  // other attributes
+  auto r1 = random_uniform(g, {2}, dtype::float32, 0, 1, 3);
+  auto r2 = random_uniform(g, {2}, dtype::float32, 0, 1, 3);
+  auto o = optimize_graph(g, fetching({a, b, p, q, r1, r2}, {}, {x}));
+  CHECK(o.report.deduplicated == 1);
+  CHECK(o.sig.fetches[0] == o.sig.fetches[1]);
+  CHECK(fetched_node(o, 0).name == "first_exp");
+  CHECK(!(o.sig.fetches[2] == o.sig.fetches[3]));
+  CHECK(!(o.sig.fetches[4] == o.sig.fetches[5]));
+  session s(g);
+  auto out = s.run({{x, floats({2, 2}, {0, 1, 2, 3})}}, {a, b});
+  CHECK(same_bits(out[0], out[1]));
+}
+
+TEST_CASE("pass-throughs are removed unless fetched, waited on, or reading a variable") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 3}, "x");
+  auto passed = neg(identity(stop_gradient(reshape(x, {2, 3}))));
+  auto fetched = identity(x, "fetched_identity");
+  auto v = make_variable(constant(g, floats({2}, {1, 2})), "v");
+  auto read = identity(v.value(), "read");
+  operation waited_on;
+  auto waited = identity(x * 3.0, "waited_on");
+  {
+    auto deps = g.control_dependencies({operation(&g, waited.ref().node)});
+    waited_on = operation(&g, neg(x).ref().node);
+  }
+  auto o = optimize_graph(g, fetching({passed, fetched, read * 2.0}, {waited_on}, {x}));
+  CHECK(o.report.bypassed == 3);  // reshape to the same shape, stop_gradient, identity
+  CHECK(fetched_node(o, 0).inputs[0] == o.sig.feeds[0]);
+  CHECK(fetched_node(o, 1).name == "fetched_identity");
+  CHECK(o.g->find("read") != nullptr);
+  CHECK(o.g->find("waited_on") != nullptr);
+}
+
+TEST_CASE("matmul or conv2d + bias_add + relu fuse where nothing else reads the steps between") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {4, 3}, "x");
+  auto w = constant(g, floats({3, 2}, {1, -2, 3, -4, 5, -6}));
+  auto bias = constant(g, floats({2}, {0.5f, -0.5f}));
+  auto layer = relu(bias_add(matmul(x, w), bias), "layer");
+  auto o = optimize_graph(g, fetching({layer}, {}, {x}));
+  CHECK(o.report.fused == 1);
+  CHECK(fetched_node(o, 0).op == "fused_matmul");
+  CHECK(fetched_node(o, 0).name == "layer");
+  CHECK(std::get<std::string>(fetched_node(o, 0).attrs.at("activation")) == "relu");
+
+  // The sum before the relu is fetched too: only the product and the bias fuse.
+  auto pre = bias_add(matmul(x, w), bias, "pre");
+  auto both = optimize_graph(g, fetching({relu(pre), pre}, {}, {x}));
+  CHECK(both.report.fused == 1);
+  CHECK(fetched_node(both, 1).op == "fused_matmul");
+  CHECK(std::get<std::string>(fetched_node(both, 1).attrs.at("activation")) == "none");
+  // The product has a second reader: nothing fuses.
+  auto product = matmul(x, w);
+  auto shared = optimize_graph(g, fetching({relu(bias_add(product, bias)), product}, {}, {x}));
+  CHECK(shared.report.fused == 0);
+
+  auto image = placeholder(g, dtype::float32, {1, 4, 4, 2}, "image");
+  auto filter = constant(g, tensor(dtype::float32, {3, 3, 2, 5}));
+  auto conv = relu(bias_add(conv2d(image, filter, {1, 1}, "SAME"),
+                            constant(g, tensor(dtype::float32, {5}))));
+  auto c = optimize_graph(g, fetching({conv}, {}, {image}));
+  CHECK(c.report.fused == 1);
+  CHECK(fetched_node(c, 0).op == "fused_conv2d");
+  CHECK(!optimize_graph(g, fetching({conv}, {}, {image}), {.fuse = false}).report.fused);
+}
+
+TEST_CASE("session_options::optimize = false runs the graph as built") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {1, 3}, "x");
+  auto w = constant(g, floats({3, 2}, {1, -2, 3, -4, 5, -6}));
+  auto y = relu(bias_add(matmul(x, w, false, false, "product"), constant(g, floats({2}, {1, 1}))));
+  auto rt = std::make_shared<runtime>(runtime_options{.gpus = 0});
+  session optimized(g, rt), as_built(g, rt, {.optimize = false});
+  feed_list feeds{{x, floats({1, 3}, {1, 2, 3})}};
+  CHECK(same_bits(optimized.run(feeds, {y})[0], as_built.run(feeds, {y})[0]));
+  auto has = [](session& s, const std::string& name) {
+    for (auto& e : s.placement_log())
+      if (e.node == name) return true;
+    return false;
+  };
+  CHECK(!has(optimized, "product"));
+  CHECK(has(as_built, "product"));
+}
+
+TEST_CASE("a runtime with an accelerator keeps layers unfused") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {1, 3}, "x");
+  auto w = constant(g, floats({3, 2}, {1, -2, 3, -4, 5, -6}));
+  auto y = relu(bias_add(matmul(x, w, false, false, "product"), constant(g, floats({2}, {1, 1}))));
+  auto rt = std::make_shared<runtime>(runtime_options{.gpus = 0, .stand_in_devices = 1});
+  session s(g, rt);
+  s.run({{x, floats({1, 3}, {1, 2, 3})}}, {y});
+  bool product_runs = false;
+  for (auto& e : s.placement_log()) product_runs = product_runs || e.node == "product";
+  CHECK(product_runs);
+}
+
+// The Fashion-MNIST models' Adam training graphs: how many nodes a step runs
+// before and after, and the same losses with the optimizer on and off.
+namespace {
+
+struct training_graph {
+  graph g;
+  output images, labels, loss;
+  operation train;
+  explicit training_graph(const std::string& model) {
+    images = placeholder(g, dtype::float32, {32, 28, 28, 1}, "images");
+    labels = placeholder(g, dtype::int32, {32}, "labels");
+    auto net = models::make_classifier(g, model, 1);
+    loss = models::mean_cross_entropy(net->logits(images), labels);
+    train = adam(1e-3).minimize(loss);
+  }
+  std::vector<float> losses(session_options options) {
+    auto rt = std::make_shared<runtime>(runtime_options{.gpus = 0});
+    session s(g, rt, options);
+    s.run({global_variables_initializer(g)});
+    tensor x(dtype::float32, {32, 28, 28, 1});
+    tensor y(dtype::int32, {32});
+    for (int64_t i = 0; i < x.num_elements(); ++i)
+      x.mutable_data<float>()[i] = float((i * 7919) % 256) / 255.0f;
+    for (int64_t i = 0; i < y.num_elements(); ++i) y.mutable_data<int32_t>()[i] = int32_t(i % 10);
+    std::vector<float> out;
+    for (int step = 0; step < 4; ++step)
+      out.push_back(s.run({{images, x}, {labels, y}}, {loss}, {train})[0].data<float>()[0]);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the same losses") {
+  struct expected {
+    std::string model;
+    size_t before, after, fused;
+  };
+  for (auto& e : {expected{"mlp", 44, 35, 3}, expected{"cnn", 60, 49, 4}}) {
+    CAPTURE(e.model);
+    training_graph t(e.model);
+    run_signature sig = fetching({t.loss}, {t.train}, {t.images, t.labels});
+    auto o = optimize_graph(t.g, sig);
+    MESSAGE(e.model << ": " << o.report.nodes_before << " -> " << o.report.nodes_after
+                    << " nodes (folded " << o.report.folded << ", deduplicated "
+                    << o.report.deduplicated << ", bypassed " << o.report.bypassed << ", fused "
+                    << o.report.fused << ")");
+    CHECK(o.report.nodes_before == e.before);
+    CHECK(o.report.nodes_after == e.after);
+    CHECK(o.report.fused == e.fused);
+    CHECK(count_op(o, "bias_add") == 0);
+    CHECK(count_op(o, "ones_like") == 0);
+    auto on = t.losses({}), off = t.losses({.optimize = false});
+    REQUIRE(on.size() == off.size());
+    // Not bit for bit: the convolutions' filter gradients add per-thread
+    // partial sums in the order the threads finish, run to run.
+    for (size_t i = 0; i < on.size(); ++i) CHECK(on[i] == doctest::Approx(off[i]).epsilon(1e-5));
+    CHECK(on.back() < on.front());
+  }
+}
