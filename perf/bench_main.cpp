@@ -244,14 +244,15 @@ int main(int argc, char** argv) {
   if (only == "convnets") add_convnet_rows(add_row_or_failure, !skip_torch);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
-    // The step with the CPU GEMM library and with Eigen's products, in
-    // alternating rounds.
-    std::vector<double> with_library, with_eigen;
+    // The step with the CPU GEMM library, with Eigen's products, and without
+    // the graph optimizer, in alternating rounds.
+    std::vector<double> with_library, with_eigen, as_built;
     for (int round = 0; round < 3; ++round) {
       with_library.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(false);
       with_eigen.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(true);
+      as_built.push_back(train_step_ms(model, 128, steps, {}, {.optimize = false}));
     }
     double ours = median(with_library), eigen = median(with_eigen);
     std::optional<double> ref;
@@ -262,6 +263,9 @@ int main(int argc, char** argv) {
             fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
     add_row(fmt::format("{}_step_ms_eigen", model), eigen, "ms",
             fmt::format("the same step with Eigen's GEMM ({:.2f}x the above)", eigen / ours));
+    add_row(fmt::format("{}_step_ms_unoptimized", model), median(as_built), "ms",
+            fmt::format("the same step without the graph optimizer ({:.2f}x the above)",
+                        median(as_built) / ours));
     if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");
   }
 

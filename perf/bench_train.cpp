@@ -37,13 +37,14 @@ struct fmnist_step {
   operation train;
   std::unique_ptr<session> s;
   feed_list feeds;
-  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices) {
+  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices,
+              session_options options = {}) {
     auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
     auto labels = placeholder(g, dtype::int32, {batch}, "labels");
     auto net = models::make_classifier(g, model, 1, devices);
     loss = models::mean_cross_entropy(net->logits(images), labels);
     train = adam(1e-3).minimize(loss);
-    s = std::make_unique<session>(g);
+    s = std::make_unique<session>(g, options);
     s->run({global_variables_initializer(g)});
     auto [x, y] = random_fmnist_batch(batch);
     feeds = {{images, x}, {labels, y}};
@@ -58,8 +59,8 @@ struct fmnist_step {
 }  // namespace
 
 double train_step_ms(const std::string& model, int batch, int steps,
-                     const std::vector<std::string>& devices) {
-  fmnist_step m(model, batch, devices);
+                     const std::vector<std::string>& devices, session_options options) {
+  fmnist_step m(model, batch, devices, options);
   // The machine is shared and noisy: the figure is the median of five
   // blocks' mean step times.
   int block = std::max(1, steps / 5);

@@ -1,6 +1,6 @@
 // The graph optimizer (actors/graph_optimizer.hpp): what each pass removes,
 // what it must leave alone, and that the training graphs it rewrites compute
-// what they computed before, bit for bit.
+// what they computed before.
 #include <doctest/doctest.h>
 
 #include <cstring>
