@@ -109,10 +109,9 @@ class optimizer {
   graph_optimizer_report report_;
   std::vector<bool> needed_;
   // Per node of the input graph: readers of its outputs among the needed
-  // nodes (one per edge), its last such reader, and how many needed nodes
-  // wait on it by control edge; `kept` marks what must stay a node of its own
-  // (fed, fetched, run as a target).
-  // (control_readers_: the needed nodes that wait on it by control edge.)
+  // nodes (one per edge), its last such reader, the needed nodes that wait on
+  // it by control edge, and whether it must stay a node of its own (fed,
+  // fetched, run as a target).
   std::vector<int> data_uses_, last_reader_;
   std::vector<std::vector<int>> control_readers_;
   std::vector<bool> kept_;
@@ -196,8 +195,8 @@ class optimizer {
     attr_map attrs = p.attrs;
     attrs["activation"] = std::string(f.relu >= 0 ? "relu" : "none");
     std::vector<endpoint> inputs{moved(p.inputs[0]), moved(p.inputs[1]), moved(b.inputs[1])};
-    auto& fused = out_->add_node_raw(p.op == "matmul" ? "fused_matmul" : "fused_conv2d", inputs,
-                                     {}, std::move(attrs), head.name, head.device);
+    auto& fused = out_->add_node_raw(p.op == "matmul" ? "fused_matmul" : "fused_conv2d", inputs, {},
+                                     std::move(attrs), head.name, head.device);
     for (int id : {f.product, f.bias, f.relu})
       if (id >= 0) moved_node_[index(id)] = fused.id;
     moved_[index(head.id)] = {{fused.id, 0}};

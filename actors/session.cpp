@@ -72,8 +72,7 @@ class optimized_runnable : public runnable {
 
 }  // namespace
 
-session::session(graph& g, session_options options)
-    : session(g, runtime::shared(), options) {}
+session::session(graph& g, session_options options) : session(g, runtime::shared(), options) {}
 
 session::session(graph& g, std::shared_ptr<runtime> rt, session_options options)
     : graph_(g),
@@ -179,11 +178,10 @@ std::shared_ptr<runnable> session::build_on(const graph& g, const run_signature&
   for (size_t id = 0; id < tasks.size(); ++id) {
     if (tasks[id].empty() || tasks[id] == local) continue;
     if (!cluster_)
-      fail("session", "node '" + g.at(static_cast<int>(id)).name + "' is placed on " +
-                          tasks[id] + ", but this session has no cluster (make it with a " +
+      fail("session", "node '" + g.at(static_cast<int>(id)).name + "' is placed on " + tasks[id] +
+                          ", but this session has no cluster (make it with a " +
                           "cluster_connection)");
-    return std::make_shared<distributed_executable>(g, sig, std::move(tasks), *cluster_,
-                                                    resources);
+    return std::make_shared<distributed_executable>(g, sig, std::move(tasks), *cluster_, resources);
   }
   return std::make_shared<executable>(g, sig, *runtime_, resources);
 }

@@ -3,7 +3,6 @@
 // Many threads may call run at once; their steps are in flight together and
 // share the session's variables.
 #pragma once
-#include "core/export.hpp"
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -16,6 +15,7 @@
 
 #include "actors/placement_entry.hpp"
 #include "actors/step_trace.hpp"
+#include "core/export.hpp"
 #include "core/graph.hpp"
 #include "core/op_registry.hpp"
 

@@ -172,13 +172,14 @@ int main(int argc, char** argv) {
   std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
-  app.add_option("--only", only,
-                 "run one group: runtime, control, gemm, conv, convnets, train, mlp, cnn, embedding, "
-                 "devices, trace or "
-                 "dist "
-                 "(default: all)")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp", "cnn",
-                             "embedding", "devices", "trace", "dist"}));
+  app.add_option(
+         "--only", only,
+         "run one group: runtime, control, gemm, conv, convnets, train, mlp, cnn, embedding, "
+         "devices, trace or "
+         "dist "
+         "(default: all)")
+      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
+                             "cnn", "embedding", "devices", "trace", "dist"}));
   CLI11_PARSE(app, argc, argv);
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());

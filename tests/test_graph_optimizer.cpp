@@ -29,7 +29,8 @@ tensor floats(shape dims, std::vector<float> values) {
   return tensor::from_vector<float>(values, std::move(dims));
 }
 
-run_signature fetching(const std::vector<output>& fetches, const std::vector<operation>& targets = {},
+run_signature fetching(const std::vector<output>& fetches,
+                       const std::vector<operation>& targets = {},
                        const std::vector<output>& feeds = {}) {
   run_signature sig;
   for (auto& f : feeds) sig.feeds.push_back(f.ref());
@@ -166,8 +167,8 @@ TEST_CASE("matmul or conv2d + bias_add + relu fuse where nothing else reads the 
 
   auto image = placeholder(g, dtype::float32, {1, 4, 4, 2}, "image");
   auto filter = constant(g, tensor(dtype::float32, {3, 3, 2, 5}));
-  auto conv = relu(bias_add(conv2d(image, filter, {1, 1}, "SAME"),
-                            constant(g, tensor(dtype::float32, {5}))));
+  auto conv = relu(
+      bias_add(conv2d(image, filter, {1, 1}, "SAME"), constant(g, tensor(dtype::float32, {5}))));
   auto c = optimize_graph(g, fetching({conv}, {}, {image}));
   CHECK(c.report.fused == 1);
   CHECK(fetched_node(c, 0).op == "fused_conv2d");

@@ -138,9 +138,9 @@ std::vector<op_case> random_cases() {
                                        conv_attrs(strides, padding, act),
                                        x.to_string() + " * " + w.to_string() + " " + padding));
   };
-  conv({8, 28, 28, 1}, {5, 5, 1, 32}, {1, 1}, "SAME", "relu");     // the CNN's first layer
-  conv({4, 14, 14, 32}, {5, 5, 32, 64}, {1, 1}, "SAME", "relu");   // its second
-  conv({2, 9, 9, 16}, {1, 1, 16, 24}, {1, 1}, "VALID", "none");    // pointwise: no patches
+  conv({8, 28, 28, 1}, {5, 5, 1, 32}, {1, 1}, "SAME", "relu");       // the CNN's first layer
+  conv({4, 14, 14, 32}, {5, 5, 32, 64}, {1, 1}, "SAME", "relu");     // its second
+  conv({2, 9, 9, 16}, {1, 1, 16, 24}, {1, 1}, "VALID", "none");      // pointwise: no patches
   conv({2, 16, 16, 128}, {3, 3, 128, 256}, {2, 2}, "SAME", "relu");  // a filter over 1 MB
   return cases;
 }
