@@ -1,5 +1,6 @@
 #include "actors/graph_optimizer.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "actors/placement.hpp"
 #include "core/device_name.hpp"
+#include "ops/elementwise.hpp"
 
 namespace actorflow {
 
@@ -90,7 +92,10 @@ class optimizer {
   optimized_graph run() {
     needed_ = needed_nodes(in_, sig_, false);
     count_uses();
-    if (options_.fuse) plan_fusions();
+    if (options_.fuse) {
+      plan_fusions();
+      plan_chains();
+    }
     for (auto& n : in_.nodes()) copy(n);
     optimized_graph result;
     result.sig = mapped_signature();
@@ -114,9 +119,10 @@ class optimizer {
   // fetched, run as a target).
   std::vector<int> data_uses_, last_reader_;
   std::vector<std::vector<int>> control_readers_;
-  std::vector<bool> kept_;
-  std::vector<fusion> fusion_at_;  // by head; product < 0: none
-  std::vector<bool> absorbed_;     // a product or bias_add made part of a fused node
+  std::vector<bool> kept_, will_fold_;
+  std::vector<fusion> fusion_at_;           // by head; product < 0: none
+  std::vector<bool> absorbed_;              // made part of a fused node (a layer's or a chain's)
+  std::vector<std::vector<int>> chain_at_;  // by root: an element-wise chain's nodes, in order
   // Where each output (and each node, for control edges and targets) went.
   std::vector<std::vector<endpoint>> moved_;
   std::vector<int> moved_node_;
@@ -189,6 +195,94 @@ class optimizer {
     }
   }
 
+  // Element-wise chains: from each root (latest first), the element-wise
+  // nodes of its shape that feed only it and each other become one
+  // fused_elementwise (ops/elementwise.hpp). Values that will fold stay out.
+  bool chainable(const node& n, const node& root) const {
+    if (!is_fusable_elementwise(n.op) || !n.control_inputs.empty() || n.device != root.device ||
+        n.outputs[0].type != dtype::float32 || !(n.outputs[0].dims == root.outputs[0].dims) ||
+        !n.outputs[0].dims.is_fully_defined() || absorbed_[index(n.id)] ||
+        fusion_at_[index(n.id)].product >= 0 || will_fold_[index(n.id)])
+      return false;
+    for (auto& e : n.inputs)  // equal shapes only: no broadcasting inside a chain
+      if (!(at(e.node).outputs[index(e.index)].dims == n.outputs[0].dims)) return false;
+    return true;
+  }
+
+  void plan_chains() {
+    mark_folding_values();
+    chain_at_.assign(in_.size(), {});
+    for (int id = int(in_.size()) - 1; id >= 0; --id) {
+      const node& root = at(id);
+      if (!needed_[index(id)] || !chainable(root, root)) continue;
+      std::vector<int> members{id}, pending{id};
+      while (!pending.empty()) {
+        const node& n = at(pending.back());
+        pending.pop_back();
+        for (auto& e : n.inputs)
+          if (chainable(at(e.node), root) && absorbable(e.node, n.id, id) &&
+              std::find(members.begin(), members.end(), e.node) == members.end()) {
+            members.push_back(e.node);
+            pending.push_back(e.node);
+          }
+      }
+      if (members.size() < 2) continue;
+      std::sort(members.begin(), members.end());
+      for (int m : members) absorbed_[index(m)] = m != id;
+      chain_at_[index(id)] = std::move(members);
+    }
+  }
+
+  // Nodes the folding pass will turn into constants (as fold() decides, from
+  // the input graph): fusing them would keep them computing every step.
+  void mark_folding_values() {
+    will_fold_.assign(in_.size(), false);
+    for (auto& n : in_.nodes()) {
+      bool constant = is_foldable_constant(n) || (is_pure(n) && n.control_inputs.empty());
+      for (size_t i = 0; i < n.inputs.size() && constant; ++i)
+        constant = will_fold_[index(n.inputs[i].node)] ||
+                   (reads_only_shape(n.op, i) &&
+                    at(n.inputs[i].node).outputs[index(n.inputs[i].index)].dims.is_fully_defined());
+      will_fold_[index(n.id)] = constant;
+    }
+  }
+
+  void emit_chain(const node& root, const std::vector<int>& members) {
+    std::vector<endpoint> inputs;  // from outside the chain, each once
+    auto input_ref = [&](const endpoint& e) -> int64_t {
+      auto m = std::find(members.begin(), members.end(), e.node);
+      if (m != members.end()) return -1;
+      auto moved_e = moved(e);
+      auto it = std::find(inputs.begin(), inputs.end(), moved_e);
+      if (it != inputs.end()) return it - inputs.begin();
+      inputs.push_back(moved_e);
+      return int64_t(inputs.size()) - 1;
+    };
+    for (int m : members)
+      for (auto& e : at(m).inputs) input_ref(e);
+    std::string ops;
+    std::vector<int64_t> operands;
+    for (int m : members) {
+      const node& n = at(m);
+      ops += (ops.empty() ? "" : ",") + n.op;
+      for (size_t i = 0; i < 2; ++i) {
+        if (i >= n.inputs.size()) {
+          operands.push_back(-1);
+          continue;
+        }
+        auto step = std::find(members.begin(), members.end(), n.inputs[i].node);
+        operands.push_back(step != members.end() ? int64_t(inputs.size()) + (step - members.begin())
+                                                 : input_ref(n.inputs[i]));
+      }
+    }
+    auto& fused =
+        out_->add_node_raw("fused_elementwise", inputs, {}, {{"ops", ops}, {"operands", operands}},
+                           root.name, root.device);
+    for (int m : members) moved_node_[index(m)] = fused.id;
+    moved_[index(root.id)] = {{fused.id, 0}};
+    ++report_.fused;
+  }
+
   void emit_fusion(const node& head, const fusion& f) {
     const node& p = at(f.product);
     const node& b = at(f.bias);
@@ -215,6 +309,7 @@ class optimizer {
     const size_t id = index(n.id);
     if (!absorbed_.empty() && absorbed_[id]) return;  // made at its head
     if (!fusion_at_.empty() && fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
+    if (!chain_at_.empty() && !chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
     std::vector<endpoint> inputs;
     std::vector<int> controls;
     for (auto& e : n.inputs) {

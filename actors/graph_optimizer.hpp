@@ -9,8 +9,11 @@
 //    their input on (none that is fetched, waited on, or reads a resource);
 //  - fusion (CPU only): matmul or conv2d + bias_add (+ relu) become one
 //    fused_matmul or fused_conv2d (ops/epilogue.hpp) where the intermediate
-//    values have no other consumer. Gradients are built before a session
-//    compiles, so the training graph's forward layers fuse too.
+//    values have no other consumer; and chains of element-wise float32 ops of
+//    one shape (unary ones, add, sub, mul, div) whose inner values feed only
+//    the chain become one fused_elementwise (ops/elementwise.hpp), one pass
+//    over memory. Gradients are built before a session compiles, so the
+//    training graph's forward layers fuse too.
 // It changes no result beyond float rounding: folding runs the same CPU
 // kernels, and the fused kernels give the bits of the ops one by one. Inside
 // while loops, where a value's frame is part of its meaning, only fusion

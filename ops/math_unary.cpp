@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ops/array.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/math.hpp"
 #include "ops/math_detail.hpp"
 #include "ops/op_util.hpp"
@@ -284,6 +285,21 @@ const op_registrar registrations[] = {
                   .kernel = cast_kernel,
                   .summary = "converts to the dtype attribute",
                   .gradient = cast_grad}),
+};
+
+// The float32 functions fused_elementwise runs (ops/elementwise.hpp): the
+// segments the kernels above run, and for the plain ones the same loop.
+const float_unary_registrar fusable[] = {
+    {"exp", exp_seg(float{})},
+    {"log", log_seg(float{})},
+    {"sigmoid", sigmoid_seg(float{})},
+    {"tanh", tanh_seg(float{})},
+    {"rsqrt", rsqrt_seg(float{})},
+    {"neg", scalar_seg<float>([](float x) { return -x; })},
+    {"square", scalar_seg<float>([](float x) { return x * x; })},
+    {"sqrt", scalar_seg<float>([](float x) { return std::sqrt(x); })},
+    {"abs", scalar_seg<float>([](float x) { return std::abs(x); })},
+    {"relu", scalar_seg<float>([](float x) { return x < 0.0f ? 0.0f : x; })},
 };
 
 }  // namespace

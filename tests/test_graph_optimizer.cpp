@@ -175,6 +175,43 @@ TEST_CASE("matmul or conv2d + bias_add + relu fuse where nothing else reads the 
   CHECK(!optimize_graph(g, fetching({conv}, {}, {image}), {.fuse = false}).report.fused);
 }
 
+TEST_CASE("chains of element-wise ops of one shape fuse into one pass") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {1000}, "x");
+  auto z = placeholder(g, dtype::float32, {1000}, "z");
+  auto t = tanh(x + z, "t");
+  auto y = mul(exp(neg(x)), t, "y");
+  auto o = optimize_graph(g, fetching({y}, {}, {x, z}));
+  CHECK(o.report.fused == 1);
+  CHECK(o.report.nodes_before == 7);
+  CHECK(o.report.nodes_after == 3);
+  CHECK(fetched_node(o, 0).op == "fused_elementwise");
+  CHECK(fetched_node(o, 0).name == "y");
+  CHECK(std::get<std::string>(fetched_node(o, 0).attrs.at("ops")) ==
+        "add,tanh,neg,exp,mul");  // graph order
+
+  // A fetched value inside ends one chain and roots another.
+  auto split = optimize_graph(g, fetching({y, t}, {}, {x, z}));
+  CHECK(split.report.fused == 2);
+  CHECK(fetched_node(split, 1).op == "fused_elementwise");
+  // A broadcast operand stays outside: only the relu and the exp chain.
+  auto b = placeholder(g, dtype::float32, {1}, "b");
+  auto broadcast = exp(relu(x + b));
+  auto partly = optimize_graph(g, fetching({broadcast}, {}, {x, b}));
+  CHECK(count_op(partly, "add") == 1);
+  CHECK(count_op(partly, "fused_elementwise") == 1);
+
+  tensor xs(dtype::float32, {1000}), zs(dtype::float32, {1000});
+  for (int i = 0; i < 1000; ++i) {
+    xs.mutable_data<float>()[i] = float(i - 500) / 50.0f;
+    zs.mutable_data<float>()[i] = float(i % 7) - 3.0f;
+  }
+  auto rt = std::make_shared<runtime>(runtime_options{.gpus = 0});
+  session fused(g, rt), as_built(g, rt, {.optimize = false});
+  feed_list feeds{{x, xs}, {z, zs}};
+  CHECK(same_bits(fused.run(feeds, {y})[0], as_built.run(feeds, {y})[0]));
+}
+
 TEST_CASE("session_options::optimize = false runs the graph as built") {
   graph g;
   auto x = placeholder(g, dtype::float32, {1, 3}, "x");

@@ -1,7 +1,9 @@
-// Cases for the ops the graph optimizer makes (fused_matmul, fused_conv2d):
+// Cases for the ops the graph optimizer makes (fused_matmul, fused_conv2d,
+// fused_elementwise):
 // hand-computed values and errors, then the guarantee the optimizer relies on:
 // on random operands of sizes that take the parallel, library and chunked
 // paths, a fused op gives the same bits as its ops run one by one.
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -18,9 +20,24 @@ tensor random_floats(shape dims, uint64_t seed) {
   return t;
 }
 
+// Infinities, NaN, signed zeros, denormals and exp's range ends every 97 elements.
+tensor with_specials(tensor t) {
+  const float specials[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 88.7f, -104.f};
+  float* p = t.mutable_data<float>();
+  for (int64_t i = 0, k = 0; i < t.num_elements(); i += 97, ++k) p[i] = specials[k % 9];
+  return t;
+}
+
+// The same bits in every element, NaN aside: a NaN's sign is whichever
+// operand the compiler put first in a commutative product, in each loop its own.
 void check_same_bits(const tensor& fused, const tensor& unfused) {
   REQUIRE(fused.dims() == unfused.dims());
-  CHECK(std::memcmp(fused.data<float>(), unfused.data<float>(), fused.size_bytes()) == 0);
+  const float *f = fused.data<float>(), *u = unfused.data<float>();
+  int64_t differing = 0;
+  for (int64_t i = 0; i < fused.num_elements(); ++i)
+    if (std::memcmp(f + i, u + i, sizeof(float)) != 0 && !(std::isnan(f[i]) && std::isnan(u[i])))
+      if (differing++ == 0) MESSAGE("element " << i << ": " << f[i] << " against " << u[i]);
+  CHECK(differing == 0);
 }
 
 // `op`'s product (matmul or conv2d) of x and w, then bias_add, then the activation.
@@ -51,6 +68,10 @@ attr_map product_attrs(bool ta, bool tb, const std::string& act) {
 attr_map conv_attrs(std::vector<int64_t> strides, const std::string& padding,
                     const std::string& act) {
   return {{"strides", std::move(strides)}, {"padding", padding}, {"activation", act}};
+}
+
+attr_map chain_attrs(const std::string& ops, std::vector<int64_t> operands) {
+  return {{"ops", ops}, {"operands", std::move(operands)}};
 }
 
 const tensor a23 = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
@@ -106,6 +127,36 @@ const op_case_registrar fixed_cases({
                 make<float>({2}, {0.5f, 0})},
      .attrs = conv_attrs({1, 1}, "VALID", "relu"),
      .expected = {make<float>({1, 2, 2, 2}, {1.5f, 0, 0, 2, 3.5f, 0, 0, 4})}},
+    {.op = "fused_elementwise",
+     .label = "relu(x + z)",
+     .inputs = {make<float>({3}, {1, -2, 3}), make<float>({3}, {0.5f, 0.5f, 0.5f})},
+     .attrs = chain_attrs("add,relu", {0, 1, 2, -1}),
+     .expected = {make<float>({3}, {1.5f, 0, 3.5f})}},
+    {.op = "fused_elementwise",
+     .label = "an input read by two steps, a step read twice: (x * x) / x",
+     .inputs = {make<float>({2}, {2, -4})},
+     .attrs = chain_attrs("mul,div", {0, 0, 1, 0}),
+     .expected = {make<float>({2}, {2, -4})}},
+    {.op = "fused_elementwise",
+     .label = "a step that is not element-wise",
+     .inputs = {make<float>({2}, {1, 2})},
+     .attrs = chain_attrs("matmul", {0, 0}),
+     .expect_error = "step 'matmul' is not a fusable element-wise op"},
+    {.op = "fused_elementwise",
+     .label = "a step reading a later one",
+     .inputs = {make<float>({2}, {1, 2})},
+     .attrs = chain_attrs("neg,neg", {2, -1, 0, -1}),
+     .expect_error = "step 0 names an operand it cannot read"},
+    {.op = "fused_elementwise",
+     .label = "operands missing",
+     .inputs = {make<float>({2}, {1, 2})},
+     .attrs = chain_attrs("neg,neg", {0, -1}),
+     .expect_error = "expects two operands per step"},
+    {.op = "fused_elementwise",
+     .label = "inputs of two shapes",
+     .inputs = {make<float>({2}, {1, 2}), make<float>({3}, {1, 2, 3})},
+     .attrs = chain_attrs("add", {0, 1}),
+     .expect_error = "expects float32 inputs of one shape"},
     {.op = "fused_conv2d",
      .label = "bias of another channel count",
      .inputs = {make<float>({1, 2, 2, 1}, {1, -2, 3, -4}), make<float>({1, 1, 1, 2}, {1, -1}),
@@ -142,6 +193,19 @@ std::vector<op_case> random_cases() {
   conv({4, 14, 14, 32}, {5, 5, 32, 64}, {1, 1}, "SAME", "relu");     // its second
   conv({2, 9, 9, 16}, {1, 1, 16, 24}, {1, 1}, "VALID", "none");      // pointwise: no patches
   conv({2, 16, 16, 128}, {3, 3, 128, 256}, {2, 2}, "SAME", "relu");  // a filter over 1 MB
+  // exp(-x) * tanh(x + z) on 100003 elements (threads' chunks, blocks and a
+  // tail), special values among them, against the ops one by one.
+  auto x = with_specials(random_floats({100003}, seed++));
+  auto z = random_floats({100003}, seed++);
+  cases.push_back({.op = "fused_elementwise",
+                   .label = "exp(-x) * tanh(x + z): the bits of the ops one by one",
+                   .inputs = {x, z},
+                   .attrs = chain_attrs("neg,exp,add,tanh,mul", {0, -1, 2, -1, 0, 1, 4, -1, 3, 5}),
+                   .check = [=](const std::vector<tensor>& out) {
+                     auto e = run_kernel("exp", {run_kernel("neg", {x})[0]})[0];
+                     auto t = run_kernel("tanh", {run_kernel("add", {x, z})[0]})[0];
+                     check_same_bits(out.at(0), run_kernel("mul", {e, t})[0]);
+                   }});
   return cases;
 }
 const op_case_registrar random_product_cases(random_cases);
