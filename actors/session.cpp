@@ -34,11 +34,12 @@ void check_output_exists(const graph& g, const endpoint& e, const std::string& w
 // The cache key: which placeholders are fed, what is fetched, what is run.
 std::string signature_key(const run_signature& sig) {
   std::string key = "f";
-  for (auto& e : sig.feeds) key += ":" + std::to_string(e.node);
-  key += "|o";
-  for (auto& e : sig.fetches) key += ":" + std::to_string(e.node) + "." + std::to_string(e.index);
-  key += "|t";
-  for (int t : sig.targets) key += ":" + std::to_string(t);
+  for (auto& e : sig.feeds) key.append(":").append(std::to_string(e.node));
+  key.append("|o");
+  for (auto& e : sig.fetches)
+    key.append(":").append(std::to_string(e.node)).append(".").append(std::to_string(e.index));
+  key.append("|t");
+  for (int t : sig.targets) key.append(":").append(std::to_string(t));
   return key;
 }
 
