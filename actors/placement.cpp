@@ -31,6 +31,10 @@ std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   for (auto& e : n.inputs) types.push_back(g.at(e.node).outputs[static_cast<size_t>(e.index)].type);
   if (!d.accel->has_kernel(*n.def, types))
     return d.name + " has no kernel for " + n.op + kinds(types);
+  // No accelerator kernel reads or writes bfloat16 yet, and a kernel picked by its input's dtype
+  // (a cast from float32) would not see a bfloat16 output: such nodes stay on the CPU.
+  for (auto& out : n.outputs)
+    if (out.type == dtype::bfloat16) return d.name + " has no bfloat16 kernel for " + n.op;
   return "";
 }
 
