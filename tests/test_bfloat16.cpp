@@ -14,6 +14,7 @@
 #include "actors/checkpoint.hpp"
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
+#include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
@@ -211,6 +212,41 @@ TEST_CASE("the gradient of a cast to bfloat16 is a cast back") {
   CHECK(v[0] == 2.0f);
   CHECK(v[1] == 2.0f);  // 1 + 2^-8 is a tie: it rounds to 1 in bfloat16, in both terms
   CHECK(v[2] == -6.0f);
+}
+
+TEST_CASE("matmul's gradients flow through casts to bfloat16 and back") {
+  // y = cast(cast(x) x cast(w)) as mixed precision builds it; d sum(y) / dx = 1 x w^T and
+  // d sum(y) / dw = x^T x 1, each from bfloat16 operands, so within bfloat16 rounding.
+  graph g;
+  auto x = placeholder(g, dtype::float32, {4, 5}, "x");
+  auto w = placeholder(g, dtype::float32, {5, 3}, "w");
+  auto y = cast(matmul(cast(x, dtype::bfloat16), cast(w, dtype::bfloat16)), dtype::float32);
+  auto grads = gradients({reduce_sum(y)}, {x, w});
+  std::vector<float> xv(20), wv(15);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * float(i) - 0.7f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.3f - 0.05f * float(i);
+  session s(g);
+  auto out = s.run(
+      {{x, tensor::from_vector<float>(xv, {4, 5})}, {w, tensor::from_vector<float>(wv, {5, 3})}},
+      {grads[0], grads[1]});
+  REQUIRE(out[0].type() == dtype::float32);
+  REQUIRE(out[1].type() == dtype::float32);
+  auto round = [](float v) { return to_float(to_bfloat16(v)); };
+  auto near = [](float got, float want) {
+    return std::abs(got - want) <= std::ldexp(std::abs(want), -8) + 1e-6f;
+  };
+  for (int i = 0; i < 4; ++i)
+    for (int p = 0; p < 5; ++p) {
+      float want = 0;
+      for (int j = 0; j < 3; ++j) want += round(wv[size_t(p * 3 + j)]);
+      CHECK(near(out[0].data<float>()[i * 5 + p], want));
+    }
+  for (int p = 0; p < 5; ++p)
+    for (int j = 0; j < 3; ++j) {
+      float want = 0;
+      for (int i = 0; i < 4; ++i) want += round(xv[size_t(i * 5 + p)]);
+      CHECK(near(out[1].data<float>()[p * 3 + j], want));
+    }
 }
 
 struct temp_dir {
