@@ -47,23 +47,37 @@ struct tf_case {
   uint16_t out;
 };
 const tf_case tf_cases[] = {
-    {0x00000000u, 0x0000}, {0x80000000u, 0x8000},  // +-0
-    {0x3f800000u, 0x3f80}, {0xbf800000u, 0xbf80},  // +-1
-    {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80},  // +-inf
-    {0x7fc00000u, 0x7fc0}, {0xffc00000u, 0x7fc0},  // NaN: the sign is dropped
-    {0x7f800001u, 0x7fc0}, {0xff800001u, 0x7fc0},  // signalling NaNs become quiet
-    {0x7fbfffffu, 0x7fc0}, {0x7fc00001u, 0x7fc0}, {0xffffffffu, 0x7fc0}, {0x7f7fffffu, 0x7f80},
-    {0xff7fffffu, 0xff80},                         // max finite rounds to inf
-    {0x7f7f7fffu, 0x7f7f}, {0x7f7f8000u, 0x7f80},  // just below / at the tie to inf
-    {0x7f7f0000u, 0x7f7f},                         // bfloat16's max finite, exact
-    {0x00800000u, 0x0080},                         // smallest normal
-    {0x007fffffu, 0x0080},                         // largest denormal rounds up to a normal
-    {0x00000001u, 0x0000}, {0x80000001u, 0x8000},  // smallest denormals round to +-0
-    {0x000116c2u, 0x0001},                         // a denormal kept (no flush to zero)
-    {0x00008000u, 0x0000}, {0x00018000u, 0x0002},  // denormal ties to even
-    {0x00007fffu, 0x0000}, {0x3f808000u, 0x3f80}, {0x3f818000u, 0x3f82},  // ties to even, down and
-                                                                          // up
-    {0x3f808001u, 0x3f81}, {0x3f808008u, 0x3f81},  // just above a tie rounds up
+    {0x00000000u, 0x0000},
+    {0x80000000u, 0x8000},  // +-0
+    {0x3f800000u, 0x3f80},
+    {0xbf800000u, 0xbf80},  // +-1
+    {0x7f800000u, 0x7f80},
+    {0xff800000u, 0xff80},  // +-inf
+    {0x7fc00000u, 0x7fc0},
+    {0xffc00000u, 0x7fc0},  // NaN: the sign is dropped
+    {0x7f800001u, 0x7fc0},
+    {0xff800001u, 0x7fc0},  // signalling NaNs become quiet
+    {0x7fbfffffu, 0x7fc0},
+    {0x7fc00001u, 0x7fc0},
+    {0xffffffffu, 0x7fc0},
+    {0x7f7fffffu, 0x7f80},
+    {0xff7fffffu, 0xff80},  // max finite rounds to inf
+    {0x7f7f7fffu, 0x7f7f},
+    {0x7f7f8000u, 0x7f80},  // just below / at the tie to inf
+    {0x7f7f0000u, 0x7f7f},  // bfloat16's max finite, exact
+    {0x00800000u, 0x0080},  // smallest normal
+    {0x007fffffu, 0x0080},  // largest denormal rounds up to a normal
+    {0x00000001u, 0x0000},
+    {0x80000001u, 0x8000},  // smallest denormals round to +-0
+    {0x000116c2u, 0x0001},  // a denormal kept (no flush to zero)
+    {0x00008000u, 0x0000},
+    {0x00018000u, 0x0002},  // denormal ties to even
+    {0x00007fffu, 0x0000},
+    {0x3f808000u, 0x3f80},
+    {0x3f818000u, 0x3f82},  // ties to even, down and
+                            // up
+    {0x3f808001u, 0x3f81},
+    {0x3f808008u, 0x3f81},  // just above a tie rounds up
 };
 
 TEST_CASE("float32 -> bfloat16 gives TensorFlow's bits; bfloat16 -> float32 is exact") {
