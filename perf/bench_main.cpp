@@ -244,16 +244,17 @@ int main(int argc, char** argv) {
   if (only == "convnets") add_convnet_rows(add_row_or_failure, !skip_torch);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
-    // The step with the CPU GEMM library and with Eigen's products, in
-    // alternating rounds.
-    std::vector<double> with_library, with_eigen;
+    // The step with the CPU GEMM library, with Eigen's products, and in mixed precision
+    // (bfloat16 products), in alternating rounds.
+    std::vector<double> with_library, with_eigen, with_bf16;
     for (int round = 0; round < 3; ++round) {
       with_library.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(false);
       with_eigen.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(true);
+      with_bf16.push_back(train_step_ms(model, 128, steps, {}, models::precision::bf16));
     }
-    double ours = median(with_library), eigen = median(with_eigen);
+    double ours = median(with_library), eigen = median(with_eigen), bf16 = median(with_bf16);
     std::optional<double> ref;
     if (!skip_torch) ref = torch_train_step_ms(model, 128, steps);
     std::string note = ref ? fmt::format("{:.2f}x PyTorch; target <= {:.1f}x", ours / *ref, target)
@@ -262,6 +263,10 @@ int main(int argc, char** argv) {
             fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
     add_row(fmt::format("{}_step_ms_eigen", model), eigen, "ms",
             fmt::format("the same step with Eigen's GEMM ({:.2f}x the above)", eigen / ours));
+    add_row(fmt::format("{}_bf16_step_ms", model), bf16, "ms",
+            fmt::format("--precision bf16: bfloat16 products, float32 weights ({:.2f}x {}_step_ms, "
+                        "alternating rounds)",
+                        bf16 / ours, model));
     if (ref) add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms", "PyTorch, same machine");
   }
 

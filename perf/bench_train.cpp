@@ -37,10 +37,11 @@ struct fmnist_step {
   operation train;
   std::unique_ptr<session> s;
   feed_list feeds;
-  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices) {
+  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices,
+              models::precision p = models::precision::fp32) {
     auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
     auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-    auto net = models::make_classifier(g, model, 1, devices);
+    auto net = models::make_classifier(g, model, 1, devices, p);
     loss = models::mean_cross_entropy(net->logits(images), labels);
     train = adam(1e-3).minimize(loss);
     s = std::make_unique<session>(g);
@@ -58,8 +59,8 @@ struct fmnist_step {
 }  // namespace
 
 double train_step_ms(const std::string& model, int batch, int steps,
-                     const std::vector<std::string>& devices) {
-  fmnist_step m(model, batch, devices);
+                     const std::vector<std::string>& devices, models::precision p) {
+  fmnist_step m(model, batch, devices, p);
   // The machine is shared and noisy: the figure is the median of five
   // blocks' mean step times.
   int block = std::max(1, steps / 5);

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/lib/fmnist_models.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow::bench {
@@ -18,9 +19,10 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch);
 /// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:
 /// the median of five blocks of steps / 5 steps each.
 /// With `devices` (e.g. {"/gpu:0"}), the model's layers run there
-/// (models::make_classifier), in the process-wide runtime.
+/// (models::make_classifier), in the process-wide runtime; `p`: the products' precision.
 double train_step_ms(const std::string& model, int batch, int steps,
-                     const std::vector<std::string>& devices = {});
+                     const std::vector<std::string>& devices = {},
+                     models::precision p = models::precision::fp32);
 
 /// The cost of timelines: the MLP's training step untraced and traced
 /// (run_options{.trace = true}), in one session, in alternating blocks of
