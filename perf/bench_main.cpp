@@ -339,6 +339,13 @@ int main(int argc, char** argv) {
     if (d.transfer_gbps)
       add_row("transfer_gbps", *d.transfer_gbps, "GB/s",
               "64 MiB fed on the worker, reduce_sum on /job:ps/task:0");
+    if (d.transfer_gbps_bf16)
+      add_row("transfer_gbps_bf16", *d.transfer_gbps_bf16, "GB/s",
+              d.transfer_gbps
+                  ? fmt::format("the same as bfloat16 on the wire ({:.2f}x transfer_gbps); "
+                                "float32 bytes delivered",
+                                *d.transfer_gbps_bf16 / *d.transfer_gbps)
+                  : std::string("the same as bfloat16 on the wire"));
     if (d.tcp_gbps)
       add_row("tcp_gbps", *d.tcp_gbps, "GB/s", "plain TCP loopback copy of 64 MiB, 1-byte ack");
     if (d.transfer_gbps && d.tcp_gbps)
