@@ -16,7 +16,10 @@
 #include "core/gradients.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/pool.hpp"
+#include "ops/random.hpp"
 #include "ops/reduce.hpp"
+#include "ops/softmax.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
 #include "test_util.hpp"
@@ -210,6 +213,15 @@ TEST_CASE("ops without a bfloat16 kernel say so") {
   CHECK(error_of([&] { add(p, p); }) ==
         "[add] has no bfloat16 kernel (cast to float32 around it) (node 'add', inputs: "
         "bfloat16(2), bfloat16(2))");
+  // Ops whose float checks would take bfloat16 refuse it at build time too.
+  auto images = placeholder(g, dtype::bfloat16, {1, 4, 4, 1}, "images");
+  CHECK(error_of([&] {
+          max_pool(images, {2, 2}, {2, 2}, "VALID");
+        }).starts_with("[max_pool] has no bfloat16 kernel"));
+  CHECK(error_of([&] { softmax(p); }).starts_with("[softmax] has no bfloat16 kernel"));
+  CHECK(error_of([&] {
+          random_uniform(g, {2}, dtype::bfloat16);
+        }).starts_with("[random_uniform] has no bfloat16 kernel"));
   // zeros_like and fill work: the gradient driver makes zeros for unused outputs.
   auto z = run_kernel("zeros_like", {t})[0];
   CHECK(z.data<bfloat16>()[1].bits == 0);
