@@ -371,10 +371,13 @@ output cast(output x, dtype to, const std::string& name) {
 
 output scalar_like(output x, double value, const std::string& name) {
   tensor t;
-  visit_dtype(x.type(), [&](auto tag) {
-    using T = decltype(tag);
-    t = tensor::scalar<T>(convert<T, double>(value));
-  });
+  if (x.type() == dtype::bfloat16)  // through float32, as cast converts
+    t = tensor::scalar<bfloat16>(to_bfloat16(static_cast<float>(value)));
+  else
+    visit_dtype(x.type(), [&](auto tag) {
+      using T = decltype(tag);
+      t = tensor::scalar<T>(convert<T, double>(value));
+    });
   return constant(x.owner(), std::move(t), name);
 }
 

@@ -222,6 +222,19 @@ TEST_CASE("ops without a bfloat16 kernel say so") {
   CHECK(error_of([&] {
           random_uniform(g, {2}, dtype::bfloat16);
         }).starts_with("[random_uniform] has no bfloat16 kernel"));
+  auto cond = placeholder(g, dtype::boolean, {2}, "cond");
+  CHECK(error_of([&] { select(cond, p, p); }).starts_with("[select] has no bfloat16 kernel"));
+  // Ops that only move elements take it: pad fills with the value rounded to bfloat16.
+  auto padded =
+      run_kernel("pad", {t}, {{"paddings", std::vector<int64_t>{1, 0}}, {"value", 0.1}})[0];
+  CHECK(padded.dims() == shape{3});
+  CHECK(padded.data<bfloat16>()[0].bits == to_bfloat16(0.1f).bits);
+  CHECK(padded.data<bfloat16>()[2].bits == t.data<bfloat16>()[1].bits);
+  // scalar_like (gradients build it) makes a bfloat16 constant as cast would.
+  auto tenth = scalar_like(p, 0.1, "tenth");
+  CHECK(tenth.spec().type == dtype::bfloat16);
+  CHECK(std::get<tensor>(g.find("tenth")->attrs.at("value")).item<bfloat16>().bits ==
+        to_bfloat16(0.1f).bits);
   // zeros_like and fill work: the gradient driver makes zeros for unused outputs.
   auto z = run_kernel("zeros_like", {t})[0];
   CHECK(z.data<bfloat16>()[1].bits == 0);
