@@ -143,6 +143,10 @@ cluster_connection::cluster_connection(std::shared_ptr<runtime> rt, cluster_spec
       local_task_(std::move(local_task)),
       options_(std::move(options)) {
   if (!runtime_) fail("cluster", "no runtime");
+  const dtype t = options_.transfer_precision;
+  if (t != dtype::float32 && t != dtype::bfloat16)
+    fail("cluster",
+         std::string("transfer_precision must be float32 or bfloat16, got ") + dtype_name(t));
 }
 
 caf::actor cluster_connection::server(const std::string& task) {

@@ -6,7 +6,6 @@
 //   {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]},
 //    "task": {"type": "worker", "index": 0}}
 #pragma once
-#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <chrono>
 #include <functional>
@@ -17,6 +16,8 @@
 #include <vector>
 
 #include "actors/runtime.hpp"
+#include "core/dtype.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -80,6 +81,12 @@ struct ACTORFLOW_API cluster_options {
   /// empty: standard error. (The cluster secret is the runtime's:
   /// runtime_options::secret.)
   std::function<void(const std::string&)> log;
+  /// The dtype float32 tensors cross between tasks as: float32 (exact), or
+  /// bfloat16 (half the bytes; each value rounded to bfloat16's 8 significant
+  /// bits on the sending task and widened back on the receiving one, like
+  /// TensorFlow's bfloat16 gradient compression). Values sent inside a while
+  /// loop cross as float32.
+  dtype transfer_precision = dtype::float32;
 };
 
 /// A client's view of a cluster: who it is, and its connections to the other

@@ -250,7 +250,8 @@ distributed_executable::distributed_executable(const graph& g, const run_signatu
                                                cluster_connection& cluster,
                                                const variable_lookup& local_resources)
     : runtime_(*cluster.rt()),
-      parts_(partition_graph(g, sig, cluster.local_task(), std::move(tasks))),
+      parts_(partition_graph(g, sig, cluster.local_task(), std::move(tasks),
+                             cluster.options().transfer_precision)),
       health_(std::make_shared<health>()) {
   auto plan = std::make_shared<driver_plan>();
   plan->timeout = cluster.options().step_timeout;

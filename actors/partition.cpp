@@ -32,8 +32,8 @@ std::string output_name(const node& n, int index) {
 class partitioner {
  public:
   partitioner(const graph& g, const run_signature& sig, const std::string& client_task,
-              std::vector<std::string> tasks)
-      : g_(g), sig_(sig), client_(client_task), tasks_(std::move(tasks)) {
+              std::vector<std::string> tasks, dtype transfer)
+      : g_(g), sig_(sig), client_(client_task), tasks_(std::move(tasks)), transfer_(transfer) {
     part_of(client_);
     std::vector<std::string> others;
     for (auto& t : tasks_)
@@ -159,6 +159,15 @@ class partitioner {
     // the partitions that need its values wait for them, and its errors
     // reach the client through them.
     bool in_loop = g_.frame_of(e.node) >= 0;
+    // Narrowed on the wire: rounded on the sending task, widened back on the receiving one. (A
+    // cast inside a loop would need the loop's frame: those values cross as they are.)
+    const bool narrowed = e.index >= 0 && !in_loop && transfer_ != dtype::float32 &&
+                          src.outputs[static_cast<size_t>(e.index)].type == dtype::float32;
+    if (narrowed)
+      data = {
+          {from.g->add_node_raw("cast", data, {}, {{"dtype", transfer_}}, send_name + "/narrow", "")
+               .id,
+           0}};
     from.g->add_node_raw(
         "send", data, control,
         {{transfer_peer_attr, recv_name}, {transfer_peer_task_attr, task}, {"in_loop", in_loop}},
@@ -167,6 +176,7 @@ class partitioner {
     // A control edge carries an empty value; its recv's output is a dummy.
     tensor_spec spec = e.index < 0 ? tensor_spec{dtype::float32, shape{}}
                                    : src.outputs[static_cast<size_t>(e.index)];
+    if (narrowed) spec.type = transfer_;
     int recv = part_of(task)
                    .g
                    ->add_node_raw("recv", {}, {},
@@ -179,6 +189,12 @@ class partitioner {
                                   recv_name, "")
                    .id;
     result_.cuts.push_back({src_task, send_name, task, recv_name});
+    if (narrowed)
+      recv = part_of(task)
+                 .g
+                 ->add_node_raw("cast", {{recv, 0}}, {}, {{"dtype", dtype::float32}},
+                                recv_name + "/widen", "")
+                 .id;
     recvs_.emplace(key, recv);
     return recv;
   }
@@ -212,6 +228,7 @@ class partitioner {
   const run_signature& sig_;
   std::string client_;
   std::vector<std::string> tasks_;
+  dtype transfer_;  // the dtype float32 values cross between tasks as
   partitioned_graph result_;
   std::map<std::string, size_t> index_;
   std::vector<std::vector<int>> local_;  // per partition: original id -> local id
@@ -244,13 +261,14 @@ std::vector<std::string> place(const graph& g, const run_signature& sig,
 }
 
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task) {
-  return partition_graph(g, sig, client_task, place(g, sig, client_task));
+                                  const std::string& client_task, dtype transfer) {
+  return partition_graph(g, sig, client_task, place(g, sig, client_task), transfer);
 }
 
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task, std::vector<std::string> tasks) {
-  return partitioner(g, sig, client_task, std::move(tasks)).run();
+                                  const std::string& client_task, std::vector<std::string> tasks,
+                                  dtype transfer) {
+  return partitioner(g, sig, client_task, std::move(tasks), transfer).run();
 }
 
 }  // namespace actorflow

@@ -50,10 +50,14 @@ std::vector<std::string> place(const graph& g, const run_signature& sig,
                                const std::string& client_task);
 
 /// Splits the signature's nodes by task. Throws for malformed device names.
+/// With `transfer` bfloat16, float32 values cross between tasks as bfloat16
+/// (cluster_options::transfer_precision): a cast before each such send and
+/// one back to float32 after its recv; values sent inside a loop stay float32.
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task);
+                                  const std::string& client_task, dtype transfer = dtype::float32);
 /// The same with the tasks place() gave (a session has them already).
 partitioned_graph partition_graph(const graph& g, const run_signature& sig,
-                                  const std::string& client_task, std::vector<std::string> tasks);
+                                  const std::string& client_task, std::vector<std::string> tasks,
+                                  dtype transfer = dtype::float32);
 
 }  // namespace actorflow

@@ -57,7 +57,8 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data,
   auto batch = queue_dequeue(t.queue, "next_batch");
   std::vector<std::string> devices;
   if (c.device != "cpu") devices.push_back("/" + c.device + ":0");
-  auto net = models::make_classifier(g, c.model, c.seed, devices);
+  auto net =
+      models::make_classifier(g, c.model, c.seed, devices, models::parse_precision(c.precision));
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
   auto pairs = opt->compute_gradients(t.loss);
@@ -128,10 +129,11 @@ int train(const train_config& c) {
   const int64_t per_epoch = train_data->batches_per_epoch();
   const int64_t last_step =
       c.max_steps > 0 ? std::min(c.max_steps, per_epoch * c.epochs) : per_epoch * c.epochs;
-  train_report report(c.out,
-                      fmt::format("{} on Fashion-MNIST: {} lr={} batch={} seed={}", c.model,
-                                  c.optimizer, c.lr, c.batch, c.seed),
-                      step > 0);
+  train_report report(
+      c.out,
+      fmt::format("{} on Fashion-MNIST: {} lr={} batch={} seed={}{}", c.model, c.optimizer, c.lr,
+                  c.batch, c.seed, c.precision == "fp32" ? "" : " precision=" + c.precision),
+      step > 0);
   if (step >= last_step) {
     fmt::print("already trained {} epochs (step {})\n", c.epochs, step);
   }
@@ -205,6 +207,11 @@ int main(int argc, char** argv) {
           ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
       ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
+      ->capture_default_str();
+  app.add_option("--precision", c.precision,
+                 "mlp and cnn: fp32, or bf16 (products in bfloat16, weights and the rest in "
+                 "float32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate")
       ->check(apps::positive_number())
@@ -285,6 +292,7 @@ int main(int argc, char** argv) {
       fail("train", "--device " + c.device + " is for mlp and cnn in one process, for now");
     if (c.model == "lstm_lm") {
       if (setup.enabled()) fail("train", "--model lstm_lm runs in one process only, for now");
+      if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
       return apps::train_lstm_lm(c);
     }
     // A ps task only serves; its shards go to --checkpoint-dir.

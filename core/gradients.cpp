@@ -172,7 +172,7 @@ void backprop_loop(graph& g, int frame, const std::vector<char>& between, grad_m
 
 void register_loop_gradient(loop_gradient_builder builder) { loop_builder() = std::move(builder); }
 
-bool is_differentiable_type(dtype type) { return type == dtype::float32 || type == dtype::float64; }
+bool is_differentiable_type(dtype type) { return is_floating(type); }
 
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
                               const std::vector<output>& grad_ys) {

@@ -32,6 +32,7 @@ template <class T>
 void print_value(std::ostream& os, T v) {
   if constexpr (std::is_same_v<T, bool>) os << (v ? "true" : "false");
   else if constexpr (std::is_same_v<T, uint8_t>) os << static_cast<int>(v);
+  else if constexpr (std::is_same_v<T, bfloat16>) os << to_float(v);  // as TensorFlow prints it
   else os << v;
 }
 
@@ -197,7 +198,7 @@ std::string tensor::to_string(int64_t max_elements) const {
   if (!valid_) return "tensor<empty>";
   std::ostringstream os;
   os << "tensor<" << dtype_name(type_) << " " << shape_.to_string() << "> ";
-  visit_dtype(type_, [&](auto tag) {
+  visit_storage_type(type_, [&](auto tag) {
     using T = decltype(tag);
     const T* p = data<T>();
     int64_t shown = 0;

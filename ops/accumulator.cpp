@@ -160,6 +160,7 @@ operation make_target(const std::string& op, std::vector<output> inputs, attr_ma
 tensor_spec accumulator_spec_of(const attr_map& attrs, const std::string& op) {
   tensor_spec spec{get_attr<dtype>(attrs, "dtype", op),
                    shape(get_attr<std::vector<int64_t>>(attrs, "shape", op))};
+  if (spec.type == dtype::bfloat16) fail_no_bfloat16_kernel(op);
   if (!is_floating(spec.type))
     fail(op, std::string("an accumulator holds float32 or float64 gradients, got ") +
                  dtype_name(spec.type));

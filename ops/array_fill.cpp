@@ -20,9 +20,10 @@ shape fill_shape(const attr_map& attrs, const std::string& op) {
 
 std::vector<tensor_spec> fill_infer(const shape_context& c) {
   dtype type = c.attr_or<dtype>("dtype", dtype::float32);
-  visit_dtype(type, [&](auto tag) {
-    detail::cast_value<decltype(tag)>(c.attr<double>("value"), c.op, "value");
-  });
+  if (type != dtype::bfloat16)  // any double converts to bfloat16 (inf beyond its range)
+    visit_dtype(type, [&](auto tag) {
+      detail::cast_value<decltype(tag)>(c.attr<double>("value"), c.op, "value");
+    });
   return {{type, fill_shape(c.attrs, c.op)}};
 }
 

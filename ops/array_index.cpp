@@ -166,6 +166,7 @@ std::vector<tensor_spec> one_hot_infer(const shape_context& c) {
   int64_t depth = c.attr<int64_t>("depth");
   if (depth < 0) c.fail("depth must not be negative, got " + std::to_string(depth));
   dtype type = c.attr_or<dtype>("dtype", dtype::float32);
+  if (type == dtype::bfloat16) fail_no_bfloat16_kernel(c.op);
   visit_dtype(type, [&](auto tag) {
     using T = decltype(tag);
     detail::cast_value<T>(c.attr_or<double>("on_value", 1), c.op, "on_value");

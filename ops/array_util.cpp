@@ -216,6 +216,12 @@ void strided_copy(size_t elem_size, const void* src, std::vector<int64_t> src_st
 }
 
 void fill_value(tensor& t, double value, const std::string& op, const char* what) {
+  if (t.type() == dtype::bfloat16) {  // through float32, as TensorFlow converts a double
+    const bfloat16 v = to_bfloat16(static_cast<float>(value));
+    bfloat16* p = t.mutable_data<bfloat16>();
+    parallel_for(t.num_elements(), [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
+    return;
+  }
   visit_dtype(t.type(), [&](auto tag) {
     using T = decltype(tag);
     T v = cast_value<T>(value, op, what);

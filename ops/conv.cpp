@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "devices/cpu/gemm_library.hpp"
+#include "devices/cpu/parallel.hpp"
 #include "ops/conv_gemm.hpp"
 #include "ops/epilogue.hpp"
 #include "ops/geometry/conv_window.hpp"
@@ -110,7 +111,8 @@ conv_dims conv_geometry(const std::string& op, const shape& in, const shape& fil
 shape conv_output_shape(const conv_dims& d) { return shape{d.g.n, d.g.oh, d.g.ow, d.k}; }
 
 void check_float_pair(const std::string& op, dtype a, dtype b, const char* an, const char* bn) {
-  if (!is_floating(a)) fail(op, std::string("expects float32 or float64, got ") + dtype_name(a));
+  if (!is_floating(a))
+    fail(op, std::string("expects float32, float64 or bfloat16, got ") + dtype_name(a));
   if (a != b)
     fail(op, std::string(an) + " and " + bn + " dtypes differ: " + dtype_name(a) + " vs " +
                  dtype_name(b));
@@ -360,12 +362,45 @@ std::vector<tensor_spec> infer_backprop_filter(const shape_context& c) {
   return {{in.type, out}};
 }
 
+// ---- bfloat16 ----------------------------------------------------------------
+// The three kernels take bfloat16 operands through float32: converted, the float kernel, the
+// result rounded once. The sums are float32's, as in the bfloat16 matmul and TensorFlow's CPU
+// kernels; the conversions cost two passes over the data, small beside the products.
+
+tensor to_float32(const tensor& t) {
+  tensor f(dtype::float32, t.dims());
+  const bfloat16* in = t.data<bfloat16>();
+  float* out = f.mutable_data<float>();
+  parallel_for(t.num_elements(),
+               [&](int64_t b, int64_t e) { bfloat16_to_float(in + b, out + b, e - b); });
+  return f;
+}
+
+void round_into(const tensor& f, tensor& out) {
+  const float* in = f.data<float>();
+  bfloat16* o = out.mutable_data<bfloat16>();
+  parallel_for(f.num_elements(),
+               [&](int64_t b, int64_t e) { float_to_bfloat16(in + b, o + b, e - b); });
+}
+
+// out = run(a, b, result) on float32 copies of bfloat16 tensors a and b.
+template <class Run>
+void through_float32(const tensor& a, const tensor& b, tensor& out, Run run) {
+  tensor fa = to_float32(a), fb = to_float32(b), result(dtype::float32, out.dims());
+  run(fa.data<float>(), fb.data<float>(), result.mutable_data<float>());
+  round_into(result, out);
+}
+
 void conv2d_kernel(kernel_context& ctx) {
   const tensor& x = ctx.input(0);
   const tensor& f = ctx.input(1);
   check_float_pair(ctx.op, x.type(), f.type(), "input", "filter");
   auto d = conv_geometry(ctx.op, x.dims(), f.dims(), ctx.attrs);
   tensor& y = ctx.allocate_output(0, x.type(), conv_output_shape(d));
+  if (x.type() == dtype::bfloat16)
+    return through_float32(x, f, y, [&](const float* px, const float* pf, float* py) {
+      forward<float>(d.g, d.k, px, pf, py);
+    });
   visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     forward<T>(d.g, d.k, x.data<T>(), f.data<T>(), y.mutable_data<T>());
@@ -407,6 +442,10 @@ void backprop_input_kernel(kernel_context& ctx) {
   auto d = conv_geometry(ctx.op, like.dims(), f.dims(), ctx.attrs);
   check_out_backprop(ctx.op, d, dy.dims());
   tensor& dx = ctx.allocate_output(0, f.type(), like.dims());
+  if (f.type() == dtype::bfloat16)
+    return through_float32(f, dy, dx, [&](const float* pf, const float* pdy, float* pdx) {
+      backprop_input<float>(d.g, d.k, pf, pdy, pdx);
+    });
   visit_floating(f.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     backprop_input<T>(d.g, d.k, f.data<T>(), dy.data<T>(), dx.mutable_data<T>());
@@ -421,6 +460,10 @@ void backprop_filter_kernel(kernel_context& ctx) {
   auto d = conv_geometry(ctx.op, x.dims(), like.dims(), ctx.attrs);
   check_out_backprop(ctx.op, d, dy.dims());
   tensor& df = ctx.allocate_output(0, x.type(), like.dims());
+  if (x.type() == dtype::bfloat16)
+    return through_float32(x, dy, df, [&](const float* px, const float* pdy, float* pdf) {
+      backprop_filter<float>(d.g, d.k, px, pdy, pdf);
+    });
   visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     backprop_filter<T>(d.g, d.k, x.data<T>(), dy.data<T>(), df.mutable_data<T>());

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "devices/cpu/gemm_library.hpp"
 #include "ops/epilogue.hpp"
@@ -74,13 +75,49 @@ void product_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k
   }
 }
 
+// Rows [r0, r1) and columns [c0, c1) of a bfloat16 product, on this thread. The products sum in
+// float32 and round to bfloat16 once at the end, as TensorFlow's CPU kernels do: oneDNN's
+// bfloat16 GEMM (AMX / AVX512_BF16) where it is built in and on, else Eigen's float product of
+// the block's operands converted to float32.
+void product_block(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, int64_t n,
+                   int64_t k, bool ta, bool tb, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  // Per thread and kept: a block's float32 result (and operands) are allocated once.
+  thread_local std::vector<float> acc, fa, fb;
+  acc.resize(static_cast<size_t>(rows * cols));
+  if (!cpu::library_gemm_bf16(ta, tb, rows, cols, k, ta ? a + r0 : a + r0 * k, ta ? m : k,
+                              tb ? b + c0 * k : b + c0, tb ? k : n, acc.data(), cols)) {
+    // The block's operands, packed densely in their own storage order.
+    fa.resize(static_cast<size_t>(rows * k));
+    fb.resize(static_cast<size_t>(k * cols));
+    if (!ta)
+      bfloat16_to_float(a + r0 * k, fa.data(), rows * k);
+    else
+      for (int64_t p = 0; p < k; ++p) bfloat16_to_float(a + p * m + r0, fa.data() + p * rows, rows);
+    if (tb)
+      bfloat16_to_float(b + c0 * k, fb.data(), cols * k);
+    else
+      for (int64_t p = 0; p < k; ++p) bfloat16_to_float(b + p * n + c0, fb.data() + p * cols, cols);
+    product_block<float>(fa.data(), fb.data(), acc.data(), rows, cols, k, ta, tb, 0, rows, 0, cols);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    float_to_bfloat16(acc.data() + r * cols, c + (r0 + r) * n + c0, cols);
+}
+
+// A fused op's epilogue over a block of its product (the fused ops take float32 and float64).
+template <class T>
+void apply_epilogue(const epilogue<T>& ep, T* c, int64_t rows, int64_t cols, int64_t ldc,
+                    int64_t col0) {
+  if constexpr (!std::is_same_v<T, bfloat16>) ep.apply(c, rows, cols, ldc, col0);
+}
+
 // The block, then a fused op's epilogue over it while it is in cache.
 template <class T>
 void gemm_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                 int64_t r0, int64_t r1, int64_t c0, int64_t c1, const epilogue<T>& ep) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
   product_block(a, b, c, m, n, k, ta, tb, r0, r1, c0, c1);
-  ep.apply(c + r0 * n + c0, rows, cols, n, c0);
+  apply_epilogue(ep, c + r0 * n + c0, rows, cols, n, c0);
 }
 
 #if defined(__AVX512F__)
@@ -180,7 +217,7 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(c, c + batch * m * n, T(0));
-    for (int64_t i = 0; i < batch; ++i) ep.apply(c + i * m * n, m, n, n, 0);
+    for (int64_t i = 0; i < batch; ++i) apply_epilogue(ep, c + i * m * n, m, n, n, 0);
     return;
   }
   const double work = double(m) * double(n) * double(k);
@@ -195,7 +232,7 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
       if constexpr (std::is_same_v<T, float>)
         if (!ta && !tb && work <= serial_work) {  // one thread may still get a large one
           small_gemm(a + ao, b + bo, c + i * m * n, m, n, k);
-          ep.apply(c + i * m * n, m, n, n, 0);
+          apply_epilogue(ep, c + i * m * n, m, n, n, 0);
           continue;
         }
 #endif
@@ -281,8 +318,11 @@ matmul_geometry matmul_shapes(const shape& a, const shape& b, bool ta, bool tb) 
 }
 
 bool is_matmul_type(dtype t) {
-  return t == dtype::float32 || t == dtype::float64 || t == dtype::int32 || t == dtype::int64;
+  return t == dtype::float32 || t == dtype::float64 || t == dtype::bfloat16 || t == dtype::int32 ||
+         t == dtype::int64;
 }
+
+const char* matmul_types = "float32, float64, bfloat16, int32 or int64";
 
 std::vector<tensor_spec> matmul_infer(const shape_context& c) {
   auto& a = c.inputs[0];
@@ -290,7 +330,7 @@ std::vector<tensor_spec> matmul_infer(const shape_context& c) {
   if (a.type != b.type)
     c.fail("operands have different dtypes: " + a.to_string() + " x " + b.to_string());
   if (!is_matmul_type(a.type))
-    c.fail(std::string("expects float32, float64, int32 or int64, got ") + dtype_name(a.type));
+    c.fail(std::string("expects ") + matmul_types + ", got " + dtype_name(a.type));
   auto g = matmul_shapes(a.dims, b.dims, c.attr_or<bool>("transpose_a", false),
                          c.attr_or<bool>("transpose_b", false));
   auto dims = g.batch;
@@ -343,9 +383,10 @@ void matmul_kernel(kernel_context& ctx) {
       return run_matmul<int32_t>(a, b, out, g, plan, ta, tb);
     case dtype::int64:
       return run_matmul<int64_t>(a, b, out, g, plan, ta, tb);
+    case dtype::bfloat16:
+      return run_matmul<bfloat16>(a, b, out, g, plan, ta, tb);
     default:
-      ctx.fail(std::string("expects float32, float64, int32 or int64, got ") +
-               dtype_name(a.type()));
+      ctx.fail(std::string("expects ") + matmul_types + ", got " + dtype_name(a.type()));
   }
 }
 

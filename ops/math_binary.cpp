@@ -108,6 +108,7 @@ std::vector<tensor_spec> infer_select(const shape_context& c) {
   if (cond.type != dtype::boolean)
     c.fail(std::string("condition must be bool, got ") + dtype_name(cond.type));
   check_same_dtype(c.op, a.type, b.type);
+  if (a.type == dtype::bfloat16) fail_no_bfloat16_kernel(c.op);
   return {{a.type, broadcast_partial({cond.dims, a.dims, b.dims}, c.op)}};
 }
 

@@ -24,7 +24,10 @@ namespace actorflow::math_detail {
 
 enum class dtypes { all, numeric, signed_numeric, floating, boolean };
 
+// No set holds bfloat16: these kernels have no code for it (cast, matmul and conv take it
+// before they get here).
 constexpr bool accepts(dtypes set, dtype t) {
+  if (t == dtype::bfloat16) return false;
   switch (set) {
     case dtypes::all:
       return true;
@@ -61,8 +64,10 @@ inline const char* describe(dtypes set) {
   return "?";
 }
 
-/// Throws "[op] expects <set>, got <dtype>" when t is not in the set.
+/// Throws "[op] expects <set>, got <dtype>" when t is not in the set ("[op] has no
+/// bfloat16 kernel" for bfloat16).
 inline void check_dtype(const std::string& op, dtypes set, dtype t) {
+  if (t == dtype::bfloat16) fail_no_bfloat16_kernel(op);
   if (!accepts(set, t))
     fail(op, std::string("expects ") + describe(set) + ", got " + dtype_name(t));
 }
@@ -76,6 +81,7 @@ inline void check_same_dtype(const std::string& op, dtype a, dtype b) {
 /// accepted types are instantiated.
 template <dtypes Set, class F>
 void visit_set(dtype t, const std::string& op, F&& f) {
+  if (t == dtype::bfloat16) fail_no_bfloat16_kernel(op);
   visit_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (accepts_type<Set, T>())

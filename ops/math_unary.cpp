@@ -1,4 +1,5 @@
 // Unary element-wise math, logical_not and cast.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -119,11 +120,69 @@ To convert(From v) {
   }
 }
 
+// Elements per chunk of a cast that goes through float32 (one buffer on the stack).
+constexpr int64_t bfloat16_chunk = 1024;
+
+// other -> bfloat16 as other -> float32 -> bfloat16, as TensorFlow converts (Eigen::bfloat16's
+// constructors go through float); float32 itself through the vectorized conversion.
+void cast_to_bfloat16(const tensor& x, tensor& out) {
+  bfloat16* po = out.mutable_data<bfloat16>();
+  if (x.type() == dtype::float32) {
+    const float* px = x.data<float>();
+    parallel_for(x.num_elements(), cheap_grain,
+                 [&](int64_t b, int64_t e) { float_to_bfloat16(px + b, po + b, e - b); });
+    return;
+  }
+  visit_dtype(x.type(), [&](auto tag) {
+    using From = decltype(tag);
+    const From* px = x.data<From>();
+    parallel_for(x.num_elements(), cheap_grain, [&](int64_t b, int64_t e) {
+      float buf[bfloat16_chunk];
+      for (int64_t i = b; i < e; i += bfloat16_chunk) {
+        const int64_t m = std::min(bfloat16_chunk, e - i);
+        for (int64_t j = 0; j < m; ++j) buf[j] = convert<float, From>(px[i + j]);
+        float_to_bfloat16(buf, po + i, m);
+      }
+    });
+  });
+}
+
+// bfloat16 -> other as bfloat16 -> float32 (exact) -> other, with cast's float rules.
+void cast_from_bfloat16(const tensor& x, tensor& out) {
+  const bfloat16* px = x.data<bfloat16>();
+  if (out.type() == dtype::float32) {
+    float* po = out.mutable_data<float>();
+    parallel_for(x.num_elements(), cheap_grain,
+                 [&](int64_t b, int64_t e) { bfloat16_to_float(px + b, po + b, e - b); });
+    return;
+  }
+  visit_dtype(out.type(), [&](auto tag) {
+    using To = decltype(tag);
+    To* po = out.mutable_data<To>();
+    parallel_for(x.num_elements(), cheap_grain, [&](int64_t b, int64_t e) {
+      float buf[bfloat16_chunk];
+      for (int64_t i = b; i < e; i += bfloat16_chunk) {
+        const int64_t m = std::min(bfloat16_chunk, e - i);
+        bfloat16_to_float(px + i, buf, m);
+        for (int64_t j = 0; j < m; ++j) po[i + j] = convert<To, float>(buf[j]);
+      }
+    });
+  });
+}
+
 void cast_kernel(kernel_context& ctx) {
   const tensor& x = ctx.input(0);
   const dtype to = ctx.attr<dtype>("dtype");
   if (x.type() == to) {  // immutable tensors: the input itself is the result
     ctx.set_output(0, x);
+    return;
+  }
+  if (to == dtype::bfloat16 || x.type() == dtype::bfloat16) {
+    tensor& out = ctx.allocate_output(0, to, x.dims());
+    if (to == dtype::bfloat16)
+      cast_to_bfloat16(x, out);
+    else
+      cast_from_bfloat16(x, out);
     return;
   }
   visit_dtype(x.type(), [&](auto from_tag) {
@@ -328,10 +387,13 @@ output cast(output x, dtype to, const std::string& name) {
 
 output scalar_like(output x, double value, const std::string& name) {
   tensor t;
-  visit_dtype(x.type(), [&](auto tag) {
-    using T = decltype(tag);
-    t = tensor::scalar<T>(convert<T, double>(value));
-  });
+  if (x.type() == dtype::bfloat16)  // through float32, as cast converts
+    t = tensor::scalar<bfloat16>(to_bfloat16(static_cast<float>(value)));
+  else
+    visit_dtype(x.type(), [&](auto tag) {
+      using T = decltype(tag);
+      t = tensor::scalar<T>(convert<T, double>(value));
+    });
   return constant(x.owner(), std::move(t), name);
 }
 

@@ -28,6 +28,7 @@ geometry pool_geometry(const std::string& op, const shape& in, const attr_map& a
 shape pool_output_shape(const geometry& g) { return shape{g.n, g.oh, g.ow, g.c}; }
 
 void check_floating(const std::string& op, dtype t, const char* what) {
+  if (t == dtype::bfloat16) fail_no_bfloat16_kernel(op);
   if (!is_floating(t))
     fail(op, std::string(what) + " must be float32 or float64, got " + dtype_name(t));
 }

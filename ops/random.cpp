@@ -111,6 +111,7 @@ double number_attr(const attr_map& attrs, const std::string& name, const std::st
 random_params read_params(const attr_map& attrs, const std::string& op, distribution d) {
   random_params p;
   p.type = get_attr_or<dtype>(attrs, "dtype", op, dtype::float32);
+  if (p.type == dtype::bfloat16) fail_no_bfloat16_kernel(op);
   if (!is_floating(p.type))
     fail(op, std::string("expects dtype float32 or float64, got ") + dtype_name(p.type));
   p.dims = get_attr<std::vector<int64_t>>(attrs, "shape", op);

@@ -183,6 +183,7 @@ void check_loss_inputs(const output& weights, const output& biases, const output
                        const output& inputs, const candidate_sample& s, int64_t num_classes,
                        const sampled_softmax_options& o) {
   const shape& w = weights.dims();
+  if (weights.type() == dtype::bfloat16) fail_no_bfloat16_kernel(kLoss);
   if (!is_floating(weights.type()) || w.rank() != 2)
     fail(kLoss, "weights must be float [num_classes, dim], got " + weights.spec().to_string());
   if (biases.type() != weights.type() || biases.dims().rank() != 1)

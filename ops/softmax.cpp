@@ -44,6 +44,7 @@ int64_t merge_dim(int64_t x, int64_t y) { return x < 0 ? y : x; }
 
 std::vector<tensor_spec> softmax_infer(const shape_context& c) {
   auto& x = c.inputs[0];
+  if (x.type == dtype::bfloat16) fail_no_bfloat16_kernel(c.op);
   if (!is_floating(x.type))
     c.fail(std::string("expects float32 or float64 logits, got ") + dtype_name(x.type));
   if (x.dims.rank() < 1) c.fail("expects logits of rank >= 1, got a scalar ()");
@@ -83,6 +84,7 @@ void softmax_kernel(kernel_context& ctx) {
 std::vector<tensor_spec> xent_infer(const shape_context& c) {
   auto& logits = c.inputs[0];
   auto& labels = c.inputs[1];
+  if (logits.type == dtype::bfloat16) fail_no_bfloat16_kernel(c.op);
   if (!is_floating(logits.type))
     c.fail(std::string("expects float32 or float64 logits, got ") + dtype_name(logits.type));
   if (labels.type != logits.type)
@@ -143,6 +145,7 @@ void xent_kernel(kernel_context& ctx) {
 std::vector<tensor_spec> sparse_xent_infer(const shape_context& c) {
   auto& logits = c.inputs[0];
   auto& labels = c.inputs[1];
+  if (logits.type == dtype::bfloat16) fail_no_bfloat16_kernel(c.op);
   if (!is_floating(logits.type))
     c.fail(std::string("expects float32 or float64 logits, got ") + dtype_name(logits.type));
   if (labels.type != dtype::int32 && labels.type != dtype::int64)

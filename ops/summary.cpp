@@ -210,6 +210,7 @@ writer image_summary_value(const std::string& tag, const uint8_t* pixels, int64_
 
 void check_numeric(const std::string& op, dtype t) {
   if (t == dtype::boolean) fail(op, "expects a numeric dtype, got bool");
+  if (t == dtype::bfloat16) fail_no_bfloat16_kernel(op);
 }
 
 // ---------------------------------------------------------------- ops

@@ -136,9 +136,12 @@ std::unique_ptr<ps_cluster> start_ps_cluster(const std::vector<std::string>& ext
 // One client of the cluster: its own runtime (its own CAF node, with its own
 // connections) as /job:worker/task:<index>.
 std::shared_ptr<cluster_connection> connect_as_worker(
-    const ps_cluster& c, int index, runtime_options options = cluster_runtime_options()) {
+    const ps_cluster& c, int index, runtime_options options = cluster_runtime_options(),
+    dtype transfer = dtype::float32) {
+  auto cluster = bench_options();
+  cluster.transfer_precision = transfer;
   return std::make_shared<cluster_connection>(std::make_shared<runtime>(options), c.spec,
-                                              task_name("worker", index), bench_options());
+                                              task_name("worker", index), cluster);
 }
 
 // ---- the null model ------------------------------------------------------------
@@ -386,8 +389,11 @@ double dist_mlp_examples_per_s(const ps_cluster& c) {
 
 // ---- 64 MiB from the worker to a PS task -----------------------------------
 
-double transfer_gbps(const ps_cluster& c, runtime_options options = cluster_runtime_options()) {
-  auto cluster = connect_as_worker(c, 0, options);
+// With `transfer` bfloat16 the tensor crosses as half the bytes (cast on each side): the rate
+// counts the float32 bytes delivered.
+double transfer_gbps(const ps_cluster& c, runtime_options options = cluster_runtime_options(),
+                     dtype transfer = dtype::float32) {
+  auto cluster = connect_as_worker(c, 0, options, transfer);
   graph g;
   const int64_t n = static_cast<int64_t>(transfer_bytes / sizeof(float));
   auto x = placeholder(g, dtype::float32, {n}, "big");
@@ -595,6 +601,8 @@ dist_figures dist_benchmarks() {
             [&] { return null_step_ms_lockstep(*cluster, num_workers); });
     measure(out.transfer_gbps, out.errors, "64 MiB transfer",
             [&] { return transfer_gbps(*cluster); });
+    measure(out.transfer_gbps_bf16, out.errors, "64 MiB transfer as bfloat16",
+            [&] { return transfer_gbps(*cluster, cluster_runtime_options(), dtype::bfloat16); });
     measure(out.dist_mlp_examples_per_s, out.errors, "synchronous MLP, 2 workers",
             [&] { return dist_mlp_examples_per_s(*cluster); });
     for (auto& t : cluster->tasks)

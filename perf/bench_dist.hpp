@@ -27,6 +27,9 @@ struct dist_figures {
   /// -> done).
   std::optional<double> caf_round_trip_ms;
   std::optional<double> transfer_gbps;  // 1e9 bytes per second
+  /// The same float32 tensor with cluster_options::transfer_precision bfloat16
+  /// (half the bytes on the wire; float32 bytes delivered per second).
+  std::optional<double> transfer_gbps_bf16;
   /// The same two, with every connection over mutual TLS.
   std::optional<double> null_step_ms_1w_2ps_tls;
   std::optional<double> transfer_gbps_tls;

@@ -245,17 +245,20 @@ int main(int argc, char** argv) {
   if (only == "convnets") add_convnet_rows(add_row_or_failure, !skip_torch);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
-    // The step with the CPU GEMM library, with Eigen's products, and without
-    // the graph optimizer, in alternating rounds.
-    std::vector<double> with_library, with_eigen, as_built;
+    // The step with the CPU GEMM library, with Eigen's products, in mixed
+    // precision (bfloat16 products) and without the graph optimizer, in
+    // alternating rounds.
+    std::vector<double> with_library, with_eigen, with_bf16, as_built;
     for (int round = 0; round < 3; ++round) {
       with_library.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(false);
       with_eigen.push_back(train_step_ms(model, 128, steps));
       cpu::use_gemm_library(true);
-      as_built.push_back(train_step_ms(model, 128, steps, {}, {.optimize = false}));
+      with_bf16.push_back(train_step_ms(model, 128, steps, {}, models::precision::bf16));
+      as_built.push_back(
+          train_step_ms(model, 128, steps, {}, models::precision::fp32, {.optimize = false}));
     }
-    double ours = median(with_library), eigen = median(with_eigen);
+    double ours = median(with_library), eigen = median(with_eigen), bf16 = median(with_bf16);
     std::optional<double> ref;
     if (!skip_torch) ref = torch_train_step_ms(model, 128, steps);
     std::string note = ref ? fmt::format("{:.2f}x PyTorch; target <= {:.1f}x", ours / *ref, target)
@@ -264,6 +267,10 @@ int main(int argc, char** argv) {
             fmt::format("GEMM by {}; {}", cpu::gemm_library(), note));
     add_row(fmt::format("{}_step_ms_eigen", model), eigen, "ms",
             fmt::format("the same step with Eigen's GEMM ({:.2f}x the above)", eigen / ours));
+    add_row(fmt::format("{}_bf16_step_ms", model), bf16, "ms",
+            fmt::format("--precision bf16: bfloat16 products, float32 weights ({:.2f}x {}_step_ms, "
+                        "alternating rounds)",
+                        bf16 / ours, model));
     add_row(fmt::format("{}_step_ms_unoptimized", model), median(as_built), "ms",
             fmt::format("the same step without the graph optimizer ({:.2f}x the above)",
                         median(as_built) / ours));
@@ -339,6 +346,13 @@ int main(int argc, char** argv) {
     if (d.transfer_gbps)
       add_row("transfer_gbps", *d.transfer_gbps, "GB/s",
               "64 MiB fed on the worker, reduce_sum on /job:ps/task:0");
+    if (d.transfer_gbps_bf16)
+      add_row("transfer_gbps_bf16", *d.transfer_gbps_bf16, "GB/s",
+              d.transfer_gbps
+                  ? fmt::format("the same as bfloat16 on the wire ({:.2f}x transfer_gbps); "
+                                "float32 bytes delivered",
+                                *d.transfer_gbps_bf16 / *d.transfer_gbps)
+                  : std::string("the same as bfloat16 on the wire"));
     if (d.tcp_gbps)
       add_row("tcp_gbps", *d.tcp_gbps, "GB/s", "plain TCP loopback copy of 64 MiB, 1-byte ack");
     if (d.transfer_gbps && d.tcp_gbps)

@@ -38,10 +38,10 @@ struct fmnist_step {
   std::unique_ptr<session> s;
   feed_list feeds;
   fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices,
-              session_options options = {}) {
+              models::precision p = models::precision::fp32, session_options options = {}) {
     auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
     auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-    auto net = models::make_classifier(g, model, 1, devices);
+    auto net = models::make_classifier(g, model, 1, devices, p);
     loss = models::mean_cross_entropy(net->logits(images), labels);
     train = adam(1e-3).minimize(loss);
     s = std::make_unique<session>(g, options);
@@ -59,8 +59,9 @@ struct fmnist_step {
 }  // namespace
 
 double train_step_ms(const std::string& model, int batch, int steps,
-                     const std::vector<std::string>& devices, session_options options) {
-  fmnist_step m(model, batch, devices, options);
+                     const std::vector<std::string>& devices, models::precision p,
+                     session_options options) {
+  fmnist_step m(model, batch, devices, p, options);
   // The machine is shared and noisy: the figure is the median of five
   // blocks' mean step times.
   int block = std::max(1, steps / 5);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "apps/lib/fmnist_models.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow::bench {
@@ -19,10 +20,11 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch);
 /// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:
 /// the median of five blocks of steps / 5 steps each.
 /// With `devices` (e.g. {"/gpu:0"}), the model's layers run there
-/// (models::make_classifier), in the process-wide runtime. `options`: the
-/// session's (optimize = false: the graph as built).
+/// (models::make_classifier), in the process-wide runtime; `p`: the products' precision;
+/// `options`: the session's (optimize = false: the graph as built).
 double train_step_ms(const std::string& model, int batch, int steps,
-                     const std::vector<std::string>& devices = {}, session_options options = {});
+                     const std::vector<std::string>& devices = {},
+                     models::precision p = models::precision::fp32, session_options options = {});
 
 /// The cost of timelines: the MLP's training step untraced and traced
 /// (run_options{.trace = true}), in one session, in alternating blocks of

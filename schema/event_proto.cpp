@@ -145,7 +145,8 @@ summary_value decode_value(std::string_view bytes, const std::string& where) {
 // ---------------------------------------------------------------- GraphDef
 
 // DataType values from tensorflow/core/framework/types.proto.
-constexpr int dt_float = 1, dt_double = 2, dt_int32 = 3, dt_uint8 = 4, dt_int64 = 9, dt_bool = 10;
+constexpr int dt_float = 1, dt_double = 2, dt_int32 = 3, dt_uint8 = 4, dt_int64 = 9, dt_bool = 10,
+              dt_bfloat16 = 14;
 
 // Constants larger than this keep their dtype and shape only: the graph is for
 // looking at, and weights would make every event file as large as a checkpoint.
@@ -284,6 +285,8 @@ int tf_datatype(dtype t) {
       return dt_uint8;
     case dtype::boolean:
       return dt_bool;
+    case dtype::bfloat16:
+      return dt_bfloat16;
   }
   fail("tf_datatype", "invalid dtype value " + std::to_string(static_cast<int>(t)));
 }

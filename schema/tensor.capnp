@@ -14,6 +14,7 @@ enum DType {
   int64 @3;
   uint8 @4;
   boolean @5;  # one byte per element, 0 or 1
+  bfloat16 @6;  # two bytes: the upper half of a float32
 }
 
 struct Tensor {

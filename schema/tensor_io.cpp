@@ -96,6 +96,8 @@ schema::DType dtype_to_capnp(dtype t) {
       return schema::DType::UINT8;
     case dtype::boolean:
       return schema::DType::BOOLEAN;
+    case dtype::bfloat16:
+      return schema::DType::BFLOAT16;
   }
   fail("tensor_io", "invalid dtype value " + std::to_string(static_cast<int>(t)));
 }
@@ -114,6 +116,8 @@ dtype dtype_from_capnp(schema::DType t, const std::string& context) {
       return dtype::uint8;
     case schema::DType::BOOLEAN:
       return dtype::boolean;
+    case schema::DType::BFLOAT16:
+      return dtype::bfloat16;
   }
   // A newer writer or a corrupted file: Cap'n Proto hands out unknown enumerants as is.
   fail_in(context, "invalid dtype value " + std::to_string(static_cast<uint16_t>(t)));

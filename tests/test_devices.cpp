@@ -409,6 +409,30 @@ TEST_CASE("what the stand-in cannot run falls back to a CPU device, and the log 
   CHECK(loop_fell_back);
 }
 
+TEST_CASE("bfloat16 nodes stay off the accelerator, and the log says why") {
+  auto rt = with_stand_in();
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 3}, "x");
+  auto w = constant(g, tensor::from_vector<float>({1, -1, 2, 0, 1, -2}, {3, 2}), "w");
+  output activated;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    auto product = matmul(cast(x, dtype::bfloat16, "narrow_x"),
+                          cast(w, dtype::bfloat16, "narrow_w"), false, false, "product");
+    activated = relu(cast(product, dtype::float32, "wide"), "activated");
+  }
+  session s(g, rt);
+  auto out = s.run({{x, tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}}, {activated});
+  CHECK(out[0].to_vector<float>() == std::vector<float>{8, 0, 20, 0});  // exact in bfloat16
+  for (auto name : {"narrow_x", "product", "wide"}) {
+    CAPTURE(name);
+    auto e = entry_of(s, name);
+    CHECK(e.device == "/cpu:0");
+    CHECK(e.reason.find("/stand_in:0 has no bfloat16 kernel") != std::string::npos);
+  }
+  CHECK(entry_of(s, "activated").device == "/stand_in:0");
+}
+
 TEST_CASE("a kernel error on the stand-in fails its step only; the device goes on") {
   auto rt = with_stand_in();
   graph g;

@@ -347,6 +347,15 @@ TEST_CASE("a tensor crosses the wire as a header and its bytes; a forged header 
   bad_dtype[1] = 99;
   CHECK(load(bad_dtype, back).find("unknown dtype 99") != std::string::npos);
   CHECK(back.to_string() == original.to_string());  // a failed load leaves the target alone
+
+  // bfloat16 crosses as two bytes an element, bit for bit.
+  auto half = run_kernel("cast", {original}, {{"dtype", dtype::bfloat16}})[0];
+  auto half_bytes = wire(half);
+  CHECK(half_bytes.size() == bytes.size() - 12);
+  tensor half_back;
+  CHECK(load(half_bytes, half_back).empty());
+  CHECK(half_back.type() == dtype::bfloat16);
+  CHECK(half_back.equals(half));
 }
 
 TEST_CASE("a graph split over three processes gives exactly the single-process result") {

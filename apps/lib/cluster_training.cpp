@@ -43,7 +43,7 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   auto placement = g.device_function_scope(replica_device_setter(num_ps, setup.task_name()));
   t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
   auto batch = queue_dequeue(t.queue, "next_batch");
-  auto net = models::make_classifier(g, c.model, c.seed);
+  auto net = models::make_classifier(g, c.model, c.seed, {}, models::parse_precision(c.precision));
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
   if (c.sync) {

@@ -16,8 +16,14 @@ namespace actorflow::models {
 
 namespace {
 
-output dense(output x, const std::pair<variable, variable>& p) {
-  return bias_add(matmul(x, p.first.value()), p.second.value());
+// The operands of a product in the model's precision, and its result back in float32.
+output lowered(output x, precision p) {
+  return p == precision::bf16 ? cast(x, dtype::bfloat16) : x;
+}
+output raised(output y) { return y.spec().type == dtype::float32 ? y : cast(y, dtype::float32); }
+
+output dense(output x, const std::pair<variable, variable>& w, precision p) {
+  return bias_add(raised(matmul(lowered(x, p), lowered(w.first.value(), p))), w.second.value());
 }
 
 // Multiply-adds per example of each layer, for splitting a model over devices.
@@ -27,8 +33,9 @@ constexpr int64_t cnn_layer_macs[] = {28 * 28 * 25 * 32, 14 * 14 * 25 * 32 * 64,
 
 class mlp final : public classifier {
  public:
-  mlp(graph& g, int64_t seed, const std::vector<std::string>& devices) {
+  mlp(graph& g, int64_t seed, const std::vector<std::string>& devices, precision p) {
     seed_ = seed;
+    precision_ = p;
     split_layers(devices, mlp_layer_macs);
     auto layer = [&](int i, int64_t in, int64_t out) {
       auto on = on_layer_device(g, i);
@@ -43,14 +50,14 @@ class mlp final : public classifier {
     output x;
     {
       auto on = on_layer_device(g, 0);
-      x = relu(dense(reshape(images, {-1, 784}), l1_));
+      x = relu(dense(reshape(images, {-1, 784}), l1_, precision_));
     }
     {
       auto on = on_layer_device(g, 1);
-      x = relu(dense(x, l2_));
+      x = relu(dense(x, l2_, precision_));
     }
     auto on = on_layer_device(g, 2);
-    return dense(x, l3_);
+    return dense(x, l3_, precision_);
   }
 
  private:
@@ -59,8 +66,9 @@ class mlp final : public classifier {
 
 class cnn final : public classifier {
  public:
-  cnn(graph& g, int64_t seed, const std::vector<std::string>& devices) {
+  cnn(graph& g, int64_t seed, const std::vector<std::string>& devices, precision p) {
     seed_ = seed;
+    precision_ = p;
     split_layers(devices, cnn_layer_macs);
     {
       auto on = on_layer_device(g, 0);
@@ -82,23 +90,24 @@ class cnn final : public classifier {
     output x;
     {
       auto on = on_layer_device(g, 0);
-      x = conv_block(images, c1_);
+      x = conv_block(images, c1_, precision_);
     }
     {
       auto on = on_layer_device(g, 1);
-      x = conv_block(x, c2_);
+      x = conv_block(x, c2_, precision_);
     }
     {
       auto on = on_layer_device(g, 2);
-      x = relu(dense(reshape(x, {-1, 7 * 7 * 64}), f1_));
+      x = relu(dense(reshape(x, {-1, 7 * 7 * 64}), f1_, precision_));
     }
     auto on = on_layer_device(g, 3);
-    return dense(x, f2_);
+    return dense(x, f2_, precision_);
   }
 
  private:
-  static output conv_block(output x, const std::pair<variable, variable>& p) {
-    auto y = relu(bias_add(conv2d(x, p.first.value(), {1, 1}, "SAME"), p.second.value()));
+  static output conv_block(output x, const std::pair<variable, variable>& w, precision p) {
+    auto conv = raised(conv2d(lowered(x, p), lowered(w.first.value(), p), {1, 1}, "SAME"));
+    auto y = relu(bias_add(conv, w.second.value()));
     return max_pool(y, {2, 2}, {2, 2}, "VALID");
   }
   std::pair<variable, variable> c1_, c2_, f1_, f2_;
@@ -154,10 +163,16 @@ std::pair<variable, variable> classifier::conv_params(graph& g, int64_t k, int64
   return layer_params(g, {k, k, in, out}, k * k * in, name);
 }
 
+precision parse_precision(const std::string& name) {
+  if (name == "fp32") return precision::fp32;
+  if (name == "bf16") return precision::bf16;
+  fail("model", "unknown precision '" + name + "' (choose fp32 or bf16)");
+}
+
 std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed,
-                                            const std::vector<std::string>& devices) {
-  if (kind == "mlp") return std::make_unique<mlp>(g, seed, devices);
-  if (kind == "cnn") return std::make_unique<cnn>(g, seed, devices);
+                                            const std::vector<std::string>& devices, precision p) {
+  if (kind == "mlp") return std::make_unique<mlp>(g, seed, devices, p);
+  if (kind == "cnn") return std::make_unique<cnn>(g, seed, devices, p);
   fail("model", "unknown model '" + kind + "' (choose mlp or cnn)");
 }
 

@@ -16,6 +16,15 @@
 
 namespace actorflow::models {
 
+/// The dtype of a model's products (matmul and conv2d). bf16 is mixed precision: the
+/// weights, biases and optimizer slots stay float32 (master weights); each product casts its
+/// two operands to bfloat16 and its result back to float32, so every other op, and the
+/// gradients that reach the weights (through cast's gradient), are float32.
+enum class precision { fp32, bf16 };
+
+/// "fp32" or "bf16"; throws naming the choices otherwise.
+precision parse_precision(const std::string& name);
+
 /// A model's variables and the function from images to logits.
 class classifier {
  public:
@@ -45,13 +54,15 @@ class classifier {
   std::vector<variable> variables_;
   int64_t seed_ = 0;
   int64_t stream_ = 0;
+  precision precision_ = precision::fp32;
 };
 
 /// "mlp" or "cnn"; throws naming the choices otherwise. The seed fixes the
-/// initial weights. With `devices` ("/cpu:0", "/cpu:1"), consecutive layers
-/// are placed on them, about equal work each (the MLP: fc1 | fc2, fc3).
+/// initial weights; `p` the products' dtype. With `devices` ("/cpu:0", "/cpu:1"), consecutive
+/// layers are placed on them, about equal work each (the MLP: fc1 | fc2, fc3).
 std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed,
-                                            const std::vector<std::string>& devices = {});
+                                            const std::vector<std::string>& devices = {},
+                                            precision p = precision::fp32);
 
 /// Mean sparse softmax cross-entropy of logits against int32 labels [batch].
 output mean_cross_entropy(output logits, output labels);

@@ -13,6 +13,7 @@ struct training_options {
   int epochs = 10;
   int batch = 128;
   std::string optimizer = "adam";
+  std::string precision = "fp32";  // mlp and cnn: fp32, or bf16 products (mixed precision)
   double lr = 1e-3;
   int64_t seed = 0;
   int threads = 0;

@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/bfloat16.hpp"
+
 namespace actorflow::cpu {
 
 /// "onednn" or "eigen": the library library_sgemm calls (eigen: none, or off).
@@ -25,6 +27,13 @@ void use_gemm_library(bool on);
 /// the caller computes the product itself.
 bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                    const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate = false);
+
+/// c (m x n float32, row stride ldc) = op(a) x op(b) for bfloat16 a and b, products summed
+/// in float32, on the calling thread: oneDNN's gemm_bf16bf16f32 (AMX or AVX512_BF16 where
+/// the CPU has them). Returns false (and computes nothing) where library_sgemm would, or
+/// where oneDNN has no bfloat16 GEMM for this CPU: the caller computes the product itself.
+bool library_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a,
+                       int64_t lda, const bfloat16* b, int64_t ldb, float* c, int64_t ldc);
 
 /// Whether library_sgemm computes products (a library is built in and on).
 bool gemm_library_on();

@@ -43,6 +43,7 @@ void cast_kernel(gpu_kernel_context& ctx) {
   const device_tensor& x = ctx.input(0);
   const dtype to = ctx.output_specs[0].type;
   if (x.type() == to) return ctx.set_output(0, x);  // immutable: the input is the result
+  if (to == dtype::bfloat16) fail_no_bfloat16_kernel("cast on a GPU");
   device_tensor& y = ctx.allocate_output(0);
   kernels::cast(x.type(), to, x.raw_data(), y.raw_mutable_data(), x.num_elements(), stream_of(ctx));
 }

@@ -350,15 +350,16 @@ TEST_SUITE("gpu") {
   namespace {
 
   // A few SGD steps of the Fashion-MNIST MLP on fixed random data, through a
-  // session, with the model on `device` ("": the CPU): the losses.
-  std::vector<float> mlp_losses(const std::string& device) {
+  // session, with the model on `device` ("": the CPU), in precision `p`: the losses.
+  std::vector<float> mlp_losses(const std::string& device,
+                                models::precision p = models::precision::fp32) {
     constexpr int batch = 64;
     graph g;
     auto images = placeholder(g, dtype::float32, shape{batch, 28, 28, 1}, "images");
     auto labels = placeholder(g, dtype::int32, shape{batch}, "labels");
     std::vector<std::string> devices;
     if (!device.empty()) devices.push_back(device);
-    auto net = models::make_classifier(g, "mlp", 7, devices);
+    auto net = models::make_classifier(g, "mlp", 7, devices, p);
     auto loss = models::mean_cross_entropy(net->logits(images), labels);
     auto train = make_optimizer("sgd", 0.1)->minimize(loss);
     session s(g);
@@ -369,9 +370,17 @@ TEST_SUITE("gpu") {
     std::vector<float> losses;
     for (int step = 0; step < 4; ++step)
       losses.push_back(s.run({{images, x}, {labels, y}}, {loss}, {train})[0].item<float>());
-    bool on_gpu = false;
-    for (auto& e : s.placement_log()) on_gpu |= e.device == device && e.op == "matmul";
-    CHECK_MESSAGE((device.empty() || on_gpu), "no matmul ran on " << device);
+    bool on_gpu = false, bias_on_gpu = false;
+    for (auto& e : s.placement_log()) {
+      on_gpu |= e.device == device && e.op == "matmul";
+      bias_on_gpu |= e.device == device && e.op == "bias_add";
+    }
+    if (p == models::precision::fp32) {
+      CHECK_MESSAGE((device.empty() || on_gpu), "no matmul ran on " << device);
+    } else {  // no GPU kernel takes bfloat16: the products stay on the CPU, the rest moves
+      CHECK_MESSAGE(!on_gpu, "a bfloat16 matmul ran on " << device);
+      CHECK_MESSAGE((device.empty() || bias_on_gpu), "no bias_add ran on " << device);
+    }
     return losses;
   }
 
@@ -383,6 +392,17 @@ TEST_SUITE("gpu") {
     auto gpu = mlp_losses("/gpu:0");
     REQUIRE(gpu.size() == cpu.size());
     for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == doctest::Approx(cpu[i]).epsilon(1e-4));
+    CHECK(cpu.back() < cpu.front());
+  }
+
+  TEST_CASE("mixed precision MLP steps keep the bfloat16 products on the CPU and match it") {
+    if (!have_gpu()) return;
+    auto cpu = mlp_losses("", models::precision::bf16);
+    auto gpu = mlp_losses("/gpu:0", models::precision::bf16);
+    REQUIRE(gpu.size() == cpu.size());
+    // The GPU's float32 ops round differently in the last bit, which may move a bfloat16
+    // rounding: a looser bound than float32's.
+    for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == doctest::Approx(cpu[i]).epsilon(1e-3));
     CHECK(cpu.back() < cpu.front());
   }
 

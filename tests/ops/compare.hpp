@@ -32,19 +32,27 @@ inline std::string compare_tensors(const tensor& actual, const tensor& expected,
   if (actual.dims() != expected.dims())
     return "shape " + actual.dims().to_string() + ", expected " + expected.dims().to_string();
   std::string diff;
-  visit_dtype(actual.type(), [&](auto tag) {
+  // bfloat16 compares as the float32 it stands for.
+  auto value = [](auto v) {
+    if constexpr (std::is_same_v<decltype(v), bfloat16>)
+      return to_float(v);
+    else
+      return v;
+  };
+  visit_storage_type(actual.type(), [&](auto tag) {
     using T = decltype(tag);
-    const T* a = actual.data<T>();
-    const T* e = expected.data<T>();
+    const T* pa = actual.data<T>();
+    const T* pe = expected.data<T>();
     for (int64_t i = 0; i < actual.num_elements() && diff.empty(); ++i) {
-      bool same = a[i] == e[i];
-      if constexpr (std::is_floating_point_v<T>)
-        same = same || (std::isnan(a[i]) && std::isnan(e[i])) ||
-               std::abs(double(a[i]) - double(e[i])) <= tol * (1.0 + std::abs(double(e[i])));
+      const auto a = value(pa[i]), e = value(pe[i]);
+      bool same = a == e;
+      if constexpr (std::is_floating_point_v<decltype(a)>)
+        same = same || (std::isnan(a) && std::isnan(e)) ||
+               std::abs(double(a) - double(e)) <= tol * (1.0 + std::abs(double(e)));
       if (same) continue;
       std::ostringstream os;
       os.precision(12);
-      os << "element " << i << " differs: got " << +a[i] << ", expected " << +e[i];
+      os << "element " << i << " differs: got " << +a << ", expected " << +e;
       // Whole tensors only while they stay readable (the GPU cases have 60000 elements).
       if (actual.num_elements() <= 64)
         os << " (got " << actual.to_string() << ", expected " << expected.to_string() << ")";

@@ -136,7 +136,7 @@ const op_case_registrar cases({
      .label = "int32 input",
      .inputs = {make<int32_t>({1, 1, 1, 1}, {1}), make<int32_t>({1, 1, 1, 1}, {1})},
      .attrs = conv_attrs({1, 1}, "VALID"),
-     .expect_error = "expects float32 or float64"},
+     .expect_error = "expects float32, float64 or bfloat16"},
     {.op = "conv2d",
      .label = "mixed dtypes",
      .inputs = {x33(), make<double>({1, 1, 1, 1}, {1})},

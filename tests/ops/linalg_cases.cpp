@@ -149,7 +149,7 @@ const op_case_registrar matmul_cases({
     {.op = "matmul",
      .label = "bool operands",
      .inputs = {tensor::zeros(dtype::boolean, {2, 2}), tensor::zeros(dtype::boolean, {2, 2})},
-     .expect_error = "expects float32, float64, int32 or int64, got bool"},
+     .expect_error = "expects float32, float64, bfloat16, int32 or int64, got bool"},
     {.op = "matmul", .label = "arity", .inputs = {a23}, .expect_error = "expects 2 inputs"},
 });
 

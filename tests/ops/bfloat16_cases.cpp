@@ -1,0 +1,136 @@
+// bfloat16 matmul and conv2d (and its backprops) against the float32 kernels on the same
+// rounded operands: the sums are float32's in both, so the two differ by the final rounding
+// to bfloat16 (half a bfloat16 ulp, 2^-9 relative) plus float32 sums taken in another order.
+// Both GEMM paths: oneDNN's bfloat16 GEMM where built in, and the float32 fallback.
+#include <oneapi/tbb/task_arena.h>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "devices/cpu/gemm_library.hpp"
+#include "ops/op_cases.hpp"
+
+namespace actorflow::testing {
+namespace {
+
+tensor cast_to(const tensor& t, dtype d) { return run_kernel("cast", {t}, {{"dtype", d}})[0]; }
+
+// Uniform in [-2, 2), rounded to bfloat16 (so both kernels see the same operands).
+tensor random_bf16(shape dims, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  tensor t(dtype::float32, std::move(dims));
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return cast_to(t, dtype::bfloat16);
+}
+
+// "" when got (bfloat16) is within rounding of want (float32): |got - want| <= 2^-8 |want| +
+// 1e-5 * scale, scale the size of the terms summed (float32 sums in another order).
+std::string compare_rounded(const tensor& got, const tensor& want, double scale) {
+  if (got.type() != dtype::bfloat16) return std::string("dtype ") + dtype_name(got.type());
+  if (got.dims() != want.dims()) return "shape " + got.dims().to_string();
+  const bfloat16* g = got.data<bfloat16>();
+  const float* w = want.data<float>();
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    const double diff = std::abs(double(to_float(g[i])) - double(w[i]));
+    if (diff > std::ldexp(std::abs(double(w[i])), -8) + 1e-5 * scale) {
+      std::ostringstream os;
+      os << "element " << i << ": " << to_float(g[i]) << " vs " << w[i];
+      return os.str();
+    }
+  }
+  return "";
+}
+
+// The library on (where built in) and off: both bfloat16 GEMM paths.
+template <class F>
+void with_each_gemm_path(F f) {
+  const bool was_on = cpu::gemm_library_on();
+  for (bool on : {true, false}) {
+    if (on && !was_on) continue;
+    CAPTURE(on);
+    cpu::use_gemm_library(on);
+    f();
+  }
+  cpu::use_gemm_library(was_on);
+}
+
+TEST_CASE("bfloat16 matmul is the float32 product of its operands, rounded once") {
+  std::mt19937 rng(5);
+  struct dims3 {
+    int64_t m, k, n;
+  };
+  // Odd sizes, one of each kind of edge, and sizes past the parallel threshold.
+  const dims3 sizes[] = {{1, 1, 1},    {3, 5, 7},      {17, 33, 9},
+                         {64, 64, 64}, {130, 257, 67}, {200, 300, 150}};
+  with_each_gemm_path([&] {
+    tbb::task_arena arena(2);
+    arena.execute([&] {
+      for (auto s : sizes)
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) {
+            CAPTURE(s.m);
+            CAPTURE(s.k);
+            CAPTURE(s.n);
+            CAPTURE(ta);
+            CAPTURE(tb);
+            tensor a = random_bf16(ta ? shape{s.k, s.m} : shape{s.m, s.k}, rng);
+            tensor b = random_bf16(tb ? shape{s.n, s.k} : shape{s.k, s.n}, rng);
+            attr_map attrs{{"transpose_a", ta}, {"transpose_b", tb}};
+            auto got = run_kernel("matmul", {a, b}, attrs)[0];
+            auto want = run_kernel(
+                "matmul", {cast_to(a, dtype::float32), cast_to(b, dtype::float32)}, attrs)[0];
+            // Terms up to 4 each: sums of |terms| up to 4k.
+            CHECK(compare_rounded(got, want, 4.0 * double(s.k)) == "");
+          }
+    });
+  });
+}
+
+TEST_CASE("bfloat16 batched matmul broadcasts like float32") {
+  std::mt19937 rng(6);
+  tensor a = random_bf16({3, 1, 20, 30}, rng), b = random_bf16({2, 30, 10}, rng);
+  with_each_gemm_path([&] {
+    auto got = run_kernel("matmul", {a, b})[0];
+    auto want = run_kernel("matmul", {cast_to(a, dtype::float32), cast_to(b, dtype::float32)})[0];
+    CHECK(got.dims() == shape{3, 2, 20, 10});
+    CHECK(compare_rounded(got, want, 120.0) == "");
+  });
+  // Operands of different dtypes are refused, naming both.
+  CHECK_THROWS_WITH_AS(run_kernel("matmul", {a, cast_to(b, dtype::float32)}),
+                       doctest::Contains("different dtypes"), error);
+}
+
+TEST_CASE("bfloat16 conv2d and its backprops are the float32 kernels' results, rounded once") {
+  std::mt19937 rng(8);
+  struct conv_case {
+    shape x, f;
+    std::vector<int64_t> strides;
+    std::string padding;
+  };
+  const conv_case cases[] = {{{2, 9, 9, 3}, {3, 3, 3, 4}, {1, 1}, "SAME"},
+                             {{1, 11, 7, 5}, {2, 3, 5, 6}, {2, 2}, "VALID"},
+                             {{4, 16, 16, 8}, {5, 5, 8, 16}, {1, 1}, "SAME"}};
+  for (auto& c : cases) {
+    CAPTURE(c.x.to_string());
+    attr_map attrs{{"strides", c.strides}, {"padding", c.padding}};
+    tensor x = random_bf16(c.x, rng), f = random_bf16(c.f, rng);
+    const tensor x32 = cast_to(x, dtype::float32), f32 = cast_to(f, dtype::float32);
+    const double terms = 4.0 * double(c.f[0] * c.f[1] * c.f[2]);
+    auto y = run_kernel("conv2d", {x, f}, attrs)[0];
+    auto y32 = run_kernel("conv2d", {x32, f32}, attrs)[0];
+    CHECK(compare_rounded(y, y32, terms) == "");
+
+    tensor dy = random_bf16(y.dims(), rng);
+    const tensor dy32 = cast_to(dy, dtype::float32);
+    auto dx = run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0];
+    auto dx32 = run_kernel("conv2d_backprop_input", {x32, f32, dy32}, attrs)[0];
+    CHECK(compare_rounded(dx, dx32, 4.0 * double(c.f[0] * c.f[1] * c.f[3])) == "");
+    auto df = run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0];
+    auto df32 = run_kernel("conv2d_backprop_filter", {x32, f32, dy32}, attrs)[0];
+    CHECK(compare_rounded(df, df32, 4.0 * double(y.num_elements() / c.f[3])) == "");
+  }
+}
+
+}  // namespace
+}  // namespace actorflow::testing
