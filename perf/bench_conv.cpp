@@ -1,6 +1,7 @@
 #include "perf/bench_conv.hpp"
 
 #include <fmt/format.h>
+#include <oneapi/tbb/info.h>
 
 #include <Eigen/Core>
 #include <string>
@@ -8,15 +9,18 @@
 
 #include "core/op_registry.hpp"
 #include "devices/cpu/gemm_library.hpp"
+#include "perf/bench_conv_onednn.hpp"
 #include "perf/bench_util.hpp"
 
 namespace actorflow::bench {
 
 namespace {
 
-struct conv_layer {
+struct conv_layer : conv_layer_shape {
   std::string name;
-  int64_t n, h, w, c, k, kh, kw, stride;
+  conv_layer(std::string layer, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t kh,
+             int64_t kw, int64_t stride)
+      : conv_layer_shape{n, h, w, c, k, kh, kw, stride}, name(std::move(layer)) {}
 };
 
 // NHWC input, [KH,KW,C,K] filter, SAME padding.
@@ -42,6 +46,7 @@ tensor random_tensor(shape dims) {
 }  // namespace
 
 void add_conv_rows(const add_row_fn& add_row) {
+  const int threads = tbb::info::default_concurrency();
   for (const auto& l : layers()) {
     const int64_t oh = (l.h + l.stride - 1) / l.stride, ow = (l.w + l.stride - 1) / l.stride;
     const double flops = 2.0 * l.n * oh * ow * l.k * l.kh * l.kw * l.c;
@@ -70,6 +75,18 @@ void add_conv_rows(const add_row_fn& add_row) {
               fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}; {:.2f}x the tiled kernel alone",
                           flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
                           ours / tiled));
+      // oneDNN's primitive on the same operands, in NHWC and in its own layouts.
+      for (bool blocked : {false, true}) {
+        auto secs = onednn_conv_seconds(l, conv_pass(i), blocked, threads, repeats);
+        if (!secs) continue;
+        const double theirs = flops / *secs / 1e9;
+        add_row(fmt::format("conv_{}_{}_gflops_onednn_{}", l.name, tags[i],
+                            blocked ? "blocked" : "nhwc"),
+                theirs, "GFLOP/s",
+                fmt::format("oneDNN's primitive on {} threads{}; ours is {:.2f}x it", threads,
+                            blocked ? ", its own layouts, reorders in and out timed with it" : "",
+                            ours / theirs));
+      }
     }
   }
 }

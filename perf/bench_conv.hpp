@@ -1,7 +1,8 @@
 // The conv group (`actorflow-bench --only conv`): conv2d and its two
 // backprops per layer shape of the Fashion-MNIST CNN and of the paper's
 // Table 1 convnets, each kernel alone (run_kernel on this thread, its work
-// split across the default TBB arena).
+// split across the default TBB arena), and beside each oneDNN's convolution
+// primitive where the build has oneDNN (perf/bench_conv_onednn.hpp).
 #pragma once
 #include "perf/bench_gemm.hpp"
 
