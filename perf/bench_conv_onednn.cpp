@@ -61,8 +61,14 @@ memory::desc user_desc(const memory::desc& d, tag t) { return memory::desc(d.dim
 
 std::optional<double> onednn_conv_seconds(const conv_layer_shape& l, conv_pass pass, bool blocked,
                                           int threads, int repeats) {
-  // Threads that ran actorflow's GEMM calls were set to one OpenMP thread.
+  // Threads that ran actorflow's GEMM calls were set to one OpenMP thread;
+  // this one gets it back after, or its next GEMM calls would start a pool.
+  const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
+  struct restore {
+    int threads;
+    ~restore() { omp_set_num_threads(threads); }
+  } restore_after{before};
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
   auto d = describe(l, blocked);
