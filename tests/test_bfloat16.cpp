@@ -26,6 +26,7 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -291,20 +292,6 @@ TEST_CASE("matmul's gradients flow through casts to bfloat16 and back") {
       CHECK(near(out[1].data<float>()[p * 3 + j], want));
     }
 }
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("actorflow_bf16_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 tensor bf16_values(std::vector<float> v, shape dims) {
   std::vector<bfloat16> b;

@@ -22,6 +22,7 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -119,22 +120,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 // A fresh directory per test case, removed at the end.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("actorflow_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 // A trained-looking session: initialized, then every update run twice.
 void train(session& s, const model& m) {
   s.run({m.init});

@@ -30,6 +30,7 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -195,20 +196,6 @@ std::string to_bytes(capnp::MessageBuilder& msg) {
   auto chars = words.asChars();
   return std::string(chars.begin(), chars.size());
 }
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("actorflow_graph_io_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -25,6 +25,7 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::temp_dir;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -40,24 +41,6 @@ std::string future_error(F& future) {
 }
 
 // A scratch directory, removed at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() /
-           ("actorflow_input_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-};
-
 using bytes = std::vector<unsigned char>;
 
 void write_plain(const std::string& path, const bytes& b) {
