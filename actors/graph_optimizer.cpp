@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -91,7 +90,7 @@ class optimizer {
 
   optimized_graph run() {
     needed_ = needed_nodes(in_, sig_, false);
-    count_uses();
+    prepare();
     if (options_.fuse) {
       plan_fusions();
       plan_chains();
@@ -131,12 +130,19 @@ class optimizer {
   const node& at(int id) const { return in_.at(id); }
   static size_t index(int id) { return static_cast<size_t>(id); }
 
-  void count_uses() {
+  // Sizes the per-node state and counts who reads what.
+  void prepare() {
     const size_t n = in_.size();
     data_uses_.assign(n, 0);
     last_reader_.assign(n, -1);
     control_readers_.assign(n, {});
     kept_.assign(n, false);
+    will_fold_.assign(n, false);
+    fusion_at_.assign(n, fusion{});
+    absorbed_.assign(n, false);
+    chain_at_.assign(n, {});
+    moved_.assign(n, {});
+    moved_node_.assign(n, -1);
     for (auto& node : in_.nodes()) {
       if (!needed_[index(node.id)]) continue;
       for (auto& e : node.inputs) {
@@ -176,8 +182,6 @@ class optimizer {
   }
 
   void plan_fusions() {
-    fusion_at_.assign(in_.size(), fusion{});
-    absorbed_.assign(in_.size(), false);
     for (auto& b : in_.nodes()) {
       if (!needed_[index(b.id)] || b.op != "bias_add" || !b.control_inputs.empty()) continue;
       const node& p = at(b.inputs[0].node);
@@ -211,7 +215,6 @@ class optimizer {
 
   void plan_chains() {
     mark_folding_values();
-    chain_at_.assign(in_.size(), {});
     for (int id = int(in_.size()) - 1; id >= 0; --id) {
       const node& root = at(id);
       if (!needed_[index(id)] || !chainable(root, root)) continue;
@@ -233,12 +236,11 @@ class optimizer {
     }
   }
 
-  // Nodes the folding pass will turn into constants (as fold() decides, from
-  // the input graph): fusing them would keep them computing every step.
+  // Nodes the folding pass will try to turn into constants (fold() may still
+  // find a value too large): fusing them would keep them computing every step.
   void mark_folding_values() {
-    will_fold_.assign(in_.size(), false);
     for (auto& n : in_.nodes()) {
-      bool constant = is_foldable_constant(n) || (is_pure(n) && n.control_inputs.empty());
+      bool constant = is_foldable_constant(n) || may_fold(n);
       for (size_t i = 0; i < n.inputs.size() && constant; ++i)
         constant = will_fold_[index(n.inputs[i].node)] ||
                    (reads_only_shape(n.op, i) &&
@@ -302,14 +304,10 @@ class optimizer {
   endpoint moved(const endpoint& e) const { return moved_[index(e.node)][index(e.index)]; }
 
   void copy(const node& n) {
-    if (moved_.empty()) {
-      moved_.assign(in_.size(), {});
-      moved_node_.assign(in_.size(), -1);
-    }
     const size_t id = index(n.id);
-    if (!absorbed_.empty() && absorbed_[id]) return;  // made at its head
-    if (!fusion_at_.empty() && fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
-    if (!chain_at_.empty() && !chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
+    if (absorbed_[id]) return;  // made at its head
+    if (fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
+    if (!chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
     std::vector<endpoint> inputs;
     std::vector<int> controls;
     for (auto& e : n.inputs) {
@@ -338,9 +336,10 @@ class optimizer {
       moved_[index(n.id)].push_back({made, static_cast<int>(i)});
   }
 
+  // Called for nodes of the step's frame only (copy()).
   bool bypass(const node& n, const std::vector<endpoint>& inputs) {
     if (!is_pass_through(n, in_) || kept_[index(n.id)] || !n.control_inputs.empty() ||
-        !control_readers_[index(n.id)].empty() || in_.frame_of(n.id) != -1)
+        !control_readers_[index(n.id)].empty())
       return false;
     const node& src = at(n.inputs[0].node);
     // A resource's or the control flow's value (a variable read, a switch's
@@ -355,11 +354,23 @@ class optimizer {
     return true;
   }
 
-  bool fold(const node& n, const std::vector<endpoint>& inputs) {
+  // Whether fold() takes up `n` at all (then its inputs decide).
+  bool may_fold(const node& n) const {
     // A colocation stays a node's: placement checks it (a constant has none).
-    if (!is_pure(n) || !n.control_inputs.empty() || n.attrs.count(colocate_attr)) return false;
-    if (!options_.fold_on_tasks && !n.device.empty() && !device_name::parse(n.device).job.empty())
+    if (!is_pure(n) || !n.control_inputs.empty() || n.attrs.count(colocate_attr) ||
+        in_.frame_of(n.id) != -1)
       return false;
+    return options_.fold_on_tasks || n.device.empty() || device_name::parse(n.device).job.empty();
+  }
+
+  bool small_enough_to_fold(const tensor_spec& spec) const {
+    return spec.dims.is_fully_defined() &&
+           double(spec.dims.num_elements()) * double(dtype_size(spec.type)) <=
+               double(options_.max_folded_bytes);
+  }
+
+  bool fold(const node& n, const std::vector<endpoint>& inputs) {
+    if (!may_fold(n)) return false;
     std::vector<tensor> values;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const node& src = out_->at(inputs[i].node);
@@ -368,17 +379,11 @@ class optimizer {
         continue;
       }
       auto& spec = src.outputs[index(inputs[i].index)];
-      if (!reads_only_shape(n.op, i) || !spec.dims.is_fully_defined() ||
-          double(spec.dims.num_elements()) * double(dtype_size(spec.type)) >
-              double(options_.max_folded_bytes))
-        return false;
+      if (!reads_only_shape(n.op, i) || !small_enough_to_fold(spec)) return false;
       values.push_back(tensor(spec.type, spec.dims));  // only its shape is read
     }
     for (auto& spec : n.outputs)
-      if (!spec.dims.is_fully_defined() ||
-          double(spec.dims.num_elements()) * double(dtype_size(spec.type)) >
-              double(options_.max_folded_bytes))
-        return false;
+      if (!small_enough_to_fold(spec)) return false;
     std::vector<tensor> outputs;
     try {
       outputs = run_kernel(n.op, std::move(values), n.attrs);

@@ -1,7 +1,7 @@
 #include "ops/elementwise.hpp"
 
+#include <algorithm>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "devices/cpu/parallel.hpp"
@@ -46,8 +46,10 @@ std::vector<step> parse_program(const std::string& op, const attr_map& attrs, si
   auto names = get_attr<std::string>(attrs, "ops", op);
   auto operands = get_attr<std::vector<int64_t>>(attrs, "operands", op);
   std::vector<step> steps;
-  std::stringstream list(names);
-  for (std::string name; std::getline(list, name, ',');) {
+  for (size_t begin = 0; begin <= names.size();) {
+    size_t end = std::min(names.find(',', begin), names.size());
+    const std::string name = names.substr(begin, end - begin);
+    begin = end + 1;
     step s;
     s.unary = find_float_unary(name);
     s.binary = find_float_binary(name);
@@ -92,7 +94,8 @@ void fused_elementwise_kernel(kernel_context& ctx) {
   tensor& out = ctx.allocate_output(0, dtype::float32, ctx.inputs[0].dims());
   float* y = out.mutable_data<float>();
   parallel_for(out.num_elements(), parallel_grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(steps.size() * block);
+    thread_local std::vector<float> scratch;  // kept: no allocation per firing
+    scratch.resize(steps.size() * block);
     for (int64_t b = begin; b < end; b += block) {
       const int64_t n = std::min(block, end - b);
       auto operand = [&](int64_t ref) {

@@ -500,11 +500,11 @@ void fused_matmul_kernel(kernel_context& ctx) {
   const tensor &a = ctx.input(0), &b = ctx.input(1), &bias = ctx.input(2);
   const bool ta = ctx.attr_or<bool>("transpose_a", false);
   const bool tb = ctx.attr_or<bool>("transpose_b", false);
-  auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
-  tensor& out = ctx.allocate_output(0, a.type(), shape{g.m, g.n});
-  check_fused_bias(ctx.op, {bias.type(), bias.dims()}, {out.type(), out.dims()});
   if (a.type() != b.type() || a.rank() != 2 || b.rank() != 2)
     ctx.fail("expects two matrices of one dtype, got " + operands_of(a.dims(), b.dims(), ta, tb));
+  auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
+  check_fused_bias(ctx.op, {bias.type(), bias.dims()}, {a.type(), shape{g.m, g.n}});
+  tensor& out = ctx.allocate_output(0, a.type(), shape{g.m, g.n});
   const activation act = parse_activation(ctx.attr<std::string>("activation"), ctx.op);
   visit_floating(a.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
