@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "devices/cpu/conv_library.hpp"
 #include "devices/cpu/gemm_library.hpp"
 #include "devices/cpu/parallel.hpp"
 #include "ops/conv_gemm.hpp"
@@ -218,6 +219,23 @@ void split(int64_t n, int64_t grain, int64_t macs, F&& body) {
 
 // --- kernels ---
 
+// oneDNN's primitives (devices/cpu/conv_library.hpp), for float32 problems of
+// the shapes where they are faster than the kernels below; false: not taken.
+template <class T>
+bool through_library(cpu::conv_pass pass, const geometry& g, int64_t k, const T* a, const T* b,
+                     T* out, const epilogue<T>& ep = {}) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const cpu::conv_problem p{g.n,  g.h,  g.w,  g.c,  k,         g.kh,      g.kw,
+                              g.sh, g.sw, g.oh, g.ow, g.pad_top, g.pad_left};
+    if (!cpu::conv_library_chosen(pass, p)) return false;
+    if (ep.empty()) return cpu::library_conv(pass, p, a, b, out);
+    return cpu::library_conv(pass, p, a, b, out,
+                             [&](float* rows, int64_t count) { ep.apply(rows, count, k, k, 0); });
+  }
+}
+
 // A fused op's epilogue (bias, activation) runs over each chunk of rows of y
 // right after its product, while the chunk is in cache.
 template <class T>
@@ -225,6 +243,7 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
              const epilogue<T>& ep = {}) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
+  if (through_library(cpu::conv_pass::forward, g, k, x, f, y, ep)) return;
   const bool wide = is_wide<T>(len, k);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
@@ -254,6 +273,7 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     std::fill(dx, dx + g.n * image, T(0));
     return;
   }
+  if (through_library(cpu::conv_pass::backprop_input, g, k, f, dy, dx)) return;
   // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
   // transposed in place; for the tiled kernel f^T is made row-major once.
   const bool wide = is_wide<T>(len, k);
@@ -295,6 +315,9 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
 template <class T>
 void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* df) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  if (rows > 0 && k > 0 && len > 0 &&
+      through_library(cpu::conv_pass::backprop_filter, g, k, x, dy, df))
+    return;
   std::fill(df, df + len * k, T(0));
   if (rows == 0 || k == 0 || len == 0) return;
   const bool wide = is_wide<T>(len, k);

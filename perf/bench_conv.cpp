@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/op_registry.hpp"
+#include "devices/cpu/conv_library.hpp"
 #include "devices/cpu/gemm_library.hpp"
 #include "perf/bench_conv_onednn.hpp"
 #include "perf/bench_util.hpp"
@@ -66,15 +67,26 @@ void add_conv_rows(const add_row_fn& add_row) {
       auto gflops = [&] {
         return flops / median_seconds(repeats, 2, [&] { run_kernel(op, inputs, attrs); }) / 1e9;
       };
+      // As shipped (oneDNN's primitives where chosen), then actorflow's own
+      // im2col + GEMM, then its tiled kernel alone (no library at all).
       double ours = gflops();
-      // The same kernel without the GEMM library: the tiled kernel alone.
+      cpu::use_conv_library(false);
+      double own = gflops();
       cpu::use_gemm_library(false);
       double tiled = gflops();
       cpu::use_gemm_library(true);
-      add_row(fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
-              fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}; {:.2f}x the tiled kernel alone",
-                          flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
-                          ours / tiled));
+      cpu::use_conv_library(true);
+      const cpu::conv_problem problem{l.n,      l.h,      l.w, l.c, l.k, l.kh, l.kw,
+                                      l.stride, l.stride, oh,  ow,  0,   0};
+      const bool library = cpu::conv_library_chosen(cpu::conv_pass(i), problem);
+      add_row(
+          fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
+          fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}; by {}; {:.2f}x our own kernel, "
+                      "{:.2f}x the tiled kernel alone",
+                      flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
+                      library ? "oneDNN's primitive" : "our own kernel", ours / own, ours / tiled));
+      add_row(fmt::format("conv_{}_{}_gflops_own", l.name, tags[i]), own, "GFLOP/s",
+              "actorflow's im2col + GEMM (oneDNN's primitives off)");
       // oneDNN's primitive on the same operands, in NHWC and in its own layouts.
       for (bool blocked : {false, true}) {
         auto secs = onednn_conv_seconds(l, conv_pass(i), blocked, threads, repeats);

@@ -5,9 +5,9 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "devices/cpu/onednn_threads.hpp"
 
 #if defined(ACTORFLOW_HAS_ONEDNN)
-#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <string>
@@ -36,20 +36,6 @@ extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_di
                                                dnnl_dim_t k, float alpha, const uint16_t* a,
                                                dnnl_dim_t lda, const uint16_t* b, dnnl_dim_t ldb,
                                                float beta, float* c, dnnl_dim_t ldc);
-
-namespace {
-
-// OpenMP's thread count is a per-thread setting: once on each thread that
-// calls into oneDNN, before its first call.
-void use_one_openmp_thread() {
-  thread_local const bool set = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)set;
-}
-
-}  // namespace
 
 const char* gemm_library() { return library_on.load() ? "onednn" : "eigen"; }
 

@@ -3,10 +3,13 @@
 // multi-threaded paths against a direct-loop reference on larger shapes.
 #include <cmath>
 #include <random>
+#include <thread>
 
+#include "devices/cpu/conv_library.hpp"
 #include "devices/cpu/gemm_library.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_gemm.hpp"
+#include "ops/geometry/conv_window.hpp"
 #include "ops/op_cases.hpp"
 #include "ops/state.hpp"
 #include "test_util.hpp"
@@ -587,6 +590,104 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
       CHECK(compare_tensors(library[i], tiled[i], 1e-4) == "");
     }
   }
+}
+
+}  // namespace actorflow::testing
+
+namespace actorflow::testing {
+// Float32 convolutions large enough for oneDNN's primitives
+// (devices/cpu/conv_library.hpp) against actorflow's own im2col + GEMM on the
+// same operands: a smaller last slice of images, channel counts that do not
+// fill oneDNN's blocks of 16 (padded filter layouts), strides, VALID and
+// uneven SAME padding, a pointwise filter, one input channel.
+TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
+  if (!cpu::conv_library_on()) {
+    MESSAGE("no oneDNN in this build: every convolution is our own");
+    return;
+  }
+  random_source rnd;
+  struct library_case {
+    shape input, filter;
+    int64_t sh, sw;
+    const char* padding;
+  };
+  for (auto c : {library_case{{5, 17, 19, 20}, {3, 3, 20, 33}, 1, 1, "SAME"},
+                 library_case{{3, 23, 21, 48}, {4, 5, 48, 40}, 2, 3, "SAME"},
+                 library_case{{4, 30, 30, 16}, {5, 5, 16, 64}, 3, 3, "VALID"},
+                 library_case{{8, 24, 24, 64}, {1, 1, 64, 100}, 2, 2, "SAME"},
+                 library_case{{7, 28, 28, 1}, {5, 5, 1, 32}, 1, 1, "SAME"},
+                 library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME"}}) {
+    CAPTURE(c.input.to_string());
+    CAPTURE(c.filter.to_string());
+    attr_map attrs{{"strides", std::vector<int64_t>{c.sh, c.sw}},
+                   {"padding", std::string(c.padding)}};
+    tensor x = rnd.uniform(dtype::float32, c.input);
+    tensor f = rnd.uniform(dtype::float32, c.filter);
+    tensor y = run_kernel("conv2d", {x, f}, attrs)[0];
+    tensor dy = rnd.uniform(dtype::float32, y.dims());
+    auto g = conv_detail::make_geometry(c.input, c.filter[0], c.filter[1], attrs, "strides",
+                                        "conv2d", "filter");
+    const cpu::conv_problem problem{g.n,  g.h,  g.w,  g.c,  c.filter[3], g.kh,      g.kw,
+                                    g.sh, g.sw, g.oh, g.ow, g.pad_top,   g.pad_left};
+    CHECK(cpu::conv_library_chosen(cpu::conv_pass::forward, problem));
+    CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_filter, problem));
+    // Its input gradient is slower than ours below 16 input channels.
+    CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_input, problem) == (g.c >= 16));
+    auto all_three = [&] {
+      return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
+                                 run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
+                                 run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
+    };
+    auto library = all_three();
+    cpu::use_conv_library(false);
+    auto own = all_three();
+    cpu::use_conv_library(true);
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(compare_tensors(library[i], own[i], 1e-4) == "");
+    }
+  }
+}
+
+// Kernels of one shape share its primitives: two threads run all three passes
+// at once, several times, and get what one thread gets alone.
+TEST_CASE("oneDNN's convolution primitives run on several threads at once") {
+  if (!cpu::conv_library_on()) {
+    MESSAGE("no oneDNN in this build");
+    return;
+  }
+  random_source rnd;
+  attr_map attrs{{"strides", std::vector<int64_t>{1, 1}}, {"padding", std::string("SAME")}};
+  tensor x = rnd.uniform(dtype::float32, {6, 14, 14, 32});
+  tensor f = rnd.uniform(dtype::float32, {3, 3, 32, 48});
+  tensor dy = rnd.uniform(dtype::float32, {6, 14, 14, 48});
+  auto all_three = [&] {
+    return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
+                               run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
+                               run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
+  };
+  const auto alone = all_three();
+  std::vector<std::vector<tensor>> got(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 4; ++round) got[size_t(t)] = all_three();
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& run : got)
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      // The filter gradient adds the threads' partial sums in the order they finish.
+      CHECK(compare_tensors(run[i], alone[i], 1e-5) == "");
+    }
+}
+
+TEST_CASE("turning the GEMM library off turns oneDNN's convolutions off too") {
+  const bool was_on = cpu::conv_library_on();
+  cpu::use_gemm_library(false);
+  CHECK_FALSE(cpu::conv_library_on());
+  cpu::use_gemm_library(true);
+  CHECK(cpu::conv_library_on() == was_on);
 }
 
 }  // namespace actorflow::testing
