@@ -219,20 +219,23 @@ void split(int64_t n, int64_t grain, int64_t macs, F&& body) {
 
 // --- kernels ---
 
-// oneDNN's primitives (devices/cpu/conv_library.hpp), for float32 problems of
-// the shapes where they are faster than the kernels below; false: not taken.
+// oneDNN's primitives (devices/cpu/conv_library.hpp), for float32 and
+// bfloat16 problems of the shapes where they are faster than the kernels
+// below (or than bfloat16's way through them); false: not taken.
 template <class T>
 bool through_library(cpu::conv_pass pass, const geometry& g, int64_t k, const T* a, const T* b,
                      T* out, const epilogue<T>& ep = {}) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;
-  } else {
-    const cpu::conv_problem p{g.n,  g.h,  g.w,  g.c,  k,         g.kh,      g.kw,
-                              g.sh, g.sw, g.oh, g.ow, g.pad_top, g.pad_left};
+  const cpu::conv_problem p{g.n,  g.h,  g.w,  g.c,  k,         g.kh,      g.kw,
+                            g.sh, g.sw, g.oh, g.ow, g.pad_top, g.pad_left};
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return cpu::conv_library_chosen(pass, p) && cpu::library_conv_bf16(pass, p, a, b, out);
+  } else if constexpr (std::is_same_v<T, float>) {
     if (!cpu::conv_library_chosen(pass, p)) return false;
     if (ep.empty()) return cpu::library_conv(pass, p, a, b, out);
     return cpu::library_conv(pass, p, a, b, out,
                              [&](float* rows, int64_t count) { ep.apply(rows, count, k, k, 0); });
+  } else {
+    return false;
   }
 }
 
@@ -420,10 +423,14 @@ void conv2d_kernel(kernel_context& ctx) {
   check_float_pair(ctx.op, x.type(), f.type(), "input", "filter");
   auto d = conv_geometry(ctx.op, x.dims(), f.dims(), ctx.attrs);
   tensor& y = ctx.allocate_output(0, x.type(), conv_output_shape(d));
-  if (x.type() == dtype::bfloat16)
+  if (x.type() == dtype::bfloat16) {
+    if (through_library(cpu::conv_pass::forward, d.g, d.k, x.data<bfloat16>(),
+                        f.data<bfloat16>(), y.mutable_data<bfloat16>()))
+      return;
     return through_float32(x, f, y, [&](const float* px, const float* pf, float* py) {
       forward<float>(d.g, d.k, px, pf, py);
     });
+  }
   visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     forward<T>(d.g, d.k, x.data<T>(), f.data<T>(), y.mutable_data<T>());
@@ -465,10 +472,14 @@ void backprop_input_kernel(kernel_context& ctx) {
   auto d = conv_geometry(ctx.op, like.dims(), f.dims(), ctx.attrs);
   check_out_backprop(ctx.op, d, dy.dims());
   tensor& dx = ctx.allocate_output(0, f.type(), like.dims());
-  if (f.type() == dtype::bfloat16)
+  if (f.type() == dtype::bfloat16) {
+    if (through_library(cpu::conv_pass::backprop_input, d.g, d.k, f.data<bfloat16>(),
+                        dy.data<bfloat16>(), dx.mutable_data<bfloat16>()))
+      return;
     return through_float32(f, dy, dx, [&](const float* pf, const float* pdy, float* pdx) {
       backprop_input<float>(d.g, d.k, pf, pdy, pdx);
     });
+  }
   visit_floating(f.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     backprop_input<T>(d.g, d.k, f.data<T>(), dy.data<T>(), dx.mutable_data<T>());
@@ -483,10 +494,14 @@ void backprop_filter_kernel(kernel_context& ctx) {
   auto d = conv_geometry(ctx.op, x.dims(), like.dims(), ctx.attrs);
   check_out_backprop(ctx.op, d, dy.dims());
   tensor& df = ctx.allocate_output(0, x.type(), like.dims());
-  if (x.type() == dtype::bfloat16)
+  if (x.type() == dtype::bfloat16) {
+    if (through_library(cpu::conv_pass::backprop_filter, d.g, d.k, x.data<bfloat16>(),
+                        dy.data<bfloat16>(), df.mutable_data<bfloat16>()))
+      return;
     return through_float32(x, dy, df, [&](const float* px, const float* pdy, float* pdf) {
       backprop_filter<float>(d.g, d.k, px, pdy, pdf);
     });
+  }
   visit_floating(x.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     backprop_filter<T>(d.g, d.k, x.data<T>(), dy.data<T>(), df.mutable_data<T>());

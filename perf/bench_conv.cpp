@@ -20,19 +20,32 @@ namespace {
 struct conv_layer : conv_layer_shape {
   std::string name;
   conv_layer(std::string layer, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t kh,
-             int64_t kw, int64_t stride)
-      : conv_layer_shape{n, h, w, c, k, kh, kw, stride}, name(std::move(layer)) {}
+             int64_t kw, int64_t stride, bool same = true)
+      : conv_layer_shape{n, h, w, c, k, kh, kw, stride, same}, name(std::move(layer)) {}
 };
 
-// NHWC input, [KH,KW,C,K] filter, SAME padding.
+// NHWC input, [KH,KW,C,K] filter, SAME padding unless marked VALID: the CNN's
+// layers at its batch, and every distinct layer of Table 1's AlexNet (its
+// first three), VGG-A and Overfeat at batch 16.
 const std::vector<conv_layer>& layers() {
+  constexpr bool valid = false;
   static const std::vector<conv_layer> all{
       {"cnn_conv1", 128, 28, 28, 1, 32, 5, 5, 1},
       {"cnn_conv2", 128, 14, 14, 32, 64, 5, 5, 1},
       {"alexnet_conv1", 16, 224, 224, 3, 64, 11, 11, 4},
       {"alexnet_conv2", 16, 27, 27, 64, 192, 5, 5, 1},
       {"alexnet_conv3", 16, 13, 13, 192, 384, 3, 3, 1},
+      {"vgg_conv1", 16, 224, 224, 3, 64, 3, 3, 1},
+      {"vgg_conv2", 16, 112, 112, 64, 128, 3, 3, 1},
       {"vgg_conv3", 16, 56, 56, 128, 256, 3, 3, 1},
+      {"vgg_conv4", 16, 56, 56, 256, 256, 3, 3, 1},
+      {"vgg_conv5", 16, 28, 28, 256, 512, 3, 3, 1},
+      {"vgg_conv6", 16, 28, 28, 512, 512, 3, 3, 1},
+      {"vgg_conv7", 16, 14, 14, 512, 512, 3, 3, 1},
+      {"overfeat_conv1", 16, 231, 231, 3, 96, 11, 11, 4, valid},
+      {"overfeat_conv2", 16, 28, 28, 96, 256, 5, 5, 1, valid},
+      {"overfeat_conv3", 16, 12, 12, 256, 512, 3, 3, 1},
+      {"overfeat_conv4", 16, 12, 12, 512, 1024, 3, 3, 1},
       {"overfeat_conv5", 16, 12, 12, 1024, 1024, 3, 3, 1},
   };
   return all;
@@ -49,13 +62,13 @@ tensor random_tensor(shape dims) {
 void add_conv_rows(const add_row_fn& add_row) {
   const int threads = tbb::info::default_concurrency();
   for (const auto& l : layers()) {
-    const int64_t oh = (l.h + l.stride - 1) / l.stride, ow = (l.w + l.stride - 1) / l.stride;
+    const int64_t oh = l.out(l.h, l.kh), ow = l.out(l.w, l.kw);
     const double flops = 2.0 * l.n * oh * ow * l.k * l.kh * l.kw * l.c;
     tensor x = random_tensor({l.n, l.h, l.w, l.c});
     tensor f = random_tensor({l.kh, l.kw, l.c, l.k});
     tensor dy = random_tensor({l.n, oh, ow, l.k});
     attr_map attrs{{"strides", std::vector<int64_t>{l.stride, l.stride}},
-                   {"padding", std::string("SAME")}};
+                   {"padding", std::string(l.same ? "SAME" : "VALID")}};
     const std::vector<std::pair<std::string, std::vector<tensor>>> kernels{
         {"conv2d", {x, f}},
         {"conv2d_backprop_input", {x, f, dy}},
@@ -68,23 +81,19 @@ void add_conv_rows(const add_row_fn& add_row) {
         return flops / median_seconds(repeats, 2, [&] { run_kernel(op, inputs, attrs); }) / 1e9;
       };
       // As shipped (oneDNN's primitives where chosen), then actorflow's own
-      // im2col + GEMM, then its tiled kernel alone (no library at all).
+      // im2col + GEMM.
       double ours = gflops();
       cpu::use_conv_library(false);
       double own = gflops();
-      cpu::use_gemm_library(false);
-      double tiled = gflops();
-      cpu::use_gemm_library(true);
       cpu::use_conv_library(true);
       const cpu::conv_problem problem{l.n,      l.h,      l.w, l.c, l.k, l.kh, l.kw,
                                       l.stride, l.stride, oh,  ow,  0,   0};
       const bool library = cpu::conv_library_chosen(cpu::conv_pass(i), problem);
-      add_row(
-          fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
-          fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}; by {}; {:.2f}x our own kernel, "
-                      "{:.2f}x the tiled kernel alone",
-                      flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
-                      library ? "oneDNN's primitive" : "our own kernel", ours / own, ours / tiled));
+      add_row(fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
+              fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}{}; by {}; {:.2f}x our own kernel",
+                          flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
+                          l.same ? "" : " VALID",
+                          library ? "oneDNN's primitive" : "our own kernel", ours / own));
       add_row(fmt::format("conv_{}_{}_gflops_own", l.name, tags[i]), own, "GFLOP/s",
               "actorflow's im2col + GEMM (oneDNN's primitives off)");
       // oneDNN's primitive on the same operands, in NHWC and in its own layouts.

@@ -39,11 +39,11 @@ struct conv_descs {
   memory::dims strides, pad_l, pad_r;
 };
 
-// TensorFlow's SAME padding: the extra row or column goes to the bottom/right.
+// TensorFlow's SAME padding: the extra row or column goes to the bottom/right; VALID: none.
 conv_descs describe(const conv_layer_shape& l, bool blocked) {
-  const int64_t oh = (l.h + l.stride - 1) / l.stride, ow = (l.w + l.stride - 1) / l.stride;
+  const int64_t oh = l.out(l.h, l.kh), ow = l.out(l.w, l.kw);
   auto pad = [&](int64_t out, int64_t in, int64_t k) {
-    return std::max<int64_t>((out - 1) * l.stride + k - in, 0);
+    return l.same ? std::max<int64_t>((out - 1) * l.stride + k - in, 0) : int64_t{0};
   };
   const int64_t ph = pad(oh, l.h, l.kh), pw = pad(ow, l.w, l.kw);
   auto md = [&](memory::dims d, tag t) { return memory::desc(d, dt::f32, blocked ? tag::any : t); };

@@ -6,9 +6,15 @@
 
 namespace actorflow::bench {
 
-/// A convolution layer: NHWC input, [KH,KW,C,K] filter, SAME padding.
+/// A convolution layer: NHWC input, [KH,KW,C,K] filter, SAME padding (VALID where !same).
 struct conv_layer_shape {
   int64_t n, h, w, c, k, kh, kw, stride;
+  bool same = true;
+
+  /// Output size along an axis of size `in` with window `k` (TensorFlow's arithmetic).
+  int64_t out(int64_t in, int64_t window) const {
+    return same ? (in + stride - 1) / stride : (in - window) / stride + 1;
+  }
 };
 
 /// Which convolution: 0 forward, 1 the input's gradient, 2 the filter's.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include <type_traits>
 #include "devices/cpu/onednn_threads.hpp"
 #endif
 
@@ -95,8 +96,8 @@ float* thread_buffer(buffer_slot slot, size_t bytes) {
   return buffers[slot].reserve(std::max<size_t>(bytes, 64));
 }
 
-memory wrap(const memory::desc& d, const float* p) {
-  return memory(d, cpu_engine(), const_cast<float*>(p));
+memory wrap(const memory::desc& d, const void* p) {
+  return memory(d, cpu_engine(), const_cast<void*>(p));
 }
 
 // An operand as the op holds it (NHWC, HWIO) and as the primitive wants it.
@@ -128,7 +129,7 @@ struct operand {
 struct filter_layout {
   std::vector<int64_t> o_at, i_at, h_at, w_at;
   int64_t o_run = 1;  // output channels contiguous in the blocked layout (its innermost block)
-  size_t floats = 0;  // including the zero padding of the channel blocks
+  size_t elements = 0;  // including the zero padding of the channel blocks
   bool padded = false;
 
   explicit filter_layout(const memory::desc& md) {
@@ -157,47 +158,62 @@ struct filter_layout {
       padded = padded || d.padded_dims[dim] != d.dims[dim];
     }
     if (b.inner_nblks > 0 && b.inner_idxs[b.inner_nblks - 1] == 0)
-      o_run = b.inner_blks[b.inner_nblks - 1];
-    floats = md.get_size() / sizeof(float);
+      o_run = std::min<dnnl_dim_t>(b.inner_blks[b.inner_nblks - 1], 64);
+    elements = md.get_size() / memory::data_type_size(md.data_type());
   }
 
   // Calls f(hwio row offset, blocked base) for each (h, w, i) row of the
-  // filter, split across the arena's threads.
+  // filter, the HWIO rows `ld` apart (0: as many as the filter's output
+  // channels); split across the arena's threads where `parallel`.
   template <class F>
-  void each_row(F&& f) const {
+  void each_row(int64_t ld, bool parallel, F&& f) const {
     const int64_t kh = int64_t(h_at.size()), kw = int64_t(w_at.size()), c = int64_t(i_at.size());
-    const int64_t k = int64_t(o_at.size());
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, kh * kw * c, 64), [&](const auto& r) {
-      for (int64_t row = r.begin(); row < r.end(); ++row) {
+    if (ld == 0) ld = int64_t(o_at.size());
+    auto rows = [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
         const int64_t i = row % c, hw = row / c;
-        f(row * k, h_at[size_t(hw / kw)] + w_at[size_t(hw % kw)] + i_at[size_t(i)]);
+        f(row * ld, h_at[size_t(hw / kw)] + w_at[size_t(hw % kw)] + i_at[size_t(i)]);
       }
-    });
+    };
+    if (!parallel) return rows(0, kh * kw * c);
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, kh * kw * c, 64),
+                      [&](const auto& r) { rows(r.begin(), r.end()); });
   }
 
   /// blocked = hwio, in this layout (its channel padding zeroed).
-  void from_hwio(const float* hwio, float* blocked) const {
-    if (padded) std::fill(blocked, blocked + floats, 0.0f);
+  template <class T>
+  void from_hwio(const T* hwio, T* blocked) const {
+    if (padded) std::fill(blocked, blocked + elements, T{});
     const int64_t k = int64_t(o_at.size());
-    each_row([&](int64_t src, int64_t base) {
+    each_row(0, true, [&](int64_t src, int64_t base) {
       for (int64_t o = 0; o < k; o += o_run) {
-        float* to = blocked + base + o_at[size_t(o)];
+        T* to = blocked + base + o_at[size_t(o)];
         const int64_t n = std::min(o_run, k - o);
         for (int64_t j = 0; j < n; ++j) to[j] = hwio[src + o + j];
       }
     });
   }
 
-  /// hwio = the sum of `parts`, each in this layout.
-  void sum_to_hwio(const std::vector<const float*>& parts, float* hwio) const {
+  /// hwio = the sum of `parts`, each float32 in this layout, rounded once to
+  /// T; hwio's rows are `ld` apart (0: as many as the filter's output channels).
+  template <class T>
+  void sum_to_hwio(const std::vector<const float*>& parts, T* hwio, int64_t ld = 0,
+                   bool parallel = true) const {
     const int64_t k = int64_t(o_at.size());
-    each_row([&](int64_t dst, int64_t base) {
+    each_row(ld, parallel, [&](int64_t dst, int64_t base) {
       for (int64_t o = 0; o < k; o += o_run) {
         const int64_t n = std::min(o_run, k - o), at = base + o_at[size_t(o)];
-        float* to = hwio + dst + o;
-        for (int64_t j = 0; j < n; ++j) to[j] = parts[0][at + j];
+        float sum[64];  // o_run is a block of channels: 16 (or 32, 64)
+        for (int64_t j = 0; j < n; ++j) sum[j] = parts[0][at + j];
         for (size_t t = 1; t < parts.size(); ++t)
-          for (int64_t j = 0; j < n; ++j) to[j] += parts[t][at + j];
+          for (int64_t j = 0; j < n; ++j) sum[j] += parts[t][at + j];
+        T* to = hwio + dst + o;
+        for (int64_t j = 0; j < n; ++j) {
+          if constexpr (std::is_same_v<T, bfloat16>)
+            to[j] = to_bfloat16(sum[j]);
+          else
+            to[j] = sum[j];
+        }
       }
     });
   }
@@ -213,14 +229,27 @@ struct slice_plan {
   size_t scratchpad_bytes = 0;
 };
 
+// The filter gradient of a large filter, split by output channels instead
+// of images: each part runs over all images for its channels, so no thread
+// sums a partial filter of its own. Split by images, each thread's primitive
+// writes the whole filter (Overfeat's 37.7 MB) and the partial sums are
+// added after: 0.80-0.86x oneDNN's own threading on that layer.
+struct channel_parts {
+  int64_t channels = 0;  // per part, a whole number of oneDNN's blocks of 16
+  operand src;           // all images, reordered once and shared by the parts
+  slice_plan full, last;
+  std::optional<filter_layout> full_filter, last_filter;
+};
+
 // A problem's plan: the filter (shared by all slices) and one or two slice
-// plans (full slices, and the last, smaller one).
+// plans (full slices, and the last, smaller one); or the channel parts.
 struct problem_plan {
   int64_t images_per_slice = 0;
   int filter_arg = 0;
   memory::desc filter_desc;
   std::optional<filter_layout> filter;
   slice_plan full, last;
+  std::optional<channel_parts> by_channels;
 };
 
 memory::dims dims_nchw(int64_t n, int64_t h, int64_t w, int64_t c) { return {n, c, h, w}; }
@@ -231,17 +260,21 @@ struct conv_descs {
   memory::dims strides, pad_l, pad_r;
 };
 
-conv_descs describe(const conv_problem& p, int64_t images, const memory::desc* weights) {
-  auto any = [](memory::dims d) { return memory::desc(d, dt::f32, tag::any); };
-  auto user = [](memory::dims d, tag t) { return memory::desc(d, dt::f32, t); };
+// `data`: the type of the activations and of the filter the forward reads;
+// `filter_type`: that of the filter in the pass (the filter gradient is
+// summed in float32 whatever the data).
+conv_descs describe(const conv_problem& p, int64_t images, const memory::desc* weights, dt data,
+                    dt filter_type) {
+  auto any = [&](memory::dims d, dt t) { return memory::desc(d, t, tag::any); };
+  auto user = [&](memory::dims d, tag t) { return memory::desc(d, data, t); };
   const memory::dims src = dims_nchw(images, p.h, p.w, p.c),
                      dst = dims_nchw(images, p.oh, p.ow, p.k);
   const memory::dims wei{p.k, p.c, p.kh, p.kw};
   const int64_t pad_bottom = (p.oh - 1) * p.sh + p.kh - p.h - p.pad_top;
   const int64_t pad_right = (p.ow - 1) * p.sw + p.kw - p.w - p.pad_left;
-  return {any(src),
-          weights ? *weights : any(wei),
-          any(dst),
+  return {any(src, data),
+          weights ? *weights : any(wei, filter_type),
+          any(dst, data),
           user(src, tag::nhwc),
           user(wei, tag::hwio),
           user(dst, tag::nhwc),
@@ -258,14 +291,17 @@ primitive_attr user_scratchpad() {
 
 // The slice plan for `images` images; `weights`, when given, fixes the filter's
 // layout (the last slice must use the layout the full slices' plan chose).
-slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images,
+slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images, dt data,
                       const memory::desc* weights, memory::desc* chosen_weights) {
-  const auto d = describe(p, images, weights);
+  const dt filter_type = pass == conv_pass::backprop_filter ? dt::f32 : data;
+  const auto d = describe(p, images, weights, data, filter_type);
   const auto algo = algorithm::convolution_direct;
   const auto attr = user_scratchpad();
+  // The forward's own, or the backward passes' hint (its filter in `data`).
+  const auto h = describe(p, images, filter_type == data ? weights : nullptr, data, data);
   convolution_forward::primitive_desc fwd(
-      convolution_forward::desc(prop_kind::forward_training, algo, d.src, d.weights, d.dst,
-                                d.strides, d.pad_l, d.pad_r),
+      convolution_forward::desc(prop_kind::forward_training, algo, h.src, h.weights, h.dst,
+                                h.strides, h.pad_l, h.pad_r),
       attr, cpu_engine());
   slice_plan s;
   s.images = images;
@@ -308,8 +344,9 @@ slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images,
 // of operands per slice, since each thread keeps its slice's buffers. And
 // balanced: the size that gives the busiest thread the fewest images (VGG's
 // 56x56 layer in 5 slices of 3 and one of 1: 0.8x).
-int64_t images_per_slice(const conv_problem& p) {
-  const int64_t image_bytes = (p.h * p.w * p.c + p.oh * p.ow * p.k) * int64_t(sizeof(float));
+int64_t images_per_slice(const conv_problem& p, dt data) {
+  const int64_t image_bytes =
+      (p.h * p.w * p.c + p.oh * p.ow * p.k) * int64_t(memory::data_type_size(data));
   const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
   const int64_t by_memory = (int64_t{16} << 20) / std::max<int64_t>(image_bytes, 1);
   const int64_t largest = std::clamp<int64_t>(by_memory, 1, (p.n + threads - 1) / threads);
@@ -322,14 +359,75 @@ int64_t images_per_slice(const conv_problem& p) {
   return best;
 }
 
-std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p) {
+// The filter gradient's primitive for `channels` output channels (from the
+// k0-th: the caller offsets the pointers) over all images; sets `src` to the
+// shared input operand.
+slice_plan plan_channel_part(const conv_problem& p, int64_t channels, dt data, operand* src,
+                             std::optional<filter_layout>* filter) {
+  conv_problem part = p;
+  part.k = channels;
+  const auto d = describe(part, p.n, nullptr, data, dt::f32);
+  const auto h = describe(part, p.n, nullptr, data, data);
+  const auto algo = algorithm::convolution_direct;
+  const auto attr = user_scratchpad();
+  convolution_forward::primitive_desc fwd(
+      convolution_forward::desc(prop_kind::forward_training, algo, h.src, h.weights, h.dst,
+                                h.strides, h.pad_l, h.pad_r),
+      attr, cpu_engine());
+  convolution_backward_weights::primitive_desc bwd(
+      convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
+                                         d.pad_r),
+      attr, cpu_engine(), fwd);
+  slice_plan s;
+  s.images = p.n;
+  s.conv = convolution_backward_weights(bwd);
+  // This part's channels of the NHWC gradient: rows of p.k values.
+  const memory::desc dy_part({p.n, channels, p.oh, p.ow}, data,
+                             memory::dims{p.oh * p.ow * p.k, 1, p.ow * p.k, p.k});
+  s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(dy_part, bwd.diff_dst_desc())});
+  s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{d.weights_user, bwd.diff_weights_desc(), {}, {}}};
+  s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+  if (src->own != memory::desc() && src->own != bwd.src_desc())
+    throw std::runtime_error("the parts want the input in different layouts");
+  *src = operand::input(d.src_user, bwd.src_desc());
+  filter->emplace(bwd.diff_weights_desc());
+  return s;
+}
+
+// Channel parts for a filter gradient whose filter is large (8 MiB and up)
+// and whose operands fit in memory whole; nothing otherwise.
+std::optional<channel_parts> plan_channel_parts(const conv_problem& p, dt data) {
+  const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
+  const int64_t elem = int64_t(memory::data_type_size(data));
+  const int64_t per = (p.k + threads - 1) / threads;
+  channel_parts c;
+  c.channels = (per + 15) / 16 * 16;
+  const bool large = p.kh * p.kw * p.c * p.k * 4 >= (int64_t{8} << 20);
+  const bool fits = std::max(p.n * p.h * p.w * p.c, p.n * p.oh * p.ow * c.channels) * elem <=
+                    (int64_t{64} << 20);
+  if (threads < 2 || !large || !fits || c.channels >= p.k) return std::nullopt;
+  c.full = plan_channel_part(p, c.channels, data, &c.src, &c.full_filter);
+  if (const int64_t rest = p.k % c.channels; rest > 0)
+    c.last = plan_channel_part(p, rest, data, &c.src, &c.last_filter);
+  return c;
+}
+
+std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p, dt data) {
   auto plan = std::make_unique<problem_plan>();
-  plan->images_per_slice = images_per_slice(p);
+  if (pass == conv_pass::backprop_filter) {
+    try {
+      plan->by_channels = plan_channel_parts(p, data);
+      if (plan->by_channels) return plan;
+    } catch (const std::exception&) {
+      // Split by images instead.
+    }
+  }
+  plan->images_per_slice = images_per_slice(p, data);
   memory::desc weights;
-  plan->full = plan_slice(pass, p, plan->images_per_slice, nullptr, &weights);
+  plan->full = plan_slice(pass, p, plan->images_per_slice, data, nullptr, &weights);
   if (const int64_t rest = p.n % plan->images_per_slice; rest > 0) {
     memory::desc same;
-    plan->last = plan_slice(pass, p, rest, &weights, &same);
+    plan->last = plan_slice(pass, p, rest, data, &weights, &same);
   }
   plan->filter_arg = pass == conv_pass::backprop_filter ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS;
   plan->filter_desc = weights;
@@ -338,25 +436,25 @@ std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p) {
 }
 
 using plan_key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
 
 // Plans by problem and pass, made at first use; nullptr where oneDNN has no
 // primitive for the problem. A graph's shapes are few; an application that
 // keeps changing them (an unknown batch size) is bounded by the cap.
-const problem_plan* plan_for(conv_pass pass, const conv_problem& p) {
+const problem_plan* plan_for(conv_pass pass, const conv_problem& p, dt data) {
   static std::mutex mutex;
   static std::map<plan_key, std::unique_ptr<problem_plan>> plans;
   constexpr size_t max_plans = 256;
   const int threads = tbb::this_task_arena::max_concurrency();
   const plan_key key{int(pass), p.n,  p.h,  p.w,  p.c,       p.k,        p.kh,   p.kw,
-                     p.sh,      p.sw, p.oh, p.ow, p.pad_top, p.pad_left, threads};
+                     p.sh,      p.sw, p.oh, p.ow, p.pad_top, p.pad_left, threads, int(data)};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second.get();
   if (plans.size() >= max_plans) plans.clear();
   std::unique_ptr<problem_plan> plan;
   try {
-    plan = make_plan(pass, p);
+    plan = make_plan(pass, p, data);
   } catch (const std::exception&) {  // dnnl::error, or a layout it does not describe
     plan = nullptr;                  // unimplemented for this problem: the caller's kernel runs
   }
@@ -366,8 +464,8 @@ const problem_plan* plan_for(conv_pass pass, const conv_problem& p) {
 // Runs a slice's primitive: its inputs reordered into this thread's buffers
 // where the primitive wants another layout, its result written to `result`
 // (in the primitive's layout; the caller reorders it where needed).
-void run_slice(const slice_plan& s, const std::vector<const float*>& inputs, const memory* filter,
-               int filter_arg, float* result) {
+void run_slice(const slice_plan& s, const std::vector<const void*>& inputs, const memory* filter,
+               int filter_arg, void* result) {
   stream& strm = thread_stream();
   std::unordered_map<int, memory> args;
   for (size_t i = 0; i < s.sliced_inputs.size(); ++i) {
@@ -394,11 +492,13 @@ const slice_plan& slice_of(const problem_plan& plan, int64_t images) {
 }
 
 // forward and backprop_input: each slice's result is its own part of `out`.
+template <class T>
 void run_sliced(const problem_plan& plan, const conv_problem& p, int64_t in_image,
-                int64_t out_image, const float* sliced, const float* filter_user, float* out,
+                int64_t out_image, const T* sliced, const T* filter_user, T* out,
                 const std::function<void(float*, int64_t)>& finish_rows) {
   aligned_floats blocked;
-  plan.filter->from_hwio(filter_user, blocked.reserve(plan.filter->floats * sizeof(float)));
+  plan.filter->from_hwio(
+      filter_user, reinterpret_cast<T*>(blocked.reserve(plan.filter->elements * sizeof(T))));
   const memory filter = wrap(plan.filter_desc, blocked.data.get());
   const int64_t per = plan.images_per_slice, count = (p.n + per - 1) / per;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, count, 1), [&](const auto& r) {
@@ -406,24 +506,27 @@ void run_sliced(const problem_plan& plan, const conv_problem& p, int64_t in_imag
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t n0 = i * per, images = std::min(per, p.n - n0);
       const slice_plan& s = slice_of(plan, images);
-      float* user_out = out + n0 * out_image;
+      T* user_out = out + n0 * out_image;
       const operand& res = s.result.second;
-      float* own_out = res.to_user ? thread_buffer(slice_result, res.own.get_size()) : user_out;
+      void* own_out = user_out;
+      if (res.to_user) own_out = thread_buffer(slice_result, res.own.get_size());
       run_slice(s, {sliced + n0 * in_image}, &filter, plan.filter_arg, own_out);
       if (res.to_user) {
         memory own = wrap(res.own, own_out), user = wrap(res.user, user_out);
         res.to_user->execute(thread_stream(), own, user);
       }
-      if (finish_rows) finish_rows(user_out, images * p.oh * p.ow);
+      if constexpr (std::is_same_v<T, float>)
+        if (finish_rows) finish_rows(user_out, images * p.oh * p.ow);
     }
   });
 }
 
 // backprop_filter: each thread sums its slices' partial filters, in the
 // primitive's layout; the partial sums are added and reordered once.
-void run_filter_grad(const problem_plan& plan, const conv_problem& p, const float* x,
-                     const float* dy, float* df) {
-  const size_t bytes = plan.filter->floats * sizeof(float);
+template <class T>
+void run_filter_grad(const problem_plan& plan, const conv_problem& p, const T* x, const T* dy,
+                     T* df) {
+  const size_t bytes = plan.filter->elements * sizeof(float);
   tbb::enumerable_thread_specific<std::pair<aligned_floats, bool>> partials;
   const int64_t per = plan.images_per_slice, count = (p.n + per - 1) / per;
   const int64_t x_image = p.h * p.w * p.c, dy_image = p.oh * p.ow * p.k;
@@ -436,7 +539,7 @@ void run_filter_grad(const problem_plan& plan, const conv_problem& p, const floa
       float* target = started ? thread_buffer(slice_result, bytes) : acc;
       run_slice(slice_of(plan, images), {x + n0 * x_image, dy + n0 * dy_image}, nullptr, 0, target);
       if (started)
-        for (size_t j = 0; j < plan.filter->floats; ++j) acc[j] += target[j];
+        for (size_t j = 0; j < plan.filter->elements; ++j) acc[j] += target[j];
       started = true;
     }
   });
@@ -444,6 +547,34 @@ void run_filter_grad(const problem_plan& plan, const conv_problem& p, const floa
   for (auto& [sum, started] : partials)
     if (started) parts.push_back(sum.data.get());
   plan.filter->sum_to_hwio(parts, df);
+}
+
+// backprop_filter by channel parts: the input reordered once, each part's
+// gradient channels reordered and its filter channels computed and written
+// by one thread.
+template <class T>
+void run_filter_grad_by_channels(const channel_parts& c, const conv_problem& p, const T* x,
+                                 const T* dy, T* df) {
+  aligned_floats src_buffer;
+  memory src = wrap(c.src.user, x);
+  if (c.src.to_own) {
+    memory own = wrap(c.src.own, src_buffer.reserve(c.src.own.get_size()));
+    c.src.to_own->execute(thread_stream(), src, own);
+    src = own;
+  }
+  const int64_t parts = (p.k + c.channels - 1) / c.channels;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, parts, 1), [&](const auto& r) {
+    use_one_openmp_thread();
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      const int64_t k0 = i * c.channels;
+      const bool full = std::min(c.channels, p.k - k0) == c.channels;
+      const slice_plan& s = full ? c.full : c.last;
+      const filter_layout& layout = full ? *c.full_filter : *c.last_filter;
+      float* result = thread_buffer(slice_result, layout.elements * sizeof(float));
+      run_slice(s, {dy + k0}, &src, DNNL_ARG_SRC, result);
+      layout.sum_to_hwio({result}, df + k0, p.k, /*parallel=*/false);
+    }
+  });
 }
 
 }  // namespace
@@ -461,10 +592,13 @@ bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   return !(pass == conv_pass::backprop_input && p.c < 16);
 }
 
-bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const float* b, float* out,
-                  const std::function<void(float*, int64_t)>& finish_rows) {
+namespace {
+
+template <class T>
+bool run_pass(conv_pass pass, const conv_problem& p, dt data, const T* a, const T* b, T* out,
+              const std::function<void(float*, int64_t)>& finish_rows) {
   if (!conv_library_on() || p.n <= 0) return false;
-  const problem_plan* plan = plan_for(pass, p);
+  const problem_plan* plan = plan_for(pass, p, data);
   if (!plan) return false;
   use_one_openmp_thread();
   const int64_t x_image = p.h * p.w * p.c, y_image = p.oh * p.ow * p.k;
@@ -474,13 +608,26 @@ bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const f
     else if (pass == conv_pass::backprop_input)
       run_sliced(*plan, p, y_image, x_image, b, a, out, {});
     else
-      run_filter_grad(*plan, p, a, b, out);
+      plan->by_channels ? run_filter_grad_by_channels(*plan->by_channels, p, a, b, out)
+                        : run_filter_grad(*plan, p, a, b, out);
   } catch (const dnnl::error& e) {
     fail(error_code::internal, "conv2d",
          std::string("oneDNN convolution failed: ") + e.what() + " (status " +
              std::to_string(int(e.status)) + ")");
   }
   return true;
+}
+
+}  // namespace
+
+bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const float* b, float* out,
+                  const std::function<void(float*, int64_t)>& finish_rows) {
+  return run_pass(pass, p, dt::f32, a, b, out, finish_rows);
+}
+
+bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a,
+                       const bfloat16* b, bfloat16* out) {
+  return run_pass(pass, p, dt::bf16, a, b, out, {});
 }
 
 #else
@@ -491,6 +638,11 @@ bool conv_library_chosen(conv_pass, const conv_problem&) { return false; }
 
 bool library_conv(conv_pass, const conv_problem&, const float*, const float*, float*,
                   const std::function<void(float*, int64_t)>&) {
+  return false;
+}
+
+bool library_conv_bf16(conv_pass, const conv_problem&, const bfloat16*, const bfloat16*,
+                       bfloat16*) {
   return false;
 }
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/bfloat16.hpp"
+
 namespace actorflow::cpu {
 
 /// A 2-D convolution: NHWC input [n,h,w,c], filter [kh,kw,c,k], output
@@ -54,5 +56,13 @@ bool conv_library_chosen(conv_pass pass, const conv_problem& p);
 /// after they are written, while they are in cache: a fused op's epilogue.
 bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const float* b, float* out,
                   const std::function<void(float* rows, int64_t count)>& finish_rows = {});
+
+/// library_conv for bfloat16 operands and result: oneDNN's bfloat16
+/// primitives (AMX or AVX512_BF16), products summed in float32 and rounded
+/// once, as TensorFlow's; the filter gradient's slices are summed in float32
+/// too. Returns false where library_conv would, or where the CPU has no
+/// bfloat16 convolution in oneDNN: the caller converts to float32.
+bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a,
+                       const bfloat16* b, bfloat16* out);
 
 }  // namespace actorflow::cpu

@@ -110,7 +110,13 @@ TEST_CASE("bfloat16 conv2d and its backprops are the float32 kernels' results, r
   };
   const conv_case cases[] = {{{2, 9, 9, 3}, {3, 3, 3, 4}, {1, 1}, "SAME"},
                              {{1, 11, 7, 5}, {2, 3, 5, 6}, {2, 2}, "VALID"},
-                             {{4, 16, 16, 8}, {5, 5, 8, 16}, {1, 1}, "SAME"}};
+                             {{4, 16, 16, 8}, {5, 5, 8, 16}, {1, 1}, "SAME"},
+                             // Large enough for oneDNN's bfloat16 primitives (conv_library.hpp):
+                             // channels that do not fill its blocks, uneven SAME padding, a
+                             // smaller last slice of images, one input channel.
+                             {{5, 17, 19, 20}, {3, 3, 20, 33}, {1, 1}, "SAME"},
+                             {{3, 23, 21, 48}, {4, 5, 48, 40}, {2, 3}, "SAME"},
+                             {{7, 28, 28, 1}, {5, 5, 1, 32}, {1, 1}, "SAME"}};
   for (auto& c : cases) {
     CAPTURE(c.x.to_string());
     attr_map attrs{{"strides", c.strides}, {"padding", c.padding}};

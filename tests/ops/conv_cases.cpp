@@ -599,7 +599,8 @@ namespace actorflow::testing {
 // (devices/cpu/conv_library.hpp) against actorflow's own im2col + GEMM on the
 // same operands: a smaller last slice of images, channel counts that do not
 // fill oneDNN's blocks of 16 (padded filter layouts), strides, VALID and
-// uneven SAME padding, a pointwise filter, one input channel.
+// uneven SAME padding, a pointwise filter, one input channel, a filter gradient
+// split by channels.
 TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
   if (!cpu::conv_library_on()) {
     MESSAGE("no oneDNN in this build: every convolution is our own");
@@ -616,7 +617,10 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
                  library_case{{4, 30, 30, 16}, {5, 5, 16, 64}, 3, 3, "VALID"},
                  library_case{{8, 24, 24, 64}, {1, 1, 64, 100}, 2, 2, "SAME"},
                  library_case{{7, 28, 28, 1}, {5, 5, 1, 32}, 1, 1, "SAME"},
-                 library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME"}}) {
+                 library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME"},
+                 // A filter over 8 MiB: its gradient split by output channels (parts
+                 // of 272 and 248 on two threads).
+                 library_case{{3, 6, 7, 512}, {3, 3, 512, 520}, 1, 1, "SAME"}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.sh, c.sw}},
