@@ -424,8 +424,8 @@ void conv2d_kernel(kernel_context& ctx) {
   auto d = conv_geometry(ctx.op, x.dims(), f.dims(), ctx.attrs);
   tensor& y = ctx.allocate_output(0, x.type(), conv_output_shape(d));
   if (x.type() == dtype::bfloat16) {
-    if (through_library(cpu::conv_pass::forward, d.g, d.k, x.data<bfloat16>(),
-                        f.data<bfloat16>(), y.mutable_data<bfloat16>()))
+    if (through_library(cpu::conv_pass::forward, d.g, d.k, x.data<bfloat16>(), f.data<bfloat16>(),
+                        y.mutable_data<bfloat16>()))
       return;
     return through_float32(x, f, y, [&](const float* px, const float* pf, float* py) {
       forward<float>(d.g, d.k, px, pf, py);

@@ -92,8 +92,8 @@ void add_conv_rows(const add_row_fn& add_row) {
       add_row(fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
               fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}{}; by {}; {:.2f}x our own kernel",
                           flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
-                          l.same ? "" : " VALID",
-                          library ? "oneDNN's primitive" : "our own kernel", ours / own));
+                          l.same ? "" : " VALID", library ? "oneDNN's primitive" : "our own kernel",
+                          ours / own));
       add_row(fmt::format("conv_{}_{}_gflops_own", l.name, tags[i]), own, "GFLOP/s",
               "actorflow's im2col + GEMM (oneDNN's primitives off)");
       // oneDNN's primitive on the same operands, in NHWC and in its own layouts.

@@ -23,11 +23,11 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
-#include <type_traits>
 #include "devices/cpu/onednn_threads.hpp"
 #endif
 
@@ -126,13 +126,21 @@ struct operand {
 // Overfeat's 37.7 MB filter, a fifth of the convolution); these loops run on
 // the arena's threads and copy runs of output channels where they are
 // contiguous in both layouts.
+// Where a filter's (h, w, i, o) lies in an HWIO tensor of which it may be a
+// part: that tensor's input and output channel counts (0: the filter's own),
+// and the part's first input and output channel.
+struct hwio_window {
+  int64_t c = 0, k = 0, i0 = 0, o0 = 0;
+};
+
 struct filter_layout {
+  memory::desc desc;
   std::vector<int64_t> o_at, i_at, h_at, w_at;
-  int64_t o_run = 1;  // output channels contiguous in the blocked layout (its innermost block)
+  int64_t o_run = 1;    // output channels contiguous in the blocked layout (its innermost block)
   size_t elements = 0;  // including the zero padding of the channel blocks
   bool padded = false;
 
-  explicit filter_layout(const memory::desc& md) {
+  explicit filter_layout(const memory::desc& md) : desc(md) {
     const dnnl_memory_desc_t& d = md.data;
     if (d.ndims != 4 || d.format_kind != dnnl_blocked)
       throw std::runtime_error("unexpected filter layout");
@@ -162,17 +170,17 @@ struct filter_layout {
     elements = md.get_size() / memory::data_type_size(md.data_type());
   }
 
-  // Calls f(hwio row offset, blocked base) for each (h, w, i) row of the
-  // filter, the HWIO rows `ld` apart (0: as many as the filter's output
-  // channels); split across the arena's threads where `parallel`.
+  // Calls f(hwio offset, blocked base) for each (h, w, i) row of the filter
+  // in the HWIO tensor `in` (this filter may be a part of its channels).
   template <class F>
-  void each_row(int64_t ld, bool parallel, F&& f) const {
+  void each_row(const hwio_window& in, bool parallel, F&& f) const {
     const int64_t kh = int64_t(h_at.size()), kw = int64_t(w_at.size()), c = int64_t(i_at.size());
-    if (ld == 0) ld = int64_t(o_at.size());
+    const int64_t ld = in.k ? in.k : int64_t(o_at.size()), rows_per_tap = in.c ? in.c : c;
     auto rows = [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const int64_t i = row % c, hw = row / c;
-        f(row * ld, h_at[size_t(hw / kw)] + w_at[size_t(hw % kw)] + i_at[size_t(i)]);
+        f((hw * rows_per_tap + in.i0 + i) * ld + in.o0,
+          h_at[size_t(hw / kw)] + w_at[size_t(hw % kw)] + i_at[size_t(i)]);
       }
     };
     if (!parallel) return rows(0, kh * kw * c);
@@ -180,12 +188,13 @@ struct filter_layout {
                       [&](const auto& r) { rows(r.begin(), r.end()); });
   }
 
-  /// blocked = hwio, in this layout (its channel padding zeroed).
+  /// blocked = hwio (through `in`), in this layout (its channel padding zeroed).
   template <class T>
-  void from_hwio(const T* hwio, T* blocked) const {
+  void from_hwio(const T* hwio, T* blocked, const hwio_window& in = {},
+                 bool parallel = true) const {
     if (padded) std::fill(blocked, blocked + elements, T{});
     const int64_t k = int64_t(o_at.size());
-    each_row(0, true, [&](int64_t src, int64_t base) {
+    each_row(in, parallel, [&](int64_t src, int64_t base) {
       for (int64_t o = 0; o < k; o += o_run) {
         T* to = blocked + base + o_at[size_t(o)];
         const int64_t n = std::min(o_run, k - o);
@@ -194,13 +203,13 @@ struct filter_layout {
     });
   }
 
-  /// hwio = the sum of `parts`, each float32 in this layout, rounded once to
-  /// T; hwio's rows are `ld` apart (0: as many as the filter's output channels).
+  /// hwio (through `out`) = the sum of `parts`, each float32 in this layout,
+  /// rounded once to T.
   template <class T>
-  void sum_to_hwio(const std::vector<const float*>& parts, T* hwio, int64_t ld = 0,
+  void sum_to_hwio(const std::vector<const float*>& parts, T* hwio, const hwio_window& out = {},
                    bool parallel = true) const {
     const int64_t k = int64_t(o_at.size());
-    each_row(ld, parallel, [&](int64_t dst, int64_t base) {
+    each_row(out, parallel, [&](int64_t dst, int64_t base) {
       for (int64_t o = 0; o < k; o += o_run) {
         const int64_t n = std::min(o_run, k - o), at = base + o_at[size_t(o)];
         float sum[64];  // o_run is a block of channels: 16 (or 32, 64)
@@ -229,14 +238,18 @@ struct slice_plan {
   size_t scratchpad_bytes = 0;
 };
 
-// The filter gradient of a large filter, split by output channels instead
-// of images: each part runs over all images for its channels, so no thread
-// sums a partial filter of its own. Split by images, each thread's primitive
-// writes the whole filter (Overfeat's 37.7 MB) and the partial sums are
-// added after: 0.80-0.86x oneDNN's own threading on that layer.
+// A large filter's convolution split by channels instead of images: each
+// part runs over all images for its share of the result's channels (the
+// output channels of the forward and the filter gradient, the input channels
+// of the input gradient), so each thread's primitive reads (or writes) only
+// its part of the filter, and no thread sums a partial filter of its own.
+// Split by images, each thread's primitive runs the whole filter (Overfeat's
+// 37.7 MB) through memory, and the filter gradient's partial sums are added
+// after: 0.80-0.93x oneDNN's own threading on that layer.
 struct channel_parts {
   int64_t channels = 0;  // per part, a whole number of oneDNN's blocks of 16
-  operand src;           // all images, reordered once and shared by the parts
+  int shared_arg = 0;
+  operand shared;  // all images: reordered once and read by every part
   slice_plan full, last;
   std::optional<filter_layout> full_filter, last_filter;
 };
@@ -359,14 +372,20 @@ int64_t images_per_slice(const conv_problem& p, dt data) {
   return best;
 }
 
-// The filter gradient's primitive for `channels` output channels (from the
-// k0-th: the caller offsets the pointers) over all images; sets `src` to the
-// shared input operand.
-slice_plan plan_channel_part(const conv_problem& p, int64_t channels, dt data, operand* src,
-                             std::optional<filter_layout>* filter) {
+// NHWC dims {n, channels, h, w} within a tensor of `all` channels.
+memory::desc channels_of(int64_t n, int64_t channels, int64_t h, int64_t w, int64_t all, dt type) {
+  return memory::desc({n, channels, h, w}, type, memory::dims{h * w * all, 1, w * all, all});
+}
+
+// The primitive of one part of `channels` channels (from some first one: the
+// caller offsets the pointers) over all images. Sets `shared` to the operand
+// all parts read whole, `filter` to the part's filter layout.
+slice_plan plan_channel_part(conv_pass pass, const conv_problem& p, int64_t channels, dt data,
+                             channel_parts* c, std::optional<filter_layout>* filter) {
   conv_problem part = p;
-  part.k = channels;
-  const auto d = describe(part, p.n, nullptr, data, dt::f32);
+  (pass == conv_pass::backprop_input ? part.c : part.k) = channels;
+  const dt filter_type = pass == conv_pass::backprop_filter ? dt::f32 : data;
+  const auto d = describe(part, p.n, nullptr, data, filter_type);
   const auto h = describe(part, p.n, nullptr, data, data);
   const auto algo = algorithm::convolution_direct;
   const auto attr = user_scratchpad();
@@ -374,53 +393,72 @@ slice_plan plan_channel_part(const conv_problem& p, int64_t channels, dt data, o
       convolution_forward::desc(prop_kind::forward_training, algo, h.src, h.weights, h.dst,
                                 h.strides, h.pad_l, h.pad_r),
       attr, cpu_engine());
-  convolution_backward_weights::primitive_desc bwd(
-      convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
-                                         d.pad_r),
-      attr, cpu_engine(), fwd);
   slice_plan s;
   s.images = p.n;
-  s.conv = convolution_backward_weights(bwd);
-  // This part's channels of the NHWC gradient: rows of p.k values.
-  const memory::desc dy_part({p.n, channels, p.oh, p.ow}, data,
-                             memory::dims{p.oh * p.ow * p.k, 1, p.ow * p.k, p.k});
-  s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(dy_part, bwd.diff_dst_desc())});
-  s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{d.weights_user, bwd.diff_weights_desc(), {}, {}}};
-  s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
-  if (src->own != memory::desc() && src->own != bwd.src_desc())
-    throw std::runtime_error("the parts want the input in different layouts");
-  *src = operand::input(d.src_user, bwd.src_desc());
-  filter->emplace(bwd.diff_weights_desc());
+  memory::desc shared_user, shared_own, weights;
+  if (pass == conv_pass::forward) {
+    s.conv = convolution_forward(fwd);
+    c->shared_arg = DNNL_ARG_SRC;
+    shared_user = d.src_user, shared_own = fwd.src_desc(), weights = fwd.weights_desc();
+    s.result = {DNNL_ARG_DST,
+                operand::output(channels_of(p.n, channels, p.oh, p.ow, p.k, data), fwd.dst_desc())};
+    s.scratchpad_bytes = fwd.scratchpad_desc().get_size();
+  } else if (pass == conv_pass::backprop_input) {
+    convolution_backward_data::primitive_desc bwd(
+        convolution_backward_data::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l, d.pad_r),
+        attr, cpu_engine(), fwd);
+    s.conv = convolution_backward_data(bwd);
+    c->shared_arg = DNNL_ARG_DIFF_DST;
+    shared_user = d.dst_user, shared_own = bwd.diff_dst_desc(), weights = bwd.weights_desc();
+    s.result = {DNNL_ARG_DIFF_SRC, operand::output(channels_of(p.n, channels, p.h, p.w, p.c, data),
+                                                   bwd.diff_src_desc())};
+    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+  } else {
+    convolution_backward_weights::primitive_desc bwd(
+        convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
+                                           d.pad_r),
+        attr, cpu_engine(), fwd);
+    s.conv = convolution_backward_weights(bwd);
+    c->shared_arg = DNNL_ARG_SRC;
+    shared_user = d.src_user, shared_own = bwd.src_desc(), weights = bwd.diff_weights_desc();
+    s.sliced_inputs.push_back(
+        {DNNL_ARG_DIFF_DST,
+         operand::input(channels_of(p.n, channels, p.oh, p.ow, p.k, data), bwd.diff_dst_desc())});
+    s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{d.weights_user, weights, {}, {}}};
+    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+  }
+  if (c->shared.own != memory::desc() && c->shared.own != shared_own)
+    throw std::runtime_error("the parts want the shared operand in different layouts");
+  c->shared = operand::input(shared_user, shared_own);
+  filter->emplace(weights);
   return s;
 }
 
-// Channel parts for a filter gradient whose filter is large (8 MiB and up)
-// and whose operands fit in memory whole; nothing otherwise.
-std::optional<channel_parts> plan_channel_parts(const conv_problem& p, dt data) {
+// Channel parts for a problem whose filter is large (8 MiB and up) and whose
+// operands fit in memory whole; nothing otherwise.
+std::optional<channel_parts> plan_channel_parts(conv_pass pass, const conv_problem& p, dt data) {
   const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
   const int64_t elem = int64_t(memory::data_type_size(data));
-  const int64_t per = (p.k + threads - 1) / threads;
+  const int64_t split = pass == conv_pass::backprop_input ? p.c : p.k;
   channel_parts c;
-  c.channels = (per + 15) / 16 * 16;
+  c.channels = ((split + threads - 1) / threads + 15) / 16 * 16;
   const bool large = p.kh * p.kw * p.c * p.k * 4 >= (int64_t{8} << 20);
-  const bool fits = std::max(p.n * p.h * p.w * p.c, p.n * p.oh * p.ow * c.channels) * elem <=
-                    (int64_t{64} << 20);
-  if (threads < 2 || !large || !fits || c.channels >= p.k) return std::nullopt;
-  c.full = plan_channel_part(p, c.channels, data, &c.src, &c.full_filter);
-  if (const int64_t rest = p.k % c.channels; rest > 0)
-    c.last = plan_channel_part(p, rest, data, &c.src, &c.last_filter);
+  const bool fits =
+      std::max(p.n * p.h * p.w * p.c, p.n * p.oh * p.ow * p.k) * elem <= (int64_t{64} << 20);
+  if (threads < 2 || !large || !fits || c.channels >= split) return std::nullopt;
+  c.full = plan_channel_part(pass, p, c.channels, data, &c, &c.full_filter);
+  if (const int64_t rest = split % c.channels; rest > 0)
+    c.last = plan_channel_part(pass, p, rest, data, &c, &c.last_filter);
   return c;
 }
 
 std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p, dt data) {
   auto plan = std::make_unique<problem_plan>();
-  if (pass == conv_pass::backprop_filter) {
-    try {
-      plan->by_channels = plan_channel_parts(p, data);
-      if (plan->by_channels) return plan;
-    } catch (const std::exception&) {
-      // Split by images instead.
-    }
+  try {
+    plan->by_channels = plan_channel_parts(pass, p, data);
+    if (plan->by_channels) return plan;
+  } catch (const std::exception&) {
+    // Split by images instead.
   }
   plan->images_per_slice = images_per_slice(p, data);
   memory::desc weights;
@@ -446,7 +484,7 @@ const problem_plan* plan_for(conv_pass pass, const conv_problem& p, dt data) {
   static std::map<plan_key, std::unique_ptr<problem_plan>> plans;
   constexpr size_t max_plans = 256;
   const int threads = tbb::this_task_arena::max_concurrency();
-  const plan_key key{int(pass), p.n,  p.h,  p.w,  p.c,       p.k,        p.kh,   p.kw,
+  const plan_key key{int(pass), p.n,  p.h,  p.w,  p.c,       p.k,        p.kh,    p.kw,
                      p.sh,      p.sw, p.oh, p.ow, p.pad_top, p.pad_left, threads, int(data)};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
@@ -464,8 +502,8 @@ const problem_plan* plan_for(conv_pass pass, const conv_problem& p, dt data) {
 // Runs a slice's primitive: its inputs reordered into this thread's buffers
 // where the primitive wants another layout, its result written to `result`
 // (in the primitive's layout; the caller reorders it where needed).
-void run_slice(const slice_plan& s, const std::vector<const void*>& inputs, const memory* filter,
-               int filter_arg, void* result) {
+void run_slice(const slice_plan& s, const std::vector<const void*>& inputs,
+               const std::vector<std::pair<int, memory>>& shared, void* result) {
   stream& strm = thread_stream();
   std::unordered_map<int, memory> args;
   for (size_t i = 0; i < s.sliced_inputs.size(); ++i) {
@@ -479,7 +517,7 @@ void run_slice(const slice_plan& s, const std::vector<const void*>& inputs, cons
     o.to_own->execute(strm, user, own);
     args.emplace(arg, own);
   }
-  if (filter) args.emplace(filter_arg, *filter);
+  for (const auto& [arg, m] : shared) args.emplace(arg, m);
   args.emplace(s.result.first, wrap(s.result.second.own, result));
   args.emplace(DNNL_ARG_SCRATCHPAD,
                memory(memory::desc({int64_t(s.scratchpad_bytes)}, dt::u8, tag::x), cpu_engine(),
@@ -497,8 +535,8 @@ void run_sliced(const problem_plan& plan, const conv_problem& p, int64_t in_imag
                 int64_t out_image, const T* sliced, const T* filter_user, T* out,
                 const std::function<void(float*, int64_t)>& finish_rows) {
   aligned_floats blocked;
-  plan.filter->from_hwio(
-      filter_user, reinterpret_cast<T*>(blocked.reserve(plan.filter->elements * sizeof(T))));
+  plan.filter->from_hwio(filter_user,
+                         reinterpret_cast<T*>(blocked.reserve(plan.filter->elements * sizeof(T))));
   const memory filter = wrap(plan.filter_desc, blocked.data.get());
   const int64_t per = plan.images_per_slice, count = (p.n + per - 1) / per;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, count, 1), [&](const auto& r) {
@@ -510,7 +548,7 @@ void run_sliced(const problem_plan& plan, const conv_problem& p, int64_t in_imag
       const operand& res = s.result.second;
       void* own_out = user_out;
       if (res.to_user) own_out = thread_buffer(slice_result, res.own.get_size());
-      run_slice(s, {sliced + n0 * in_image}, &filter, plan.filter_arg, own_out);
+      run_slice(s, {sliced + n0 * in_image}, {{plan.filter_arg, filter}}, own_out);
       if (res.to_user) {
         memory own = wrap(res.own, own_out), user = wrap(res.user, user_out);
         res.to_user->execute(thread_stream(), own, user);
@@ -537,7 +575,7 @@ void run_filter_grad(const problem_plan& plan, const conv_problem& p, const T* x
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t n0 = i * per, images = std::min(per, p.n - n0);
       float* target = started ? thread_buffer(slice_result, bytes) : acc;
-      run_slice(slice_of(plan, images), {x + n0 * x_image, dy + n0 * dy_image}, nullptr, 0, target);
+      run_slice(slice_of(plan, images), {x + n0 * x_image, dy + n0 * dy_image}, {}, target);
       if (started)
         for (size_t j = 0; j < plan.filter->elements; ++j) acc[j] += target[j];
       started = true;
@@ -549,47 +587,81 @@ void run_filter_grad(const problem_plan& plan, const conv_problem& p, const T* x
   plan.filter->sum_to_hwio(parts, df);
 }
 
-// backprop_filter by channel parts: the input reordered once, each part's
-// gradient channels reordered and its filter channels computed and written
-// by one thread.
+// A pass by channel parts: the shared operand reordered once; each part's
+// filter channels converted, its primitive run and its result written into
+// its channels by one thread. `a` and `b` are library_conv's operands.
 template <class T>
-void run_filter_grad_by_channels(const channel_parts& c, const conv_problem& p, const T* x,
-                                 const T* dy, T* df) {
-  aligned_floats src_buffer;
-  memory src = wrap(c.src.user, x);
-  if (c.src.to_own) {
-    memory own = wrap(c.src.own, src_buffer.reserve(c.src.own.get_size()));
-    c.src.to_own->execute(thread_stream(), src, own);
-    src = own;
+void run_by_channels(conv_pass pass, const channel_parts& c, const conv_problem& p, const T* a,
+                     const T* b, T* out, const std::function<void(float*, int64_t)>& finish_rows) {
+  const T* shared_user = pass == conv_pass::backprop_input ? b : a;
+  aligned_floats shared_buffer;
+  memory shared = wrap(c.shared.user, shared_user);
+  if (c.shared.to_own) {
+    memory own = wrap(c.shared.own, shared_buffer.reserve(c.shared.own.get_size()));
+    c.shared.to_own->execute(thread_stream(), shared, own);
+    shared = own;
   }
-  const int64_t parts = (p.k + c.channels - 1) / c.channels;
+  const int64_t split = pass == conv_pass::backprop_input ? p.c : p.k;
+  const int64_t parts = (split + c.channels - 1) / c.channels;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, parts, 1), [&](const auto& r) {
     use_one_openmp_thread();
     for (int64_t i = r.begin(); i < r.end(); ++i) {
-      const int64_t k0 = i * c.channels;
-      const bool full = std::min(c.channels, p.k - k0) == c.channels;
+      const int64_t first = i * c.channels;
+      const bool full = std::min(c.channels, split - first) == c.channels;
       const slice_plan& s = full ? c.full : c.last;
       const filter_layout& layout = full ? *c.full_filter : *c.last_filter;
-      float* result = thread_buffer(slice_result, layout.elements * sizeof(float));
-      run_slice(s, {dy + k0}, &src, DNNL_ARG_SRC, result);
-      layout.sum_to_hwio({result}, df + k0, p.k, /*parallel=*/false);
+      if (pass == conv_pass::backprop_filter) {
+        float* result = thread_buffer(slice_result, layout.elements * sizeof(float));
+        run_slice(s, {b + first}, {{c.shared_arg, shared}}, result);
+        layout.sum_to_hwio({result}, out + first, hwio_window{.k = p.k}, /*parallel=*/false);
+        continue;
+      }
+      // The part's filter: output channels [first, ...) of the forward's,
+      // input channels [first, ...) of the input gradient's.
+      const hwio_window window = pass == conv_pass::forward
+                                     ? hwio_window{.c = p.c, .k = p.k, .o0 = first}
+                                     : hwio_window{.c = p.c, .k = p.k, .i0 = first};
+      T* weights = reinterpret_cast<T*>(thread_buffer(second_input, layout.elements * sizeof(T)));
+      layout.from_hwio(pass == conv_pass::forward ? b : a, weights, window, /*parallel=*/false);
+      const memory part_filter = wrap(layout.desc, weights);
+      const operand& res = s.result.second;
+      void* own_out = thread_buffer(slice_result, res.own.get_size());
+      run_slice(s, {}, {{c.shared_arg, shared}, {DNNL_ARG_WEIGHTS, part_filter}}, own_out);
+      memory own = wrap(res.own, own_out), user = wrap(res.user, out + first);
+      if (res.to_user)
+        res.to_user->execute(thread_stream(), own, user);
+      else
+        throw std::runtime_error("a channel part's result must be reordered into its channels");
     }
   });
+  if constexpr (std::is_same_v<T, float>) {
+    if (finish_rows)
+      tbb::parallel_for(
+          tbb::blocked_range<int64_t>(0, p.n * p.oh * p.ow, 1024),
+          [&](const auto& r) { finish_rows(out + r.begin() * p.k, int64_t(r.size())); });
+  }
 }
 
 }  // namespace
 
-// Measured per layer and pass in actorflow-bench's conv group (the CNN's and
-// Table 1's layers, ours against this library in the same run): the library
-// is level with or up to 1.3x faster than our im2col + GEMM everywhere except
-// the input gradient of a layer with few input channels (the first layer of
-// the CNN and of AlexNet: 0.2x, its blocked layouts need 16), and its
-// primitives take milliseconds to make, which only large problems repay.
+// Measured per layer and pass in actorflow-bench's conv group (every distinct
+// layer of the CNN, AlexNet's first three, VGG-A and Overfeat; ours against
+// this library in the same run, ratios of several runs):
+// - the library is level or faster (up to 1.4x) on forwards and filter
+//   gradients, except those of a 3x3 filter over 3 channels (VGG's first
+//   layer: 0.71-0.75x, 27 products per output leave it memory-bound, and
+//   the reorders of its 224x224x64 result cost more than its kernel saves);
+// - on input gradients it is faster where the output is small (12x12 to 14x14:
+//   1.07-1.19x), slower where it is 24x24 and up (VGG's and Overfeat's second
+//   layer: 0.89-0.96x), and far slower under 16 input channels (0.2x: its
+//   blocked layouts need 16);
+// - its primitives take milliseconds to make, which only large problems repay.
 bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   constexpr int64_t min_macs = int64_t{1} << 22;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.kh * p.kw * p.c;
   if (!conv_library_on() || macs < min_macs) return false;
-  return !(pass == conv_pass::backprop_input && p.c < 16);
+  if (pass == conv_pass::backprop_input) return p.c >= 16 && p.oh * p.ow <= 256;
+  return p.c >= 16 || p.kh * p.kw > 9;
 }
 
 namespace {
@@ -603,13 +675,14 @@ bool run_pass(conv_pass pass, const conv_problem& p, dt data, const T* a, const 
   use_one_openmp_thread();
   const int64_t x_image = p.h * p.w * p.c, y_image = p.oh * p.ow * p.k;
   try {
-    if (pass == conv_pass::forward)
+    if (plan->by_channels)
+      run_by_channels(pass, *plan->by_channels, p, a, b, out, finish_rows);
+    else if (pass == conv_pass::forward)
       run_sliced(*plan, p, x_image, y_image, a, b, out, finish_rows);
     else if (pass == conv_pass::backprop_input)
       run_sliced(*plan, p, y_image, x_image, b, a, out, {});
     else
-      plan->by_channels ? run_filter_grad_by_channels(*plan->by_channels, p, a, b, out)
-                        : run_filter_grad(*plan, p, a, b, out);
+      run_filter_grad(*plan, p, a, b, out);
   } catch (const dnnl::error& e) {
     fail(error_code::internal, "conv2d",
          std::string("oneDNN convolution failed: ") + e.what() + " (status " +
@@ -625,8 +698,8 @@ bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const f
   return run_pass(pass, p, dt::f32, a, b, out, finish_rows);
 }
 
-bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a,
-                       const bfloat16* b, bfloat16* out) {
+bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a, const bfloat16* b,
+                       bfloat16* out) {
   return run_pass(pass, p, dt::bf16, a, b, out, {});
 }
 

@@ -62,7 +62,7 @@ bool library_conv(conv_pass pass, const conv_problem& p, const float* a, const f
 /// once, as TensorFlow's; the filter gradient's slices are summed in float32
 /// too. Returns false where library_conv would, or where the CPU has no
 /// bfloat16 convolution in oneDNN: the caller converts to float32.
-bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a,
-                       const bfloat16* b, bfloat16* out);
+bool library_conv_bf16(conv_pass pass, const conv_problem& p, const bfloat16* a, const bfloat16* b,
+                       bfloat16* out);
 
 }  // namespace actorflow::cpu

@@ -611,16 +611,20 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
     shape input, filter;
     int64_t sh, sw;
     const char* padding;
+    bool library_input;  // the input gradient by the library too (conv_library_chosen)
   };
-  for (auto c : {library_case{{5, 17, 19, 20}, {3, 3, 20, 33}, 1, 1, "SAME"},
-                 library_case{{3, 23, 21, 48}, {4, 5, 48, 40}, 2, 3, "SAME"},
-                 library_case{{4, 30, 30, 16}, {5, 5, 16, 64}, 3, 3, "VALID"},
-                 library_case{{8, 24, 24, 64}, {1, 1, 64, 100}, 2, 2, "SAME"},
-                 library_case{{7, 28, 28, 1}, {5, 5, 1, 32}, 1, 1, "SAME"},
-                 library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME"},
-                 // A filter over 8 MiB: its gradient split by output channels (parts
-                 // of 272 and 248 on two threads).
-                 library_case{{3, 6, 7, 512}, {3, 3, 512, 520}, 1, 1, "SAME"}}) {
+  for (auto c :
+       {library_case{{5, 13, 15, 20}, {3, 3, 20, 33}, 1, 1, "SAME", true},
+        library_case{{3, 23, 21, 48}, {4, 5, 48, 40}, 2, 3, "SAME", true},
+        library_case{{4, 30, 30, 16}, {5, 5, 16, 64}, 3, 3, "VALID", true},
+        library_case{{8, 24, 24, 64}, {1, 1, 64, 100}, 2, 2, "SAME", true},
+        library_case{{7, 28, 28, 1}, {5, 5, 1, 32}, 1, 1, "SAME", false},  // one channel
+        library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME", true},
+        library_case{{2, 20, 20, 32}, {3, 3, 32, 64}, 1, 1, "SAME", false},  // 20x20 outputs
+        // Filters over 8 MiB: split by channels, not images (output channels
+        // in parts of 272 and 248 on two threads; input channels likewise).
+        library_case{{3, 6, 7, 512}, {3, 3, 512, 520}, 1, 1, "SAME", true},
+        library_case{{2, 7, 5, 520}, {3, 3, 520, 512}, 2, 1, "SAME", true}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.sh, c.sw}},
@@ -635,8 +639,7 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
                                     g.sh, g.sw, g.oh, g.ow, g.pad_top,   g.pad_left};
     CHECK(cpu::conv_library_chosen(cpu::conv_pass::forward, problem));
     CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_filter, problem));
-    // Its input gradient is slower than ours below 16 input channels.
-    CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_input, problem) == (g.c >= 16));
+    CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_input, problem) == c.library_input);
     auto all_three = [&] {
       return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
                                  run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
@@ -684,6 +687,27 @@ TEST_CASE("oneDNN's convolution primitives run on several threads at once") {
       // The filter gradient adds the threads' partial sums in the order they finish.
       CHECK(compare_tensors(run[i], alone[i], 1e-5) == "");
     }
+}
+
+// Where our own kernels are faster: the input gradient of few channels or large
+// outputs, a 3x3 filter over 3 channels, problems too small to repay a primitive.
+TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
+  if (!cpu::conv_library_on()) return;
+  using cpu::conv_pass;
+  auto problem = [](int64_t n, int64_t hw, int64_t c, int64_t k, int64_t kernel) {
+    return cpu::conv_problem{n, hw, hw, c, k, kernel, kernel, 1, 1, hw, hw, kernel / 2, kernel / 2};
+  };
+  const auto vgg_first = problem(16, 224, 3, 64, 3);
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::forward, vgg_first));
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, vgg_first));
+  const auto vgg_third = problem(16, 56, 128, 256, 3);
+  CHECK(cpu::conv_library_chosen(conv_pass::forward, vgg_third));
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_input, vgg_third));
+  const auto overfeat_fifth = problem(16, 12, 1024, 1024, 3);
+  for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter})
+    CHECK(cpu::conv_library_chosen(pass, overfeat_fifth));
+  const auto tiny = problem(1, 8, 16, 16, 3);
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::forward, tiny));
 }
 
 TEST_CASE("turning the GEMM library off turns oneDNN's convolutions off too") {
