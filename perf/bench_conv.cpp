@@ -26,7 +26,7 @@ struct conv_layer : conv_layer_shape {
 
 // NHWC input, [KH,KW,C,K] filter, SAME padding unless marked VALID: the CNN's
 // layers at its batch, and every distinct layer of Table 1's AlexNet (its
-// first three), VGG-A and Overfeat at batch 16.
+// first three), VGG-A and Overfeat, and GoogLeNet's kinds of layer, at batch 16.
 const std::vector<conv_layer>& layers() {
   constexpr bool valid = false;
   static const std::vector<conv_layer> all{
@@ -47,6 +47,10 @@ const std::vector<conv_layer>& layers() {
       {"overfeat_conv3", 16, 12, 12, 256, 512, 3, 3, 1},
       {"overfeat_conv4", 16, 12, 12, 512, 1024, 3, 3, 1},
       {"overfeat_conv5", 16, 12, 12, 1024, 1024, 3, 3, 1},
+      {"googlenet_3a_1x1", 16, 28, 28, 192, 64, 1, 1, 1},
+      {"googlenet_3a_3x3", 16, 28, 28, 96, 128, 3, 3, 1},
+      {"googlenet_3a_5x5", 16, 28, 28, 16, 32, 5, 5, 1},
+      {"googlenet_4a_1x1", 16, 14, 14, 480, 192, 1, 1, 1},
   };
   return all;
 }

@@ -12,6 +12,7 @@
 #include "actors/op_profile.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/convnets.hpp"
+#include "devices/cpu/conv_library.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
 
@@ -23,7 +24,14 @@ constexpr int batch = 16;
 // Steps timed per model (after one warm-up step): about 10 s of work each.
 int timed_steps(const std::string& model) { return model == "vgg_a" ? 3 : 5; }
 
-double convnet_step_ms(const std::string& model) {
+struct step_times {
+  double ms;           // as shipped
+  double own_conv_ms;  // with actorflow's own convolution kernels (oneDNN's primitives off)
+};
+
+// Steps with oneDNN's convolution primitives on and off in alternating rounds,
+// so that both see the same machine (a shared machine's speed drifts).
+step_times convnet_step_ms(const std::string& model) {
   graph g;
   auto net = models::make_convnet(g, model, batch);
   operation train = sgd(0.01).minimize(net.loss);
@@ -37,14 +45,23 @@ double convnet_step_ms(const std::string& model) {
   feed_list feeds{{net.images, images}, {net.labels, labels}};
   run_metadata md;
   auto step = [&] { s.run({}, feeds, {net.loss}, {train}, &md); };
-  double ms = 1000.0 * median_seconds(timed_steps(model), 1, step);
+  std::vector<double> shipped, own;
+  for (int round = 0; round < timed_steps(model) + 1; ++round)
+    for (bool library : {true, false}) {
+      cpu::use_conv_library(library);
+      const double t0 = now_seconds();
+      step();
+      // The first round makes each side's primitives and buffers: not timed.
+      if (round > 0) (library ? shipped : own).push_back(now_seconds() - t0);
+    }
+  cpu::use_conv_library(true);
   if (std::getenv("ACTORFLOW_BENCH_PROFILE")) {  // where a step's time goes, on stderr
     op_profile profile;
     s.run(run_options{.trace = true}, feeds, {net.loss}, {train}, &md);
     profile.add(md);
     std::cerr << model << ":\n" << profile.table(12) << "\n";
   }
-  return ms;
+  return {1000.0 * median(std::move(shipped)), 1000.0 * median(std::move(own))};
 }
 
 std::optional<double> torch_convnet_step_ms(const std::string& model) {
@@ -57,12 +74,16 @@ std::optional<double> torch_convnet_step_ms(const std::string& model) {
 
 void add_convnet_rows(const add_row_fn& add_row, bool with_torch) {
   for (const auto& model : models::convnet_names()) {
-    double ours = convnet_step_ms(model);
+    const auto [ours, own_conv] = convnet_step_ms(model);
     std::optional<double> ref;
     if (with_torch) ref = torch_convnet_step_ms(model);
     add_row(fmt::format("{}_step_ms", model), ours, "ms",
             ref ? fmt::format("batch {}; {:.2f}x PyTorch; target <= 0.8x", batch, ours / *ref)
                 : fmt::format("batch {}; PyTorch not measured", batch));
+    add_row(fmt::format("{}_step_ms_own_conv", model), own_conv, "ms",
+            fmt::format("the same step with actorflow's own convolution kernels, in alternating "
+                        "rounds ({:.2f}x the above)",
+                        own_conv / ours));
     if (ref)
       add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms",
               "PyTorch, same layers (perf/torch_convnets.py), same machine");

@@ -119,13 +119,6 @@ struct operand {
   }
 };
 
-// The filter in the primitive's blocked layout, as tables: the offset of
-// element (o, i, h, w) is o_at[o] + i_at[i] + h_at[h] + w_at[w] (a blocked
-// layout's offset is a sum of per-dimension terms). oneDNN's own reorder from
-// HWIO into these layouts runs at about 1.3 GB/s on one thread (28 ms for
-// Overfeat's 37.7 MB filter, a fifth of the convolution); these loops run on
-// the arena's threads and copy runs of output channels where they are
-// contiguous in both layouts.
 // Where a filter's (h, w, i, o) lies in an HWIO tensor of which it may be a
 // part: that tensor's input and output channel counts (0: the filter's own),
 // and the part's first input and output channel.
@@ -133,6 +126,13 @@ struct hwio_window {
   int64_t c = 0, k = 0, i0 = 0, o0 = 0;
 };
 
+// The filter in the primitive's blocked layout, as tables: the offset of
+// element (o, i, h, w) is o_at[o] + i_at[i] + h_at[h] + w_at[w] (a blocked
+// layout's offset is a sum of per-dimension terms). oneDNN's own reorder from
+// HWIO into these layouts runs at about 1.3 GB/s on one thread (28 ms for
+// Overfeat's 37.7 MB filter, a fifth of the convolution); these loops run on
+// the arena's threads and copy runs of output channels where they are
+// contiguous in both layouts.
 struct filter_layout {
   memory::desc desc;
   std::vector<int64_t> o_at, i_at, h_at, w_at;
@@ -435,7 +435,8 @@ slice_plan plan_channel_part(conv_pass pass, const conv_problem& p, int64_t chan
 }
 
 // Channel parts for a problem whose filter is large (8 MiB and up) and whose
-// operands fit in memory whole; nothing otherwise.
+// activations are at most 32 MiB (each thread keeps its part's buffers);
+// nothing otherwise.
 std::optional<channel_parts> plan_channel_parts(conv_pass pass, const conv_problem& p, dt data) {
   const int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
   const int64_t elem = int64_t(memory::data_type_size(data));
@@ -444,7 +445,7 @@ std::optional<channel_parts> plan_channel_parts(conv_pass pass, const conv_probl
   c.channels = ((split + threads - 1) / threads + 15) / 16 * 16;
   const bool large = p.kh * p.kw * p.c * p.k * 4 >= (int64_t{8} << 20);
   const bool fits =
-      std::max(p.n * p.h * p.w * p.c, p.n * p.oh * p.ow * p.k) * elem <= (int64_t{64} << 20);
+      std::max(p.n * p.h * p.w * p.c, p.n * p.oh * p.ow * p.k) * elem <= (int64_t{32} << 20);
   if (threads < 2 || !large || !fits || c.channels >= split) return std::nullopt;
   c.full = plan_channel_part(pass, p, c.channels, data, &c, &c.full_filter);
   if (const int64_t rest = split % c.channels; rest > 0)
@@ -476,27 +477,28 @@ std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p, d
 using plan_key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
 
-// Plans by problem and pass, made at first use; nullptr where oneDNN has no
+// Plans by problem and pass, made at first use; null where oneDNN has no
 // primitive for the problem. A graph's shapes are few; an application that
-// keeps changing them (an unknown batch size) is bounded by the cap.
-const problem_plan* plan_for(conv_pass pass, const conv_problem& p, dt data) {
+// keeps changing them (an unknown batch size) is bounded by the cap. Shared:
+// a kernel still running a plan keeps it when the cap clears the cache.
+std::shared_ptr<const problem_plan> plan_for(conv_pass pass, const conv_problem& p, dt data) {
   static std::mutex mutex;
-  static std::map<plan_key, std::unique_ptr<problem_plan>> plans;
+  static std::map<plan_key, std::shared_ptr<const problem_plan>> plans;
   constexpr size_t max_plans = 256;
   const int threads = tbb::this_task_arena::max_concurrency();
   const plan_key key{int(pass), p.n,  p.h,  p.w,  p.c,       p.k,        p.kh,    p.kw,
                      p.sh,      p.sw, p.oh, p.ow, p.pad_top, p.pad_left, threads, int(data)};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
-  if (it != plans.end()) return it->second.get();
+  if (it != plans.end()) return it->second;
   if (plans.size() >= max_plans) plans.clear();
-  std::unique_ptr<problem_plan> plan;
+  std::shared_ptr<const problem_plan> plan;
   try {
     plan = make_plan(pass, p, data);
   } catch (const std::exception&) {  // dnnl::error, or a layout it does not describe
     plan = nullptr;                  // unimplemented for this problem: the caller's kernel runs
   }
-  return plans.emplace(key, std::move(plan)).first->second.get();
+  return plans.emplace(key, std::move(plan)).first->second;
 }
 
 // Runs a slice's primitive: its inputs reordered into this thread's buffers
@@ -625,13 +627,13 @@ void run_by_channels(conv_pass pass, const channel_parts& c, const conv_problem&
       layout.from_hwio(pass == conv_pass::forward ? b : a, weights, window, /*parallel=*/false);
       const memory part_filter = wrap(layout.desc, weights);
       const operand& res = s.result.second;
-      void* own_out = thread_buffer(slice_result, res.own.get_size());
+      void* own_out = out + first;
+      if (res.to_user) own_out = thread_buffer(slice_result, res.own.get_size());
       run_slice(s, {}, {{c.shared_arg, shared}, {DNNL_ARG_WEIGHTS, part_filter}}, own_out);
-      memory own = wrap(res.own, own_out), user = wrap(res.user, out + first);
-      if (res.to_user)
+      if (res.to_user) {
+        memory own = wrap(res.own, own_out), user = wrap(res.user, out + first);
         res.to_user->execute(thread_stream(), own, user);
-      else
-        throw std::runtime_error("a channel part's result must be reordered into its channels");
+      }
     }
   });
   if constexpr (std::is_same_v<T, float>) {
@@ -655,11 +657,15 @@ void run_by_channels(conv_pass pass, const channel_parts& c, const conv_problem&
 //   1.07-1.19x), slower where it is 24x24 and up (VGG's and Overfeat's second
 //   layer: 0.89-0.96x), and far slower under 16 input channels (0.2x: its
 //   blocked layouts need 16);
+// - on 1x1 filters at stride 1 ours is one GEMM on the NHWC operands as they
+//   are, where the library adds its reorders: 0.59-0.95x (GoogLeNet's 1x1
+//   layers);
 // - its primitives take milliseconds to make, which only large problems repay.
 bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   constexpr int64_t min_macs = int64_t{1} << 22;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.kh * p.kw * p.c;
-  if (!conv_library_on() || macs < min_macs) return false;
+  const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1;
+  if (!conv_library_on() || macs < min_macs || pointwise) return false;
   if (pass == conv_pass::backprop_input) return p.c >= 16 && p.oh * p.ow <= 256;
   return p.c >= 16 || p.kh * p.kw > 9;
 }
@@ -670,7 +676,7 @@ template <class T>
 bool run_pass(conv_pass pass, const conv_problem& p, dt data, const T* a, const T* b, T* out,
               const std::function<void(float*, int64_t)>& finish_rows) {
   if (!conv_library_on() || p.n <= 0) return false;
-  const problem_plan* plan = plan_for(pass, p, data);
+  const std::shared_ptr<const problem_plan> plan = plan_for(pass, p, data);
   if (!plan) return false;
   use_one_openmp_thread();
   const int64_t x_image = p.h * p.w * p.c, y_image = p.oh * p.ow * p.k;

@@ -690,7 +690,8 @@ TEST_CASE("oneDNN's convolution primitives run on several threads at once") {
 }
 
 // Where our own kernels are faster: the input gradient of few channels or large
-// outputs, a 3x3 filter over 3 channels, problems too small to repay a primitive.
+// outputs, a 3x3 filter over 3 channels, 1x1 filters at stride 1, problems too
+// small to repay a primitive.
 TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   if (!cpu::conv_library_on()) return;
   using cpu::conv_pass;
@@ -706,6 +707,9 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   const auto overfeat_fifth = problem(16, 12, 1024, 1024, 3);
   for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter})
     CHECK(cpu::conv_library_chosen(pass, overfeat_fifth));
+  const auto pointwise = problem(16, 14, 480, 192, 1);
+  for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter})
+    CHECK_FALSE(cpu::conv_library_chosen(pass, pointwise));
   const auto tiny = problem(1, 8, 16, 16, 3);
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::forward, tiny));
 }
