@@ -184,8 +184,11 @@ std::vector<op_case> random_cases() {
   auto conv = [&](shape x, shape w, std::vector<int64_t> strides, const std::string& padding,
                   const std::string& act) {
     const int64_t channels = w[3];
-    cases.push_back(matches_one_by_one("fused_conv2d", "conv2d", random_floats(x, seed++),
-                                       random_floats(w, seed++), random_floats({channels}, seed++),
+    // One statement each: the seeds in a fixed order.
+    auto input = random_floats(x, seed++);
+    auto filter = random_floats(w, seed++);
+    auto bias = random_floats({channels}, seed++);
+    cases.push_back(matches_one_by_one("fused_conv2d", "conv2d", input, filter, bias,
                                        conv_attrs(strides, padding, act),
                                        x.to_string() + " * " + w.to_string() + " " + padding));
   };
