@@ -269,7 +269,7 @@ memory::dims dims_nchw(int64_t n, int64_t h, int64_t w, int64_t c) { return {n, 
 
 struct conv_descs {
   memory::desc src, weights, dst;  // tag::any: the primitive picks
-  memory::desc src_user, weights_user, dst_user;
+  memory::desc src_user, dst_user;
   memory::dims strides, pad_l, pad_r;
 };
 
@@ -285,15 +285,11 @@ conv_descs describe(const conv_problem& p, int64_t images, const memory::desc* w
   const memory::dims wei{p.k, p.c, p.kh, p.kw};
   const int64_t pad_bottom = (p.oh - 1) * p.sh + p.kh - p.h - p.pad_top;
   const int64_t pad_right = (p.ow - 1) * p.sw + p.kw - p.w - p.pad_left;
-  return {any(src, data),
-          weights ? *weights : any(wei, filter_type),
-          any(dst, data),
-          user(src, tag::nhwc),
-          user(wei, tag::hwio),
-          user(dst, tag::nhwc),
-          {p.sh, p.sw},
-          {p.pad_top, p.pad_left},
-          {std::max<int64_t>(pad_bottom, 0), std::max<int64_t>(pad_right, 0)}};
+  return {
+      any(src, data),          weights ? *weights : any(wei, filter_type),
+      any(dst, data),          user(src, tag::nhwc),
+      user(dst, tag::nhwc),    {p.sh, p.sw},
+      {p.pad_top, p.pad_left}, {std::max<int64_t>(pad_bottom, 0), std::max<int64_t>(pad_right, 0)}};
 }
 
 primitive_attr user_scratchpad() {
@@ -302,10 +298,19 @@ primitive_attr user_scratchpad() {
   return attr;
 }
 
-// The slice plan for `images` images; `weights`, when given, fixes the filter's
-// layout (the last slice must use the layout the full slices' plan chose).
-slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images, dt data,
-                      const memory::desc* weights, memory::desc* chosen_weights) {
+// One pass's primitive over `images` images of problem `p`, and the layouts
+// it picked: `input` and `output` are the images' operands (the forward's
+// src and dst; the input gradient's diff_src and diff_dst; the filter
+// gradient's src and diff_dst), `filter` the filter's (diff_weights for the
+// filter gradient, in float32). `weights`, when given, fixes the filter's.
+struct pass_primitive {
+  primitive conv;
+  memory::desc input, output, filter;
+  size_t scratchpad_bytes = 0;
+};
+
+pass_primitive make_primitive(conv_pass pass, const conv_problem& p, int64_t images, dt data,
+                              const memory::desc* weights) {
   const dt filter_type = pass == conv_pass::backprop_filter ? dt::f32 : data;
   const auto d = describe(p, images, weights, data, filter_type);
   const auto algo = algorithm::convolution_direct;
@@ -316,36 +321,44 @@ slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images, dt 
       convolution_forward::desc(prop_kind::forward_training, algo, h.src, h.weights, h.dst,
                                 h.strides, h.pad_l, h.pad_r),
       attr, cpu_engine());
-  slice_plan s;
-  s.images = images;
-  if (pass == conv_pass::forward) {
-    s.conv = convolution_forward(fwd);
-    s.sliced_inputs.push_back({DNNL_ARG_SRC, operand::input(d.src_user, fwd.src_desc())});
-    s.result = {DNNL_ARG_DST, operand::output(d.dst_user, fwd.dst_desc())};
-    *chosen_weights = fwd.weights_desc();
-    s.scratchpad_bytes = fwd.scratchpad_desc().get_size();
-  } else if (pass == conv_pass::backprop_input) {
+  if (pass == conv_pass::forward)
+    return {convolution_forward(fwd), fwd.src_desc(), fwd.dst_desc(), fwd.weights_desc(),
+            fwd.scratchpad_desc().get_size()};
+  if (pass == conv_pass::backprop_input) {
     convolution_backward_data::primitive_desc bwd(
         convolution_backward_data::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l, d.pad_r),
         attr, cpu_engine(), fwd);
-    s.conv = convolution_backward_data(bwd);
-    s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(d.dst_user, bwd.diff_dst_desc())});
-    s.result = {DNNL_ARG_DIFF_SRC, operand::output(d.src_user, bwd.diff_src_desc())};
-    *chosen_weights = bwd.weights_desc();
-    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+    return {convolution_backward_data(bwd), bwd.diff_src_desc(), bwd.diff_dst_desc(),
+            bwd.weights_desc(), bwd.scratchpad_desc().get_size()};
+  }
+  convolution_backward_weights::primitive_desc bwd(
+      convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
+                                         d.pad_r),
+      attr, cpu_engine(), fwd);
+  return {convolution_backward_weights(bwd), bwd.src_desc(), bwd.diff_dst_desc(),
+          bwd.diff_weights_desc(), bwd.scratchpad_desc().get_size()};
+}
+
+// The slice plan for `images` images; `weights`, when given, fixes the filter's
+// layout (the last slice must use the layout the full slices' plan chose).
+slice_plan plan_slice(conv_pass pass, const conv_problem& p, int64_t images, dt data,
+                      const memory::desc* weights, memory::desc* chosen_weights) {
+  const auto d = describe(p, images, nullptr, data, data);
+  const pass_primitive prim = make_primitive(pass, p, images, data, weights);
+  slice_plan s{images, prim.conv, {}, {}, prim.scratchpad_bytes};
+  *chosen_weights = prim.filter;
+  if (pass == conv_pass::forward) {
+    s.sliced_inputs.push_back({DNNL_ARG_SRC, operand::input(d.src_user, prim.input)});
+    s.result = {DNNL_ARG_DST, operand::output(d.dst_user, prim.output)};
+  } else if (pass == conv_pass::backprop_input) {
+    s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(d.dst_user, prim.output)});
+    s.result = {DNNL_ARG_DIFF_SRC, operand::output(d.src_user, prim.input)};
   } else {
-    convolution_backward_weights::primitive_desc bwd(
-        convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
-                                           d.pad_r),
-        attr, cpu_engine(), fwd);
-    s.conv = convolution_backward_weights(bwd);
-    s.sliced_inputs.push_back({DNNL_ARG_SRC, operand::input(d.src_user, bwd.src_desc())});
-    s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(d.dst_user, bwd.diff_dst_desc())});
+    s.sliced_inputs.push_back({DNNL_ARG_SRC, operand::input(d.src_user, prim.input)});
+    s.sliced_inputs.push_back({DNNL_ARG_DIFF_DST, operand::input(d.dst_user, prim.output)});
     // The slices' partial filters are summed in the primitive's layout and
-    // reordered once; the result's own reorder is the problem plan's.
-    s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{d.weights_user, bwd.diff_weights_desc(), {}, {}}};
-    *chosen_weights = bwd.diff_weights_desc();
-    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+    // converted once (the problem plan's filter_layout).
+    s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{{}, prim.filter, {}, {}}};
   }
   return s;
 }
@@ -384,53 +397,32 @@ slice_plan plan_channel_part(conv_pass pass, const conv_problem& p, int64_t chan
                              channel_parts* c, std::optional<filter_layout>* filter) {
   conv_problem part = p;
   (pass == conv_pass::backprop_input ? part.c : part.k) = channels;
-  const dt filter_type = pass == conv_pass::backprop_filter ? dt::f32 : data;
-  const auto d = describe(part, p.n, nullptr, data, filter_type);
-  const auto h = describe(part, p.n, nullptr, data, data);
-  const auto algo = algorithm::convolution_direct;
-  const auto attr = user_scratchpad();
-  convolution_forward::primitive_desc fwd(
-      convolution_forward::desc(prop_kind::forward_training, algo, h.src, h.weights, h.dst,
-                                h.strides, h.pad_l, h.pad_r),
-      attr, cpu_engine());
-  slice_plan s;
-  s.images = p.n;
-  memory::desc shared_user, shared_own, weights;
+  const auto d = describe(part, p.n, nullptr, data, data);
+  const pass_primitive prim = make_primitive(pass, part, p.n, data, nullptr);
+  slice_plan s{p.n, prim.conv, {}, {}, prim.scratchpad_bytes};
+  operand shared;
   if (pass == conv_pass::forward) {
-    s.conv = convolution_forward(fwd);
     c->shared_arg = DNNL_ARG_SRC;
-    shared_user = d.src_user, shared_own = fwd.src_desc(), weights = fwd.weights_desc();
+    shared = operand::input(d.src_user, prim.input);
     s.result = {DNNL_ARG_DST,
-                operand::output(channels_of(p.n, channels, p.oh, p.ow, p.k, data), fwd.dst_desc())};
-    s.scratchpad_bytes = fwd.scratchpad_desc().get_size();
+                operand::output(channels_of(p.n, channels, p.oh, p.ow, p.k, data), prim.output)};
   } else if (pass == conv_pass::backprop_input) {
-    convolution_backward_data::primitive_desc bwd(
-        convolution_backward_data::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l, d.pad_r),
-        attr, cpu_engine(), fwd);
-    s.conv = convolution_backward_data(bwd);
     c->shared_arg = DNNL_ARG_DIFF_DST;
-    shared_user = d.dst_user, shared_own = bwd.diff_dst_desc(), weights = bwd.weights_desc();
-    s.result = {DNNL_ARG_DIFF_SRC, operand::output(channels_of(p.n, channels, p.h, p.w, p.c, data),
-                                                   bwd.diff_src_desc())};
-    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+    shared = operand::input(d.dst_user, prim.output);
+    s.result = {DNNL_ARG_DIFF_SRC,
+                operand::output(channels_of(p.n, channels, p.h, p.w, p.c, data), prim.input)};
   } else {
-    convolution_backward_weights::primitive_desc bwd(
-        convolution_backward_weights::desc(algo, d.src, d.weights, d.dst, d.strides, d.pad_l,
-                                           d.pad_r),
-        attr, cpu_engine(), fwd);
-    s.conv = convolution_backward_weights(bwd);
     c->shared_arg = DNNL_ARG_SRC;
-    shared_user = d.src_user, shared_own = bwd.src_desc(), weights = bwd.diff_weights_desc();
+    shared = operand::input(d.src_user, prim.input);
     s.sliced_inputs.push_back(
         {DNNL_ARG_DIFF_DST,
-         operand::input(channels_of(p.n, channels, p.oh, p.ow, p.k, data), bwd.diff_dst_desc())});
-    s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{d.weights_user, weights, {}, {}}};
-    s.scratchpad_bytes = bwd.scratchpad_desc().get_size();
+         operand::input(channels_of(p.n, channels, p.oh, p.ow, p.k, data), prim.output)});
+    s.result = {DNNL_ARG_DIFF_WEIGHTS, operand{{}, prim.filter, {}, {}}};
   }
-  if (c->shared.own != memory::desc() && c->shared.own != shared_own)
+  if (c->shared.own != memory::desc() && c->shared.own != shared.own)
     throw std::runtime_error("the parts want the shared operand in different layouts");
-  c->shared = operand::input(shared_user, shared_own);
-  filter->emplace(weights);
+  c->shared = std::move(shared);
+  filter->emplace(prim.filter);
   return s;
 }
 
