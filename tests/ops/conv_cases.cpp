@@ -555,6 +555,14 @@ TEST_CASE("conv2d builders infer shapes with an unknown batch") {
 }
 
 }  // namespace
+// conv2d, its input gradient and its filter gradient of (x, f) with out_backprop dy.
+std::vector<tensor> all_three(const tensor& x, const tensor& f, const tensor& dy,
+                              const attr_map& attrs) {
+  return {run_kernel("conv2d", {x, f}, attrs)[0],
+          run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
+          run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
+}
+
 // Filters over 1 MB (len x k floats) go to the CPU GEMM library in chunks of
 // rows; the same products through the tiled kernel alone are the reference.
 TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled kernel") {
@@ -576,14 +584,9 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
     tensor f = rnd.uniform(dtype::float32, c.filter);
     tensor y = run_kernel("conv2d", {x, f}, attrs)[0];
     tensor dy = rnd.uniform(dtype::float32, y.dims());
-    auto all_three = [&] {
-      return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
-                                 run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
-                                 run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
-    };
-    auto library = all_three();
+    auto library = all_three(x, f, dy, attrs);
     cpu::use_gemm_library(false);
-    auto tiled = all_three();
+    auto tiled = all_three(x, f, dy, attrs);
     cpu::use_gemm_library(true);
     for (size_t i = 0; i < 3; ++i) {
       CAPTURE(i);
@@ -592,9 +595,6 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
   }
 }
 
-}  // namespace actorflow::testing
-
-namespace actorflow::testing {
 // Float32 convolutions large enough for oneDNN's primitives
 // (devices/cpu/conv_library.hpp) against actorflow's own im2col + GEMM on the
 // same operands: a smaller last slice of images, channel counts that do not
@@ -640,14 +640,9 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
     CHECK(cpu::conv_library_chosen(cpu::conv_pass::forward, problem));
     CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_filter, problem));
     CHECK(cpu::conv_library_chosen(cpu::conv_pass::backprop_input, problem) == c.library_input);
-    auto all_three = [&] {
-      return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
-                                 run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
-                                 run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
-    };
-    auto library = all_three();
+    auto library = all_three(x, f, dy, attrs);
     cpu::use_conv_library(false);
-    auto own = all_three();
+    auto own = all_three(x, f, dy, attrs);
     cpu::use_conv_library(true);
     for (size_t i = 0; i < 3; ++i) {
       CAPTURE(i);
@@ -668,17 +663,12 @@ TEST_CASE("oneDNN's convolution primitives run on several threads at once") {
   tensor x = rnd.uniform(dtype::float32, {6, 14, 14, 32});
   tensor f = rnd.uniform(dtype::float32, {3, 3, 32, 48});
   tensor dy = rnd.uniform(dtype::float32, {6, 14, 14, 48});
-  auto all_three = [&] {
-    return std::vector<tensor>{run_kernel("conv2d", {x, f}, attrs)[0],
-                               run_kernel("conv2d_backprop_input", {x, f, dy}, attrs)[0],
-                               run_kernel("conv2d_backprop_filter", {x, f, dy}, attrs)[0]};
-  };
-  const auto alone = all_three();
+  const auto alone = all_three(x, f, dy, attrs);
   std::vector<std::vector<tensor>> got(2);
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t)
     threads.emplace_back([&, t] {
-      for (int round = 0; round < 4; ++round) got[size_t(t)] = all_three();
+      for (int round = 0; round < 4; ++round) got[size_t(t)] = all_three(x, f, dy, attrs);
     });
   for (auto& t : threads) t.join();
   for (const auto& run : got)
