@@ -93,6 +93,7 @@ class optimizer {
     prepare();
     if (options_.fuse) {
       plan_fusions();
+      plan_update_fusions();
       plan_chains();
     }
     for (auto& n : in_.nodes()) copy(n);
@@ -120,6 +121,7 @@ class optimizer {
   std::vector<std::vector<int>> control_readers_;
   std::vector<bool> kept_, will_fold_;
   std::vector<fusion> fusion_at_;           // by head; product < 0: none
+  std::vector<int> product_of_update_;      // by apply_sgd node: the matmul it takes in; -1: none
   std::vector<bool> absorbed_;              // made part of a fused node (a layer's or a chain's)
   std::vector<std::vector<int>> chain_at_;  // by root: an element-wise chain's nodes, in order
   // Where each output (and each node, for control edges and targets) went.
@@ -139,6 +141,7 @@ class optimizer {
     kept_.assign(n, false);
     will_fold_.assign(n, false);
     fusion_at_.assign(n, fusion{});
+    product_of_update_.assign(n, -1);
     absorbed_.assign(n, false);
     chain_at_.assign(n, {});
     moved_.assign(n, {});
@@ -299,6 +302,44 @@ class optimizer {
     ++report_.fused;
   }
 
+  // apply_sgd of a matmul's product that nothing else reads (a fully connected
+  // layer's weight gradient) becomes apply_sgd_matmul: the variable takes the
+  // product block by block and the gradient is never written out whole. Not
+  // with the optional gradient scale or a weight decay, and in float32 only.
+  void plan_update_fusions() {
+    for (auto& u : in_.nodes()) {
+      if (!needed_[index(u.id)] || u.op != "apply_sgd" || u.inputs.size() != 3 ||
+          get_attr_or<double>(u.attrs, "weight_decay", u.op, 0.0) != 0.0 ||
+          in_.frame_of(u.id) != -1)
+        continue;
+      const node& p = at(u.inputs[1].node);
+      if (p.op != "matmul" || absorbed_[index(p.id)] || !fusable_product(p) ||
+          p.outputs[0].type != dtype::float32 || in_.frame_of(p.id) != -1 ||
+          !absorbable(p.id, u.id, u.id))
+        continue;
+      product_of_update_[index(u.id)] = p.id;
+      absorbed_[index(p.id)] = true;
+    }
+  }
+
+  void emit_update_fusion(const node& u, const node& p) {
+    std::vector<int> controls;
+    for (int c : u.control_inputs) {
+      if (moved_node_[index(c)] < 0) return;  // waits on a node that is gone: not needed
+      controls.push_back(moved_node_[index(c)]);
+    }
+    attr_map attrs = u.attrs;
+    attrs["transpose_a"] = get_attr_or<bool>(p.attrs, "transpose_a", p.op, false);
+    attrs["transpose_b"] = get_attr_or<bool>(p.attrs, "transpose_b", p.op, false);
+    std::vector<endpoint> inputs{moved(u.inputs[0]), moved(p.inputs[0]), moved(p.inputs[1]),
+                                 moved(u.inputs[2])};
+    auto& fused = out_->add_node_raw("apply_sgd_matmul", inputs, controls, std::move(attrs), u.name,
+                                     u.device);
+    moved_node_[index(p.id)] = fused.id;
+    record(u, fused.id);
+    ++report_.fused;
+  }
+
   // --- copying ---
 
   endpoint moved(const endpoint& e) const { return moved_[index(e.node)][index(e.index)]; }
@@ -307,6 +348,7 @@ class optimizer {
     const size_t id = index(n.id);
     if (absorbed_[id]) return;  // made at its head
     if (fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
+    if (product_of_update_[id] >= 0) return emit_update_fusion(n, at(product_of_update_[id]));
     if (!chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
     std::vector<endpoint> inputs;
     std::vector<int> controls;

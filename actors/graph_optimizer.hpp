@@ -13,7 +13,10 @@
 //    one shape (unary ones, add, sub, mul, div) whose inner values feed only
 //    the chain become one fused_elementwise (ops/elementwise.hpp), one pass
 //    over memory. Gradients are built before a session compiles, so the
-//    training graph's forward layers fuse too.
+//    training graph's forward layers fuse too. And apply_sgd of a matmul's
+//    product that nothing else reads (a weight gradient) becomes
+//    apply_sgd_matmul (ops/optimizers.cpp): the variable takes the product a
+//    block at a time, and the whole gradient is never written out.
 // It changes no result beyond float rounding: folding runs the same CPU
 // kernels, and the fused kernels give the bits of the ops one by one. Inside
 // while loops, where a value's frame is part of its meaning, only fusion

@@ -41,19 +41,20 @@ template <class T>
 using mutable_rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
                                 0, Eigen::OuterStride<>>;
 
-// One product for rows [r0, r1) and columns [c0, c1) of c = op(a) x op(b), on this thread: the
-// CPU GEMM library's for floats where one was built in (devices/cpu/gemm_library.hpp), Eigen's
-// otherwise. The operands are strided views into the full matrices; a transposed operand is a
-// transposed view (both libraries pack either storage order, so nothing is copied to transpose).
+// One product for rows [r0, r1) and columns [c0, c1) of c = op(a) x op(b), on this thread,
+// written from `block` on with rows ldc apart: the CPU GEMM library's for floats where one was
+// built in (devices/cpu/gemm_library.hpp), Eigen's otherwise. The operands are strided views
+// into the full matrices; a transposed operand is a transposed view (both libraries pack either
+// storage order, so nothing is copied to transpose).
 template <class T>
-void product_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
-                   int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void product_into(const T* a, const T* b, T* block, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                  bool ta, bool tb, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
   if constexpr (std::is_same_v<T, float>)
     if (cpu::library_sgemm(ta, tb, rows, cols, k, ta ? a + r0 : a + r0 * k, ta ? m : k,
-                           tb ? b + c0 * k : b + c0, tb ? k : n, c + r0 * n + c0, n))
+                           tb ? b + c0 * k : b + c0, tb ? k : n, block, ldc))
       return;
-  mutable_rows<T> out(c + r0 * n + c0, rows, cols, Eigen::OuterStride<>(n));
+  mutable_rows<T> out(block, rows, cols, Eigen::OuterStride<>(ldc));
   if (!ta) {
     const_rows<T> lhs(a + r0 * k, rows, k, Eigen::OuterStride<>(k));
     if (!tb) {
@@ -73,6 +74,13 @@ void product_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k
       out.noalias() = lhs.transpose() * rhs.transpose();
     }
   }
+}
+
+// The block of c itself.
+template <class T>
+void product_block(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                   int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  product_into(a, b, c + r0 * n + c0, n, m, n, k, ta, tb, r0, r1, c0, c1);
 }
 
 // Rows [r0, r1) and columns [c0, c1) of a bfloat16 product, on this thread. The products sum in
@@ -587,6 +595,11 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
 
 template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
                           bool);
+
+void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
+               bool transpose_a, bool transpose_b, int64_t r0, int64_t r1) {
+  product_into(a, b, rows, n, m, n, k, transpose_a, transpose_b, r0, r1, 0, n);
+}
 template void gemm<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,
                            bool);
 template void gemm<int32_t>(const int32_t*, const int32_t*, int32_t*, int64_t, int64_t, int64_t,

@@ -2,9 +2,9 @@
 //
 // Ops: matmul (attrs transpose_a, transpose_b), bias_add, bias_add_grad.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -16,7 +16,7 @@ namespace actorflow {
 /// (2,5,3,6); a shared matrix is read in place, not copied, and its gradient is summed over
 /// the matrices that shared it. float32, float64, int32 and int64.
 ACTORFLOW_API output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
-              const std::string& name = "");
+                            const std::string& name = "");
 /// value [..., C] + bias [C], the bias added along the last dim.
 ACTORFLOW_API output bias_add(output value, output bias, const std::string& name = "");
 /// The gradient of bias_add with respect to the bias: dy [..., C] summed over all but the
@@ -30,5 +30,13 @@ ACTORFLOW_API output bias_add_grad(output dy, const std::string& name = "");
 template <class T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b);
+
+/// Rows [r0, r1) of gemm's float product, into `rows` ((r1 - r0) x n, row-major), on the calling
+/// thread: the block product gemm runs on each of its blocks (the CPU GEMM library's), so each
+/// element has the bits gemm (and matmul) give it wherever the library's sum over k does not
+/// depend on the block's shape, as oneDNN's does not. gemm's products up to 96^3 multiply-adds
+/// may take another, unblocked kernel.
+void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
+               bool transpose_a, bool transpose_b, int64_t r0, int64_t r1);
 
 }  // namespace actorflow

@@ -10,9 +10,11 @@
 // PyTorch's optimizers do.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "ops/array_util.hpp"
+#include "ops/linalg.hpp"
 #include "ops/op_util.hpp"
 #include "ops/train.hpp"
 
@@ -341,6 +343,88 @@ void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
   ctx.set_output(0, v.value);
 }
 
+// --- apply_sgd_matmul: w -= lr * matmul(a, b), made by the graph optimizer ---
+// from apply_sgd of a matmul's product that nothing else reads (a fully
+// connected layer's weight gradient, x^T dy). The product is computed a block
+// of rows at a time into a buffer that stays in cache, and applied from there,
+// instead of being written out whole and read back: Overfeat's first such
+// gradient is 453 MB. Each block is matmul's own block product (gemm_rows) and
+// is applied by apply_sgd's loop, so the variable gets apply_sgd's bits.
+
+struct sgd_matmul_dims {
+  int64_t m, n, k;
+};
+
+// The product's dims for operands of dims a, b (rank 2, unknown allowed) and
+// the transposes; fails naming what does not fit.
+sgd_matmul_dims sgd_matmul_shape(const shape& a, const shape& b, bool ta, bool tb,
+                                 const std::function<void(const std::string&)>& fail_with) {
+  if (a.rank() != 2 || b.rank() != 2)
+    fail_with("operands must be rank 2, got " + a.to_string() + " and " + b.to_string());
+  const int64_t ka = ta ? a[0] : a[1], kb = tb ? b[1] : b[0];
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    fail_with("inner dimensions differ: " + a.to_string() + " and " + b.to_string());
+  return {ta ? a[1] : a[0], tb ? b[0] : b[1], ka >= 0 ? ka : kb};
+}
+
+std::vector<tensor_spec> sgd_matmul_spec(const shape_context& c) {
+  auto& var = c.inputs[0];
+  auto& a = c.inputs[1];
+  auto& b = c.inputs[2];
+  auto& lr = c.inputs[3];
+  if (var.type != dtype::float32 || a.type != dtype::float32 || b.type != dtype::float32)
+    c.fail("variable and operands must be float32, got " + var.to_string() + ", " + a.to_string() +
+           ", " + b.to_string());
+  auto d = sgd_matmul_shape(a.dims, b.dims, c.attr_or<bool>("transpose_a", false),
+                            c.attr_or<bool>("transpose_b", false),
+                            [&](const std::string& why) { c.fail(why); });
+  if (!shape{d.m, d.n}.compatible_with(var.dims))
+    c.fail("product [" + std::to_string(d.m) + "," + std::to_string(d.n) +
+           "] does not match variable " + var.to_string());
+  if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
+    c.fail("learning rate must be a float scalar, got " + lr.to_string());
+  return {var};
+}
+
+void apply_sgd_matmul(variable_state& v, kernel_context& ctx) {
+  if (!v.initialized())
+    ctx.fail(error_code::failed_precondition,
+             "variable is uninitialized (node '" + ctx.node_name + "')");
+  const tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
+  const bool ta = ctx.attr_or<bool>("transpose_a", false);
+  const bool tb = ctx.attr_or<bool>("transpose_b", false);
+  if (v.value.type() != dtype::float32 || a.type() != dtype::float32 || b.type() != dtype::float32)
+    ctx.fail("variable and operands must be float32");
+  const auto d =
+      sgd_matmul_shape(a.dims(), b.dims(), ta, tb, [&](const std::string& why) { ctx.fail(why); });
+  if (v.value.dims() != shape{d.m, d.n})
+    ctx.fail("product [" + std::to_string(d.m) + "," + std::to_string(d.n) +
+             "] does not match variable " + v.value.dims().to_string());
+  const double lr = scalar_value(ctx.inputs[2], ctx, "learning rate");
+  if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
+  float* w = v.mutable_value().mutable_data<float>();
+  const float *ap = a.data<float>(), *bp = b.data<float>();
+  auto apply = [&](int64_t r0, int64_t r1, const float* g) {
+    sgd_loop<float>((r1 - r0) * d.n, w + r0 * d.n, g, 1.0f, float(lr), 0.0f);
+  };
+  // matmul runs products this small unblocked, by another kernel: so does this.
+  if (double(d.m) * double(d.n) * double(d.k) <= 96.0 * 96.0 * 96.0) {
+    std::vector<float> g(static_cast<size_t>(d.m * d.n));
+    gemm<float>(ap, bp, g.data(), d.m, d.n, d.k, ta, tb);
+    apply(0, d.m, g.data());
+  } else {
+    // Blocks of about 1 MiB of the product: in cache between the two passes.
+    const int64_t rows = std::max<int64_t>(8, (int64_t{1} << 18) / std::max<int64_t>(d.n, 1));
+    parallel_for(d.m, rows, [&](int64_t r0, int64_t r1) {
+      thread_local std::vector<float> block;  // no TBB call below: not reentered meanwhile
+      block.resize(static_cast<size_t>((r1 - r0) * d.n));
+      gemm_rows(ap, bp, block.data(), d.m, d.n, d.k, ta, tb, r0, r1);
+      apply(r0, r1, block.data());
+    });
+  }
+  ctx.set_output(0, v.value);
+}
+
 op_def row_optimizer_op(const char* name, update_fn fn, const char* summary) {
   return {.name = name,
           .num_inputs = 4,
@@ -372,6 +456,14 @@ const op_registrar registrations[] = {
                               "RMSProp, optional momentum (slots rmsprop/*)")),
     op_registrar(
         optimizer_op("apply_adagrad", apply_adagrad, "AdaGrad (slot adagrad/accumulator)")),
+    op_registrar({.name = "apply_sgd_matmul",
+                  .num_inputs = 4,  // (variable, a, b, lr)
+                  .infer = sgd_matmul_spec,
+                  .update = apply_sgd_matmul,
+                  .stateful = true,
+                  .summary = "w -= lr * matmul(a, b) (transpose_a, transpose_b), made by the graph "
+                             "optimizer from apply_sgd of a matmul's product",
+                  .not_differentiable = true}),
     op_registrar(row_optimizer_op("apply_sgd_rows", apply_sgd_rows,
                                   "w[i] -= lr * g for the rows i named (repeats summed)")),
     op_registrar(row_optimizer_op("apply_adagrad_rows", apply_adagrad_rows,

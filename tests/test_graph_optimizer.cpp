@@ -3,6 +3,7 @@
 // what they computed before.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "actors/executable.hpp"
@@ -251,12 +252,12 @@ struct training_graph {
   graph g;
   output images, labels, loss;
   operation train;
-  explicit training_graph(const std::string& model) {
+  explicit training_graph(const std::string& model, bool plain_sgd = false) {
     images = placeholder(g, dtype::float32, {32, 28, 28, 1}, "images");
     labels = placeholder(g, dtype::int32, {32}, "labels");
     auto net = models::make_classifier(g, model, 1);
     loss = models::mean_cross_entropy(net->logits(images), labels);
-    train = adam(1e-3).minimize(loss);
+    train = plain_sgd ? sgd(0.05).minimize(loss) : adam(1e-3).minimize(loss);
   }
   std::vector<float> losses(session_options options) {
     auto rt = std::make_shared<runtime>(runtime_options{.gpus = 0});
@@ -302,4 +303,64 @@ TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the sa
     for (size_t i = 0; i < on.size(); ++i) CHECK(on[i] == doctest::Approx(off[i]).epsilon(1e-5));
     CHECK(on.back() < on.front());
   }
+}
+
+// apply_sgd of a weight gradient (a matmul that nothing else reads) becomes
+// apply_sgd_matmul: the variable takes the product in place.
+TEST_CASE("plain SGD takes a weight gradient's product into the variable in place") {
+  training_graph t("mlp", /*plain_sgd=*/true);
+  run_signature sig = fetching({t.loss}, {t.train}, {t.images, t.labels});
+  auto o = optimize_graph(t.g, sig);
+  CHECK(count_op(o, "apply_sgd_matmul") == 3);  // the three layers' weights
+  CHECK(count_op(o, "apply_sgd") == 3);         // their biases
+  CHECK(count_op(optimize_graph(t.g, sig, {.fuse = false}), "apply_sgd_matmul") == 0);
+  // Bit for bit: matmul's block products, applied by apply_sgd's loop.
+  auto on = t.losses({}), off = t.losses({.optimize = false});
+  CHECK(on == off);
+  CHECK(on.back() < on.front());
+}
+
+TEST_CASE("apply_sgd_matmul adds every transpose of the product, and only where it may") {
+  struct dims3 {
+    int64_t m, n, k;
+  };
+  // Small (one unblocked product, as matmul's) and blocked, short and long sums.
+  for (auto d : {dims3{7, 3, 5}, dims3{300, 200, 16}, dims3{130, 70, 300}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        CAPTURE(d.m);
+        CAPTURE(d.k);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        graph g;
+        auto a = placeholder(g, dtype::float32, ta ? shape{d.k, d.m} : shape{d.m, d.k}, "a");
+        auto b = placeholder(g, dtype::float32, tb ? shape{d.n, d.k} : shape{d.k, d.n}, "b");
+        std::vector<float> start(static_cast<size_t>(d.m * d.n));
+        for (size_t i = 0; i < start.size(); ++i) start[i] = float(i % 17) * 0.37f - 2.1f;
+        auto w = make_variable(constant(g, floats({d.m, d.n}, start)), "w");
+        auto train = sgd(0.03).apply_gradients({{matmul(a, b, ta, tb), w}});
+        tensor av(dtype::float32, a.dims()), bv(dtype::float32, b.dims());
+        for (int64_t i = 0; i < av.num_elements(); ++i)
+          av.mutable_data<float>()[i] = std::sin(float(i) * 0.7f);
+        for (int64_t i = 0; i < bv.num_elements(); ++i)
+          bv.mutable_data<float>()[i] = std::cos(float(i) * 1.3f);
+        auto updated = [&](session_options options) {
+          session s(g, options);
+          s.run({global_variables_initializer(g)});
+          s.run({{a, av}, {b, bv}}, {}, {train});
+          return s.run({}, {w.value()})[0];
+        };
+        auto o = optimize_graph(g, fetching({}, {train}, {a, b}));
+        CHECK(count_op(o, "apply_sgd_matmul") == 1);
+        CHECK(same_bits(updated(session_options{}), updated({.optimize = false})));
+      }
+  // A product read twice (fetched too) stays a node; so does a scaled gradient.
+  graph g;
+  auto a = placeholder(g, dtype::float32, {4, 6}, "a");
+  auto w = make_variable(constant(g, floats({6, 6}, std::vector<float>(36, 0.0f))), "w");
+  auto grad = matmul(a, a, true, false);
+  auto train = sgd(0.1).apply_gradients({{grad, w}});
+  CHECK(count_op(optimize_graph(g, fetching({grad}, {train}, {a})), "apply_sgd_matmul") == 0);
+  auto decayed = sgd(0.1, {.weight_decay = 0.01}).apply_gradients({{matmul(a, a, true, false), w}});
+  CHECK(count_op(optimize_graph(g, fetching({}, {decayed}, {a})), "apply_sgd_matmul") == 0);
 }
