@@ -13,6 +13,9 @@
 #include "actors/session.hpp"
 #include "apps/lib/convnets.hpp"
 #include "devices/cpu/conv_library.hpp"
+#include "ops/array.hpp"
+#include "ops/linalg.hpp"
+#include "ops/state.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
 
@@ -64,6 +67,32 @@ step_times convnet_step_ms(const std::string& model) {
   return {1000.0 * median(std::move(shipped)), 1000.0 * median(std::move(own))};
 }
 
+// Overfeat's first fully connected layer's SGD update, w -= lr * x^T dy
+// (36864 x 3072 weights, batch 16): as the graph optimizer makes it
+// (apply_sgd_matmul) and as built (matmul, then apply_sgd), in alternating
+// rounds. Milliseconds each.
+std::pair<double, double> dense_sgd_update_ms() {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {batch, 36864}, "x");
+  auto dy = placeholder(g, dtype::float32, {batch, 3072}, "dy");
+  auto w = make_variable(fill(g, {36864, 3072}, 0.0), "w");
+  operation train = sgd(0.01).apply_gradients({{matmul(x, dy, true, false), w}});
+  session fused(g), as_built(g, {.optimize = false});
+  for (session* s : {&fused, &as_built}) s->run({global_variables_initializer(g)});
+  tensor xv(dtype::float32, {batch, 36864}), dyv(dtype::float32, {batch, 3072});
+  xv.mutable_flat<float>() = Eigen::ArrayXf::Random(xv.num_elements());
+  dyv.mutable_flat<float>() = Eigen::ArrayXf::Random(dyv.num_elements());
+  const feed_list feeds{{x, xv}, {dy, dyv}};
+  std::vector<double> on, off;
+  for (int round = 0; round < 8; ++round)
+    for (session* s : {&fused, &as_built}) {
+      const double t0 = now_seconds();
+      s->run(feeds, {}, {train});
+      if (round > 0) (s == &fused ? on : off).push_back(now_seconds() - t0);
+    }
+  return {1000.0 * median(std::move(on)), 1000.0 * median(std::move(off))};
+}
+
 std::optional<double> torch_convnet_step_ms(const std::string& model) {
   static const std::regex field(R"(step_ms=([0-9.]+))");
   return run_torch_reference(std::string(ACTORFLOW_PERF_DIR) + "/torch_convnets.py",
@@ -73,6 +102,13 @@ std::optional<double> torch_convnet_step_ms(const std::string& model) {
 }  // namespace
 
 void add_convnet_rows(const add_row_fn& add_row, bool with_torch) {
+  const auto [fused_update, unfused_update] = dense_sgd_update_ms();
+  add_row("overfeat_fc1_sgd_update_ms", fused_update, "ms",
+          fmt::format("w -= lr * x^T dy, 36864x3072 weights, batch {}, by apply_sgd_matmul; "
+                      "{:.2f}x the matmul and apply_sgd it replaces (alternating rounds)",
+                      batch, fused_update / unfused_update));
+  add_row("overfeat_fc1_sgd_update_ms_unfused", unfused_update, "ms",
+          "the same update as built: the gradient written out by matmul, then apply_sgd");
   for (const auto& model : models::convnet_names()) {
     const auto [ours, own_conv] = convnet_step_ms(model);
     std::optional<double> ref;
