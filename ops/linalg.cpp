@@ -598,6 +598,11 @@ template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, 
 
 void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
                bool transpose_a, bool transpose_b, int64_t r0, int64_t r1) {
+#if defined(__AVX512F__)
+  // The product gemm runs unblocked, by its small kernel (batched_gemm's choice).
+  if (!transpose_a && !transpose_b && double(m) * double(n) * double(k) <= serial_work)
+    return small_gemm(a + r0 * k, b, rows, r1 - r0, n, k);
+#endif
   product_into(a, b, rows, n, m, n, k, transpose_a, transpose_b, r0, r1, 0, n);
 }
 template void gemm<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,

@@ -34,8 +34,8 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
 /// Rows [r0, r1) of gemm's float product, into `rows` ((r1 - r0) x n, row-major), on the calling
 /// thread: the block product gemm runs on each of its blocks (the CPU GEMM library's), so each
 /// element has the bits gemm (and matmul) give it wherever the library's sum over k does not
-/// depend on the block's shape, as oneDNN's does not. gemm's products up to 96^3 multiply-adds
-/// may take another, unblocked kernel.
+/// depend on the block's shape, as oneDNN's does not (small untransposed products take gemm's
+/// small kernel, whose sums do not depend on the rows either).
 void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
                bool transpose_a, bool transpose_b, int64_t r0, int64_t r1);
 

@@ -404,24 +404,14 @@ void apply_sgd_matmul(variable_state& v, kernel_context& ctx) {
   if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
   float* w = v.mutable_value().mutable_data<float>();
   const float *ap = a.data<float>(), *bp = b.data<float>();
-  auto apply = [&](int64_t r0, int64_t r1, const float* g) {
-    sgd_loop<float>((r1 - r0) * d.n, w + r0 * d.n, g, 1.0f, float(lr), 0.0f);
-  };
-  // matmul runs products this small unblocked, by another kernel: so does this.
-  if (double(d.m) * double(d.n) * double(d.k) <= 96.0 * 96.0 * 96.0) {
-    std::vector<float> g(static_cast<size_t>(d.m * d.n));
-    gemm<float>(ap, bp, g.data(), d.m, d.n, d.k, ta, tb);
-    apply(0, d.m, g.data());
-  } else {
-    // Blocks of about 1 MiB of the product: in cache between the two passes.
-    const int64_t rows = std::max<int64_t>(8, (int64_t{1} << 18) / std::max<int64_t>(d.n, 1));
-    parallel_for(d.m, rows, [&](int64_t r0, int64_t r1) {
-      thread_local std::vector<float> block;  // no TBB call below: not reentered meanwhile
-      block.resize(static_cast<size_t>((r1 - r0) * d.n));
-      gemm_rows(ap, bp, block.data(), d.m, d.n, d.k, ta, tb, r0, r1);
-      apply(r0, r1, block.data());
-    });
-  }
+  // Blocks of about 1 MiB of the product: in cache between the two passes.
+  const int64_t rows = std::max<int64_t>(8, (int64_t{1} << 18) / std::max<int64_t>(d.n, 1));
+  parallel_for(d.m, rows, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> block;  // no TBB call below: not reentered meanwhile
+    block.resize(static_cast<size_t>((r1 - r0) * d.n));
+    gemm_rows(ap, bp, block.data(), d.m, d.n, d.k, ta, tb, r0, r1);
+    sgd_loop<float>((r1 - r0) * d.n, w + r0 * d.n, block.data(), 1.0f, float(lr), 0.0f);
+  });
   ctx.set_output(0, v.value);
 }
 

@@ -13,8 +13,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
-#include <climits>
-#include <cstring>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -259,8 +258,7 @@ struct channel_parts {
 struct problem_plan {
   int64_t images_per_slice = 0;
   int filter_arg = 0;
-  memory::desc filter_desc;
-  std::optional<filter_layout> filter;
+  std::optional<filter_layout> filter;  // its desc is the primitive's filter layout
   slice_plan full, last;
   std::optional<channel_parts> by_channels;
 };
@@ -461,7 +459,6 @@ std::unique_ptr<problem_plan> make_plan(conv_pass pass, const conv_problem& p, d
     plan->last = plan_slice(pass, p, rest, data, &weights, &same);
   }
   plan->filter_arg = pass == conv_pass::backprop_filter ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS;
-  plan->filter_desc = weights;
   plan->filter.emplace(weights);
   return plan;
 }
@@ -531,7 +528,7 @@ void run_sliced(const problem_plan& plan, const conv_problem& p, int64_t in_imag
   aligned_floats blocked;
   plan.filter->from_hwio(filter_user,
                          reinterpret_cast<T*>(blocked.reserve(plan.filter->elements * sizeof(T))));
-  const memory filter = wrap(plan.filter_desc, blocked.data.get());
+  const memory filter = wrap(plan.filter->desc, blocked.data.get());
   const int64_t per = plan.images_per_slice, count = (p.n + per - 1) / per;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, count, 1), [&](const auto& r) {
     use_one_openmp_thread();

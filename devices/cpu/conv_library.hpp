@@ -3,10 +3,11 @@
 // oneDNN's direct convolutions run in its own blocked layouts (channels in
 // blocks of 16 for AVX-512). Per call, the NHWC input and HWIO filter are
 // reordered into them and the result back, so the ops keep TensorFlow's
-// layouts. The batch is split across the CPU device's TBB arena: each task
-// runs a primitive on a slice of images, on one OpenMP thread
-// (onednn_threads.hpp). The filter gradient sums the slices' partial filters.
-// Primitives are made once per shape, pass and slice size, then cached.
+// layouts. Each call is split across the CPU device's TBB arena, each piece
+// one primitive call on one OpenMP thread (onednn_threads.hpp): by slices of
+// images (the filter gradient then sums the slices' partial filters), or, for
+// filters of 8 MiB and up, by channels of the result, each part over all
+// images. Primitives are made once per shape, pass and thread count, then cached.
 //
 // ops/conv.cpp asks this library first for the shapes where it is faster than
 // actorflow's own im2col + GEMM (conv_library_chosen), and runs its own
