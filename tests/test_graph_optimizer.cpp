@@ -15,6 +15,7 @@
 #include "ops/conv.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/op_util.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
@@ -363,4 +364,12 @@ TEST_CASE("apply_sgd_matmul adds every transpose of the product, and only where 
   CHECK(count_op(optimize_graph(g, fetching({grad}, {train}, {a})), "apply_sgd_matmul") == 0);
   auto decayed = sgd(0.1, {.weight_decay = 0.01}).apply_gradients({{matmul(a, a, true, false), w}});
   CHECK(count_op(optimize_graph(g, fetching({}, {decayed}, {a})), "apply_sgd_matmul") == 0);
+  // Built by hand, it names what does not fit.
+  auto lr = scalar<float>(g, 0.1f);
+  CHECK(error_of([&] {
+          make_op("apply_sgd_matmul", {w.value(), a, a, lr});
+        }).find("inner dimensions differ") != std::string::npos);
+  CHECK(error_of([&] {
+          make_op("apply_sgd_matmul", {w.value(), a, a, lr}, {{"transpose_b", true}});
+        }).find("does not match variable") != std::string::npos);
 }
