@@ -1,49 +1,8 @@
 #include "actors/checkpoint.hpp"
 
-#include <algorithm>
-#include <filesystem>
-#include <system_error>
-
 namespace actorflow {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-constexpr std::string_view file_prefix = "ckpt-";
-constexpr std::string_view file_suffix = ".afck";
-
-// The step in "ckpt-<step>.afck", or -1 for any other name.
-int64_t step_of(const std::string& file_name) {
-  if (file_name.size() <= file_prefix.size() + file_suffix.size() ||
-      file_name.compare(0, file_prefix.size(), file_prefix) != 0 ||
-      file_name.compare(file_name.size() - file_suffix.size(), file_suffix.size(), file_suffix) !=
-          0)
-    return -1;
-  std::string digits = file_name.substr(file_prefix.size(),
-                                        file_name.size() - file_prefix.size() - file_suffix.size());
-  if (digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return -1;
-  return std::stoll(digits);
-}
-
-// Deletes the "ckpt-<step>.afck.tmp" files a killed save left behind. Only
-// names of our own are touched: the directory may hold the user's files.
-void remove_leftover_temporaries(const std::string& dir) {
-  constexpr std::string_view tmp_suffix = ".tmp";
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.size() <= tmp_suffix.size() ||
-        name.compare(name.size() - tmp_suffix.size(), tmp_suffix.size(), tmp_suffix) != 0 ||
-        step_of(name.substr(0, name.size() - tmp_suffix.size())) < 0)
-      continue;
-    std::error_code type_ec, remove_ec;
-    if (it->is_regular_file(type_ec)) fs::remove(it->path(), remove_ec);
-  }
-}
 
 // Restores already loaded contents; errors name the file.
 int64_t restore_loaded(session& s, const checkpoint_data& data, const std::string& path) {
@@ -72,83 +31,15 @@ int64_t restore_checkpoint(session& s, const std::string& path) {
   return restore_loaded(s, load_checkpoint_file(path), path);
 }
 
-checkpoint_manager::checkpoint_manager(std::string dir, size_t keep_last, size_t chunk_bytes)
-    : dir_(std::move(dir)), keep_last_(keep_last), chunk_bytes_(chunk_bytes) {
-  if (dir_.empty()) fail("checkpoint_manager", "empty directory name");
-  if (keep_last_ == 0) fail("checkpoint_manager", "keep_last must be at least 1");
-  remove_leftover_temporaries(dir_);
-}
-
 std::string checkpoint_manager::save(session& s, int64_t step) {
   checkpoint_data data;
   data.global_step = step;
   try {
     data.variables = s.snapshot_variables();
   } catch (const error& e) {
-    throw error("[save_checkpoint] " + dir_ + ": " + e.what(), e.code());
+    throw error("[save_checkpoint] " + dir() + ": " + e.what(), e.code());
   }
   return save_data(data, step);
-}
-
-std::string checkpoint_manager::save_data(const checkpoint_data& data, int64_t step) {
-  if (step < 0) fail("checkpoint_manager", "step must be >= 0, got " + std::to_string(step));
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) fail("checkpoint_manager", "cannot make directory '" + dir_ + "': " + ec.message());
-  std::string path = (fs::path(dir_) /
-                      (std::string(file_prefix) + std::to_string(step) + std::string(file_suffix)))
-                         .string();
-  save_checkpoint_file(data, path, chunk_bytes_);
-
-  // Keep the file just written and the newest others, keep_last in all.
-  size_t kept = 1;
-  for (auto& e : list()) {
-    if (e.path == path) continue;
-    if (kept < keep_last_) {
-      ++kept;
-      continue;
-    }
-    fs::remove(e.path, ec);  // best effort: the new checkpoint is safe either way
-  }
-  return path;
-}
-
-std::vector<checkpoint_manager::entry> checkpoint_manager::list() const {
-  std::vector<entry> out;
-  std::error_code ec;
-  fs::directory_iterator it(dir_, ec), end;
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return out;
-    fail("checkpoint_manager", "cannot list '" + dir_ + "': " + ec.message());
-  }
-  for (; it != end; it.increment(ec)) {
-    int64_t step = step_of(it->path().filename().string());
-    if (step < 0) continue;
-    // Skipping it would leave the save of that step to fail, much later.
-    std::error_code type_ec;
-    if (!it->is_regular_file(type_ec))
-      fail("checkpoint_manager", "'" + it->path().string() +
-                                     "' is not a regular file; move it out of the checkpoint "
-                                     "directory");
-    out.push_back({step, it->path().string()});
-  }
-  if (ec) fail("checkpoint_manager", "cannot list '" + dir_ + "': " + ec.message());
-  std::sort(out.begin(), out.end(), [](const entry& a, const entry& b) { return a.step > b.step; });
-  return out;
-}
-
-std::optional<checkpoint_data> checkpoint_manager::load_latest(std::vector<std::string>& errors,
-                                                               std::string* path) const {
-  for (auto& e : list()) {
-    try {
-      auto data = load_checkpoint_file(e.path);
-      if (path) *path = e.path;
-      return data;
-    } catch (const error& err) {
-      errors.push_back(std::string(err.what()) + " (skipped)");
-    }
-  }
-  return std::nullopt;
 }
 
 checkpoint_manager::restore_result checkpoint_manager::restore_latest(session& s) const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "schema/checkpoint_dir.hpp"
 #include "schema/checkpoint_io.hpp"
 
 namespace actorflow {
@@ -36,19 +37,10 @@ ACTORFLOW_API void save_checkpoint(session& s, const std::string& path, int64_t 
 /// both shapes).
 ACTORFLOW_API int64_t restore_checkpoint(session& s, const std::string& path);
 
-/// Keeps the last checkpoints of a run in one directory, as
-/// <dir>/ckpt-<step>.afck. A "ckpt-<step>.afck.tmp" left by a write that was
-/// killed midway is deleted when a manager is made for the directory (only
-/// a crashed write leaves one; run one manager per directory); files of
-/// other names are ignored. Something named like a checkpoint that is not a
-/// regular file (a directory "ckpt-20.afck") is an error naming it, from
-/// list() and whatever calls it, since it would fail the save of that step.
-class ACTORFLOW_API checkpoint_manager {
+/// A checkpoint directory (schema/checkpoint_dir.hpp) that also saves and
+/// restores a session's variables.
+class ACTORFLOW_API checkpoint_manager : public checkpoint_directory {
  public:
-  struct entry {
-    int64_t step = 0;
-    std::string path;
-  };
   struct restore_result {
     /// False when no checkpoint could be restored (none, or all unreadable).
     bool restored = false;
@@ -59,29 +51,12 @@ class ACTORFLOW_API checkpoint_manager {
     std::vector<std::string> errors;
   };
 
-  /// keep_last >= 1. The directory is made on the first save if missing.
-  /// Deletes the directory's leftover "ckpt-<step>.afck.tmp" files (best
-  /// effort: one that cannot be deleted is overwritten by the next save).
-  explicit checkpoint_manager(std::string dir, size_t keep_last = 5,
-                              size_t chunk_bytes = default_checkpoint_chunk_bytes);
+  using checkpoint_directory::checkpoint_directory;
 
   /// Writes <dir>/ckpt-<step>.afck (step >= 0; the same step again replaces
   /// it), then deletes the oldest (lowest steps) beyond the last keep_last.
   /// The file just written is always kept. Returns its path.
   std::string save(session& s, int64_t step);
-
-  /// Writes `data` as <dir>/ckpt-<step>.afck and prunes as save() does: for
-  /// variables that are not one session's (a parameter server's shard).
-  std::string save_data(const checkpoint_data& data, int64_t step);
-  /// The newest checkpoint that reads cleanly, or nothing; files that do not
-  /// read cleanly are skipped, each named in `errors`. Sets `path` to its file.
-  std::optional<checkpoint_data> load_latest(std::vector<std::string>& errors,
-                                             std::string* path = nullptr) const;
-
-  /// The checkpoints in the directory, newest (highest step) first. Throws
-  /// "[checkpoint_manager] '<dir>/ckpt-<step>.afck' is not a regular file ..."
-  /// for a directory (or other non-file) of a checkpoint's name.
-  std::vector<entry> list() const;
 
   /// Restores the newest checkpoint that reads cleanly: a truncated or
   /// corrupted one is reported in `errors` and the one before it is tried.
@@ -89,14 +64,6 @@ class ACTORFLOW_API checkpoint_manager {
   /// missing or of another shape) throws, as restore_checkpoint does: an
   /// older one would not fit either.
   restore_result restore_latest(session& s) const;
-
-  const std::string& dir() const { return dir_; }
-  size_t keep_last() const { return keep_last_; }
-
- private:
-  std::string dir_;
-  size_t keep_last_;
-  size_t chunk_bytes_;
 };
 
 }  // namespace actorflow

@@ -2,14 +2,14 @@
 
 #include <thread>
 
-#include "actors/cluster.hpp"
-#include "actors/distributed_executable.hpp"
-#include "actors/executable.hpp"
-#include "actors/graph_optimizer.hpp"
-#include "actors/messages.hpp"
-#include "actors/partition.hpp"
-#include "actors/resource_table.hpp"
-#include "actors/runtime.hpp"
+#include "actors/cluster/cluster.hpp"
+#include "actors/cluster/distributed_executable.hpp"
+#include "actors/run/executable.hpp"
+#include "actors/compile/graph_optimizer.hpp"
+#include "actors/run/messages.hpp"
+#include "actors/compile/partition.hpp"
+#include "actors/resources/resource_table.hpp"
+#include "actors/run/runtime.hpp"
 
 namespace actorflow {
 
@@ -44,7 +44,7 @@ std::string signature_key(const run_signature& sig) {
 }
 
 void check_feed(const node& n, const tensor& value) {
-  if (n.op != "placeholder")
+  if (n.def->role != op_role::placeholder)
     fail("session", "feed for '" + n.name + "': only placeholders can be fed, it is a " + n.op);
   auto& spec = n.outputs[0];
   if (!value.valid()) fail("session", "feed for '" + n.name + "' is an empty tensor");

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/placement_entry.hpp"
-#include "actors/step_trace.hpp"
+#include "actors/compile/placement_entry.hpp"
+#include "actors/trace/step_trace.hpp"
 #include "core/export.hpp"
 #include "core/graph.hpp"
 #include "core/op_registry.hpp"
@@ -39,7 +39,7 @@ using feed_list = std::vector<std::pair<output, tensor>>;
 struct ACTORFLOW_API session_options {
   /// Rewrite each signature's graph before its actors are spawned: fold
   /// constants, remove common subexpressions and pass-throughs, fuse layers
-  /// (actors/graph_optimizer.hpp). Results are those of the graph as built,
+  /// (actors/compile/graph_optimizer.hpp). Results are those of the graph as built,
   /// up to float rounding; node names in traces and placement logs are those
   /// of the nodes that remain (a fused layer carries its last op's name).
   bool optimize = true;
@@ -51,10 +51,10 @@ class ACTORFLOW_API session {
   /// between runs, but not while a run is being compiled.
   /// A session on the process's shared runtime (runtime::shared()).
   explicit session(graph& g, session_options options = {});
-  /// A session on `rt` (actors/runtime.hpp: devices, threads, tuning).
+  /// A session on `rt` (actors/run/runtime.hpp: devices, threads, tuning).
   session(graph& g, std::shared_ptr<runtime> rt, session_options options = {});
   /// A session in a cluster: nodes placed on other tasks ("/job:ps/task:0")
-  /// run in those tasks' processes (actors/distributed_executable.hpp); the
+  /// run in those tasks' processes (actors/cluster/distributed_executable.hpp); the
   /// rest, and every node without a job, run here, in `cluster`'s local task.
   session(graph& g, std::shared_ptr<cluster_connection> cluster, session_options options = {});
   ~session();
@@ -86,7 +86,7 @@ class ACTORFLOW_API session {
                                   const std::vector<std::string>& targets = {});
 
   /// The actor of `queue` (a fifo_queue output), spawned on first use; a
-  /// reader actor (actors/reader_actor.hpp) enqueues to it directly. At
+  /// reader actor (actors/input/reader_actor.hpp) enqueues to it directly. At
   /// destruction the session closes its queues, cancelling waiting enqueues,
   /// so that no step or reader waits on them forever.
   caf::actor queue_actor(output queue);
@@ -98,7 +98,7 @@ class ACTORFLOW_API session {
   /// Compiled signatures so far.
   size_t num_executables() const;
   /// Where this process runs each node of the signatures compiled so far,
-  /// and why (actors/placement.hpp): one entry per node, in graph order.
+  /// and why (actors/compile/placement.hpp): one entry per node, in graph order.
   std::vector<placement_entry> placement_log() const;
 
   /// Every variable of the graph, by name: its value and optimizer slots

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
-#include "actors/resource_table.hpp"
+#include "actors/run/messages.hpp"
+#include "actors/resources/resource_table.hpp"
 #include "actors/session.hpp"
 
 namespace actorflow {
@@ -14,7 +14,7 @@ namespace {
 std::vector<const node*> variable_nodes(const graph& g) {
   std::vector<const node*> out;
   for (auto& n : g.nodes())
-    if (n.op == "variable") out.push_back(&n);
+    if (n.def->role == op_role::variable) out.push_back(&n);
   return out;
 }
 

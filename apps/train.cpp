@@ -16,10 +16,10 @@
 #include <iostream>
 
 #include "actors/checkpoint.hpp"
-#include "actors/dataset.hpp"
-#include "actors/fortunes.hpp"
-#include "actors/idx_reader.hpp"
-#include "actors/reader_actor.hpp"
+#include "actors/input/dataset.hpp"
+#include "actors/input/fortunes.hpp"
+#include "actors/input/idx_reader.hpp"
+#include "actors/input/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/cluster_training.hpp"
 #include "apps/lib/flag_checks.hpp"

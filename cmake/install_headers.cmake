@@ -45,7 +45,7 @@ while(pending)
 endwhile()
 
 foreach(entry IN ITEMS "session:actors/session.hpp" "graph:core/graph.hpp"
-                       "tensor:core/tensor.hpp" "cluster:actors/cluster.hpp"
+                       "tensor:core/tensor.hpp" "cluster:actors/cluster/cluster.hpp"
                        "checkpoint:actors/checkpoint.hpp" "error:core/error.hpp")
   string(REPLACE ":" ";" pair "${entry}")
   list(GET pair 0 short)

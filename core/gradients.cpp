@@ -31,7 +31,7 @@ thread_local std::vector<int> loops_in_progress;
 std::map<int, int> back_edges(const graph& g) {
   std::map<int, int> next_of_merge;
   for (auto& n : g.nodes()) {
-    if (n.op != "next_iteration") continue;
+    if (n.def->role != op_role::next_iteration) continue;
     auto m = g.find(get_attr_or<std::string>(n.attrs, "merge", n.op, ""));
     if (m == nullptr) continue;
     bool in_progress = false;
@@ -145,7 +145,7 @@ void backprop_loop(graph& g, int frame, const std::vector<char>& between, grad_m
   std::vector<int> exits;
   for (size_t id = 0; id < skip.size(); ++id) {
     const node& n = g.at(int(id));
-    bool leaves = n.op == "exit" && frame_left_by(g, n) == frame;
+    bool leaves = n.def->role == op_role::exit_frame && frame_left_by(g, n) == frame;
     if (leaves) exits.push_back(n.id);
     if (leaves || g.frame_within(g.frame_of(n.id), frame)) skip[id] = 1;
   }
@@ -205,7 +205,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   std::vector<char> skip(between.size(), 0);  // nodes of loops whose gradient is built
   for (int id = last; id >= 0; --id) {
     if (!between[size_t(id)] || skip[size_t(id)]) continue;
-    if (g.at(id).op == "exit") {
+    if (g.at(id).def->role == op_role::exit_frame) {
       backprop_loop(g, frame_left_by(g, g.at(id)), between, pending, done, skip);
       continue;
     }

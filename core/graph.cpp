@@ -83,7 +83,7 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
   size_t first = def.acts_on_resource() ? 1 : 0;
   std::vector<int> control = control_deps_;
   // An exit's input lies in the loop it leaves, inside the current frame.
-  if (op == "exit") first = refs.size();
+  if (def.role == op_role::exit_frame) first = refs.size();
   if (!resolvers_.empty())
     for (size_t i = first; i < refs.size(); ++i)
       if (!fits_every_frame(refs[i].node) && !frame_within(current_frame(), frame_of(refs[i].node)))
@@ -106,18 +106,18 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
     for (int c : control) gated |= cond_branches_.back().gated.count(c) > 0;
     // Inside a loop body the loop's pivot rule below applies instead: the
     // loop itself is gated through its enters.
-    if (!gated && !in_loop && (def.stateful || def.acts_on_resource() || op == "enter")) {
+    if (!gated && !in_loop && (def.stateful || def.acts_on_resource() || def.role == op_role::enter_frame)) {
       control.push_back(cond_branches_.back().pivot);
       gated = true;
     }
   }
   bool per_iteration = false;
-  if (in_loop && op != "exit") {
+  if (in_loop && def.role != op_role::exit_frame) {
     auto& body = loop_bodies_.back();
     for (size_t i = first; i < refs.size(); ++i)
       per_iteration |= body.per_iteration.count(refs[i].node) > 0;
     for (int c : control) per_iteration |= body.per_iteration.count(c) > 0;
-    bool folded_constant = op == "constant" && control.empty();
+    bool folded_constant = def.role == op_role::constant && control.empty();
     if (!per_iteration && !folded_constant) {
       control.push_back(body.pivot);
       per_iteration = true;
@@ -131,7 +131,7 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
   // inner branch's switches take their inputs through the outer ones.
   if (gated)
     for (auto& b : cond_branches_) b.gated.insert(n.id);
-  if (op == "exit" && in_loop) per_iteration = true;  // once per iteration of the outer loop
+  if (def.role == op_role::exit_frame && in_loop) per_iteration = true;  // once per iteration of the outer loop
   if (per_iteration) loop_bodies_.back().per_iteration.insert(n.id);
   return n;
 }
@@ -214,7 +214,7 @@ bool graph::frame_within(int inner, int outer) const {
 // cut edge) carries whatever frame its send's value had.
 bool graph::fits_every_frame(int id) const {
   auto& n = nodes_[static_cast<size_t>(id)];
-  return (n.op == "constant" && n.control_inputs.empty()) || n.op == "recv" ||
+  return (n.def->role == op_role::constant && n.control_inputs.empty()) || n.def->role == op_role::recv ||
          node_frame_[static_cast<size_t>(id)] == follows_recv;
 }
 
@@ -271,8 +271,7 @@ graph::scope_guard graph::loop_body_scope(int frame, int pivot) {
   b.outer_control = std::exchange(control_deps_, {});
   // The frame's nodes made so far (its enters and merges) fire every iteration.
   for (size_t id = 0; id < nodes_.size(); ++id)
-    if (node_frame_[id] == frame &&
-        !get_attr_or<bool>(nodes_[id].attrs, "is_constant", "enter", false))
+    if (node_frame_[id] == frame && !is_loop_invariant(nodes_[id]))
       b.per_iteration.insert(static_cast<int>(id));
   loop_bodies_.push_back(std::move(b));
   return scope_guard(std::function<void()>([this] {
@@ -316,7 +315,7 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
                    nodes_[static_cast<size_t>(id)].name +
                    "'); a value enters a loop through an enter and leaves it through an exit");
   };
-  if (op == "enter") {
+  if (def.role == op_role::enter_frame) {
     for (auto& in : inputs) meet(in.node);
     for (int c : control_inputs) meet(c);
     int parent = frame == -2 ? -1 : frame;
@@ -333,7 +332,7 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
     return it->second;
   }
   for (size_t i = first; i < inputs.size(); ++i) meet(inputs[i].node);
-  if (op != "exit")
+  if (def.role != op_role::exit_frame)
     for (int c : control_inputs) meet(c);
   if (frame == -2) {
     // Only recvs, and what follows them alone, may carry a loop's values in
@@ -341,24 +340,24 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
     bool after_recv = false;
     for (size_t i = first; i < inputs.size(); ++i) {
       auto& src = nodes_[static_cast<size_t>(inputs[i].node)];
-      after_recv |= src.op == "recv" || node_frame_[static_cast<size_t>(src.id)] == follows_recv;
+      after_recv |= src.def->role == op_role::recv || node_frame_[static_cast<size_t>(src.id)] == follows_recv;
     }
-    frame = after_recv && op != "exit" ? follows_recv : -1;
+    frame = after_recv && def.role != op_role::exit_frame ? follows_recv : -1;
   }
-  if (op == "exit") {
+  if (def.role == op_role::exit_frame) {
     if (frame < 0)
       fail(op, "node '" + name + "' is an exit without an enter: its input is in no loop");
     return frames_[static_cast<size_t>(frame)].parent;
   }
-  if (op == "next_iteration") {
+  if (def.role == op_role::next_iteration) {
     auto merge_name = get_attr_or<std::string>(attrs, "merge", op, "");
     auto m = find(merge_name);
-    if (frame < 0 || m == nullptr || m->op != "merge" ||
+    if (frame < 0 || m == nullptr || m->def->role != op_role::merge_values ||
         node_frame_[static_cast<size_t>(m->id)] != frame || !m->attrs.count("frame"))
       fail(op, "node '" + name + "' is a next_iteration that feeds no loop merge of its frame ('" +
                    merge_name + "')");
   }
-  if (op == "merge" && attrs.count("frame") &&
+  if (def.role == op_role::merge_values && attrs.count("frame") &&
       (frame < 0 ||
        frames_[static_cast<size_t>(frame)].name != get_attr<std::string>(attrs, "frame", op)))
     fail(op,
@@ -403,7 +402,7 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
                    std::to_string(src.outputs.size()));
     specs.push_back(src.outputs[static_cast<size_t>(e.index)]);
     auto value = src.attrs.find("value");
-    constants.push_back(src.op == "constant" && value != src.attrs.end()
+    constants.push_back(src.def->role == op_role::constant && value != src.attrs.end()
                             ? std::get<tensor>(value->second)
                             : tensor());
   }

@@ -44,7 +44,14 @@ struct ACTORFLOW_API node {
 /// one process, folded; in a cluster, copied into each partition that uses
 /// it) instead of running as a node.
 inline bool is_foldable_constant(const node& n) {
-  return n.op == "constant" && n.control_inputs.empty();
+  return n.def->role == op_role::constant && n.control_inputs.empty();
+}
+
+/// An enter of a loop invariant (made with is_constant): its value comes
+/// once per frame and serves every iteration.
+inline bool is_loop_invariant(const node& n) {
+  return n.def->role == op_role::enter_frame &&
+         get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
 }
 
 class graph;

@@ -39,6 +39,11 @@ void op_registry::add(op_def def) {
   if (def.name.empty()) fail("op_registry", "op without a name");
   if (!def.infer) fail("op_registry", "op '" + def.name + "' has no shape function");
   if (!def.kernel && !def.update) fail("op_registry", "op '" + def.name + "' has no kernel");
+  if (def.acts_on_resource()) {
+    if (def.role != op_role::kernel && def.role != op_role::resource_op)
+      fail("op_registry", "op '" + def.name + "' acts on a resource but has another role");
+    def.role = op_role::resource_op;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto name = def.name;
   if (!ops_.emplace(name, std::make_unique<op_def>(std::move(def))).second)

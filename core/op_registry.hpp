@@ -102,8 +102,32 @@ using update_fn = std::function<void(variable_state&, kernel_context&)>;
 /// gradients of its outputs (see grad_context); written with graph ops.
 using grad_fn = std::function<void(grad_context&)>;
 
+/// What the runtime does with a node of an op, set where the op is
+/// registered: the graph passes, the executable and the gradient code read
+/// the role, never the op's name.
+enum class op_role : uint8_t {
+  kernel,          // runs its kernel
+  constant,        // a fixed value, bound into its consumers where it can be
+  group,           // does nothing: groups control dependencies (a training step's op)
+  placeholder,     // takes the value fed to the step
+  variable,        // a variable: a read asks the variable's actor for its value
+  resource,        // another resource (a queue, an accumulator): its actor serves its ops
+  resource_op,     // sent to the actor of the resource at input 0 (an update, a queue op);
+                   // the registry sets it for every op with an update or a resource
+  send,            // forwards its inputs over a cut edge, to its recv
+  recv,            // takes the value its send forwards, from another partition
+  switch_value,    // control flow: data to the output the predicate picks, dead to the other
+  merge_values,    // the first live input (a cond's join, or a loop's head)
+  enter_frame,     // a loop: its input, in the loop's frame
+  exit_frame,      // a loop: its last live input, in the enclosing frame
+  next_iteration,  // a loop's back edge, to its merge
+  history_push,    // a loop gradient: saves its input per iteration
+  history_read,    // a loop gradient: a saved value, by iteration
+};
+
 struct ACTORFLOW_API op_def {
   std::string name;
+  op_role role = op_role::kernel;
   /// Number of data inputs; -1 for variadic (at least min_inputs).
   int num_inputs = 0;
   int min_inputs = 0;
@@ -132,6 +156,11 @@ struct ACTORFLOW_API op_def {
 
   /// True for ops that the runtime sends to a resource actor (input 0).
   bool acts_on_resource() const { return update || !resource.empty(); }
+  /// Ops whose work the runtime's own actors do rather than a kernel:
+  /// feeds, resources and what their actors apply, transfers, control flow.
+  bool served_by_runtime() const {
+    return role != op_role::kernel && role != op_role::constant && role != op_role::group;
+  }
   /// The op of the node input 0 must be, for ops that act on a resource.
   std::string resource_op() const { return update ? "variable" : resource; }
 };

@@ -108,6 +108,7 @@ op_def accumulator_op(std::string name, int num_inputs, shape_fn infer, std::str
 
 const op_registrar registrations[] = {
     op_registrar({.name = "conditional_accumulator",
+                  .role = op_role::resource,
                   .num_inputs = 0,
                   .infer = accumulator_spec,
                   .kernel = accumulator_reference_only,

@@ -9,7 +9,7 @@ namespace actorflow {
 
 namespace {
 
-// The runtime runs switch and merge itself (actors/node_actor.cpp): their
+// The runtime runs switch and merge itself (actors/run/node_actor.cpp): their
 // outputs can be dead, which a kernel cannot express.
 void runtime_only(kernel_context& ctx) {
   ctx.fail("is run by the runtime, not by a kernel (node '" + ctx.node_name + "')");
@@ -102,6 +102,7 @@ std::vector<tensor_spec> no_outputs(const shape_context&) { return {}; }
 
 const op_registrar registrations[] = {
     op_registrar({.name = "history_push",
+                  .role = op_role::history_push,
                   .num_inputs = 1,
                   .infer = no_outputs,
                   .kernel = runtime_only,
@@ -109,6 +110,7 @@ const op_registrar registrations[] = {
                   .summary = "saves its input per loop iteration for a gradient loop",
                   .not_differentiable = true}),
     op_registrar({.name = "history_read",
+                  .role = op_role::history_read,
                   .num_inputs = -1,
                   .min_inputs = 1,
                   .infer = history_read_spec,
@@ -117,30 +119,35 @@ const op_registrar registrations[] = {
                   .summary = "a saved forward value of the iteration its indices name",
                   .not_differentiable = true}),
     op_registrar({.name = "switch",
+                  .role = op_role::switch_value,
                   .num_inputs = 2,
                   .infer = switch_spec,
                   .kernel = runtime_only,
                   .summary = "data to output 1 if pred, else to output 0; dead to the other",
                   .gradient = switch_gradient}),
     op_registrar({.name = "enter",
+                  .role = op_role::enter_frame,
                   .num_inputs = 1,
                   .infer = same_spec,
                   .kernel = runtime_only,
                   .summary = "its input, in the frame of the loop its attribute names",
                   .gradient = loop_part_gradient}),
     op_registrar({.name = "exit",
+                  .role = op_role::exit_frame,
                   .num_inputs = 1,
                   .infer = exit_spec,
                   .kernel = runtime_only,
                   .summary = "a loop variable's last value, in the enclosing frame; and the count",
                   .gradient = loop_part_gradient}),
     op_registrar({.name = "next_iteration",
+                  .role = op_role::next_iteration,
                   .num_inputs = 1,
                   .infer = same_spec,
                   .kernel = runtime_only,
                   .summary = "its input, to its loop merge in the next iteration",
                   .gradient = loop_part_gradient}),
     op_registrar({.name = "merge",
+                  .role = op_role::merge_values,
                   .num_inputs = -1,
                   .min_inputs = 1,
                   .infer = merge_spec,

@@ -28,26 +28,22 @@ struct loop_parts {
   std::vector<int> invariants;  // enters of loop invariants
 };
 
-bool is_invariant_enter(const node& n) {
-  return n.op == "enter" && get_attr_or<bool>(n.attrs, "is_constant", n.op, false);
-}
-
 loop_parts find_parts(const graph& g, int frame) {
   loop_parts p;  // results: the body's values, which its next_iterations take
   std::map<std::string, int> var_of_merge;
   for (auto& n : g.nodes()) {
-    if (n.op == "exit" && g.frame_of(n.inputs[0].node) == frame) p.exits.push_back(n.id);
+    if (n.def->role == op_role::exit_frame && g.frame_of(n.inputs[0].node) == frame) p.exits.push_back(n.id);
     if (g.frame_of(n.id) != frame) continue;
-    if (n.op == "enter") (is_invariant_enter(n) ? p.invariants : p.enters).push_back(n.id);
-    if (n.op == "merge" && n.attrs.count("frame")) {
+    if (n.def->role == op_role::enter_frame) (is_loop_invariant(n) ? p.invariants : p.enters).push_back(n.id);
+    if (n.def->role == op_role::merge_values && n.attrs.count("frame")) {
       var_of_merge[n.name] = int(p.merges.size());
       p.merges.push_back(n.id);
     }
-    if (n.op == "switch" && n.attrs.count("frame")) p.switches.push_back(n.id);
+    if (n.def->role == op_role::switch_value && n.attrs.count("frame")) p.switches.push_back(n.id);
   }
   p.results.assign(p.merges.size(), -1);
   for (auto& n : g.nodes())
-    if (n.op == "next_iteration" && g.frame_of(n.id) == frame)
+    if (n.def->role == op_role::next_iteration && g.frame_of(n.id) == frame)
       p.results[size_t(var_of_merge.at(get_attr<std::string>(n.attrs, "merge", n.op)))] =
           n.inputs[0].node;
   auto& name = g.loop_frames()[size_t(frame)].name;
@@ -90,7 +86,7 @@ std::string history_of(graph& g, const endpoint& e) {
 // A forward loop's value, as the backward loop being built sees it.
 endpoint resolve(graph& g, const endpoint& e, int current) {
   const node& n = g.at(e.node);
-  if (is_invariant_enter(n)) {  // the same in every iteration: the value that entered
+  if (is_loop_invariant(n)) {  // the same in every iteration: the value that entered
     endpoint in = n.inputs[0];
     if (g.frame_within(current, g.frame_of(in.node))) return in;
     return resolve(g, in, current);

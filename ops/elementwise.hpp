@@ -3,7 +3,7 @@
 // The element-wise ops register their float32 functions here (a unary op its
 // segment function, as its own kernel runs it; add, sub, mul and div theirs),
 // and fused_elementwise, which the graph optimizer makes
-// (actors/graph_optimizer.hpp), runs a program of them block by block: each
+// (actors/compile/graph_optimizer.hpp), runs a program of them block by block: each
 // block of a few thousand elements goes through every step while it is in
 // cache, where the ops one by one would each read and write the whole tensor.
 // An element's result has the same bits either way: the functions are the

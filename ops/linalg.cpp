@@ -483,7 +483,7 @@ void bias_add_grad_kernel(kernel_context& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fused_matmul (made by the graph optimizer, actors/graph_optimizer.hpp)
+// fused_matmul (made by the graph optimizer, actors/compile/graph_optimizer.hpp)
 
 // The bias of a fused op: 1-D, the output's last dim, the operands' dtype.
 void check_fused_bias(const std::string& op, const tensor_spec& bias, const tensor_spec& out) {

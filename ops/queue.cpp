@@ -64,6 +64,7 @@ std::vector<tensor_spec> dequeue_spec(const shape_context& c) {
 
 const op_registrar registrations[] = {
     op_registrar({.name = "fifo_queue",
+                  .role = op_role::resource,
                   .num_inputs = 0,
                   .infer = fifo_queue_spec,
                   .kernel = queue_reference_only,

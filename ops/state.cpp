@@ -65,12 +65,14 @@ void update_in_place(variable_state& v, kernel_context& ctx, Op op) {
 
 const op_registrar registrations[] = {
     op_registrar({.name = "placeholder",
+                  .role = op_role::placeholder,
                   .num_inputs = 0,
                   .infer = spec_from_attrs,
                   .kernel = runtime_only,
                   .summary = "a value fed at run time",
                   .not_differentiable = true}),
     op_registrar({.name = "constant",
+                  .role = op_role::constant,
                   .num_inputs = 0,
                   .infer =
                       [](const shape_context& c) {
@@ -94,12 +96,14 @@ const op_registrar registrations[] = {
                   .summary = "passes its input through; no gradient flows back",
                   .gradient = [](grad_context&) {}}),
     op_registrar({.name = "no_op",
+                  .role = op_role::group,
                   .num_inputs = 0,
                   .infer = no_outputs,
                   .kernel = [](kernel_context&) {},
                   .summary = "does nothing; groups control dependencies",
                   .not_differentiable = true}),
     op_registrar({.name = "variable",
+                  .role = op_role::variable,
                   .num_inputs = 0,
                   .infer = spec_from_attrs,
                   .kernel = runtime_only,

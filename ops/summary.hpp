@@ -1,6 +1,6 @@
 // Summaries for TensorBoard, as in TensorFlow 1.x: encoders that return a
 // serialized `Summary` protobuf (tensorflow/core/framework/summary.proto), and
-// graph ops that compute one per step. actors/summary_writer.hpp writes them
+// graph ops that compute one per step. actors/trace/summary_writer.hpp writes them
 // to event files.
 //
 // Deliberate differences from TensorFlow:

@@ -16,7 +16,7 @@ const char* const kGlobalStep = "global_step";
 std::vector<variable> float_variables(graph& g) {
   std::vector<variable> vars;
   for (auto& n : g.nodes())
-    if (n.op == "variable" && is_differentiable_type(n.outputs[0].type))
+    if (n.def->role == op_role::variable && is_differentiable_type(n.outputs[0].type))
       vars.emplace_back(output(&g, {n.id, 0}), operation());
   return vars;
 }
@@ -46,7 +46,7 @@ std::pair<output, output> gathered_rows_of(const output& grad, const variable& v
 
 variable global_step(graph& g) {
   if (auto* n = g.find(kGlobalStep)) {
-    if (n->op != "variable" || n->outputs[0].type != dtype::int64 || n->outputs[0].dims.rank() != 0)
+    if (n->def->role != op_role::variable || n->outputs[0].type != dtype::int64 || n->outputs[0].dims.rank() != 0)
       fail(kGlobalStep, "node 'global_step' exists but is not an int64 scalar variable");
     const node* init = g.find(std::string(kGlobalStep) + "/init");
     return variable(output(&g, {n->id, 0}), init ? operation(&g, init->id) : operation());

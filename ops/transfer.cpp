@@ -26,6 +26,7 @@ std::vector<tensor_spec> recv_spec(const shape_context& c) {
 
 const op_registrar registrations[] = {
     op_registrar({.name = "send",
+                  .role = op_role::send,
                   .num_inputs = -1,
                   .min_inputs = 0,
                   .infer = send_spec,
@@ -34,6 +35,7 @@ const op_registrar registrations[] = {
                   .summary = "sends its input to the recv of a cut edge in another partition",
                   .not_differentiable = true}),
     op_registrar({.name = "recv",
+                  .role = op_role::recv,
                   .num_inputs = 0,
                   .infer = recv_spec,
                   .kernel = runtime_only,

@@ -9,7 +9,7 @@
 #include <random>
 #include <regex>
 
-#include "actors/op_profile.hpp"
+#include "actors/trace/op_profile.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/convnets.hpp"
 #include "devices/cpu/conv_library.hpp"

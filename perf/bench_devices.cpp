@@ -5,7 +5,7 @@
 #include <future>
 #include <memory>
 
-#include "actors/runtime.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "devices/stand_in/stand_in_device.hpp"

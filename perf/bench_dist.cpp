@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/cluster.hpp"
-#include "actors/messages.hpp"
+#include "actors/cluster/cluster.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/math.hpp"

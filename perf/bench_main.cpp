@@ -13,7 +13,7 @@
 #include <regex>
 #include <thread>
 
-#include "actors/runtime.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "devices/cpu/gemm_library.hpp"
 #include "devices/cuda/gpu_support.hpp"

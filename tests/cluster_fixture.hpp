@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/cluster.hpp"
+#include "actors/cluster/cluster.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace actorflow::testing {

@@ -9,7 +9,7 @@
 
 #include "actors/caf_ext/caf_version.hpp"
 #include "actors/caf_ext/tls_error_queue.hpp"
-#include "actors/runtime.hpp"
+#include "actors/run/runtime.hpp"
 #include "core/version.hpp"
 #include "tests/support/test_certificates.hpp"
 

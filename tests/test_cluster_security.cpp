@@ -10,8 +10,8 @@
 #include <fstream>
 #include <thread>
 
-#include "actors/cluster.hpp"
-#include "actors/messages.hpp"
+#include "actors/cluster/cluster.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/session.hpp"
 #include "basp_forger.hpp"
 #include "cluster_fixture.hpp"

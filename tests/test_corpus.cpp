@@ -1,4 +1,4 @@
-// The language model's corpus (actors/fortunes.hpp): tokens, the validation split, the
+// The language model's corpus (actors/input/fortunes.hpp): tokens, the validation split, the
 // vocabulary and its ties, <unk>, the BPTT batches and their positions, on a fixture corpus
 // written here; and the real Debian package when it is installed.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/fortunes.hpp"
+#include "actors/input/fortunes.hpp"
 
 using namespace actorflow;
 namespace fs = std::filesystem;

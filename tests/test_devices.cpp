@@ -10,8 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "actors/placement.hpp"
-#include "actors/runtime.hpp"
+#include "actors/compile/placement.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/array.hpp"

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "actors/caf_ext/network_backend.hpp"
-#include "actors/cluster.hpp"
-#include "actors/distributed_executable.hpp"
-#include "actors/partition.hpp"
+#include "actors/cluster/cluster.hpp"
+#include "actors/cluster/distributed_executable.hpp"
+#include "actors/compile/partition.hpp"
 #include "actors/session.hpp"
 #include "cluster_fixture.hpp"
 #include "core/device_name.hpp"
@@ -266,7 +266,7 @@ TEST_CASE("a graph placed on other tasks needs a cluster; a GPU device is refuse
   }
   session s2(g2);
   e = error_of([&] { s2.eval(y); });
-  // The task that runs the node judges its device (actors/placement.hpp).
+  // The task that runs the node judges its device (actors/compile/placement.hpp).
   CHECK_MESSAGE(e.find("asks for device '/job:localhost/task:0/gpu:0'") != std::string::npos, e);
   CHECK_MESSAGE(e.find("(no GPU: ") != std::string::npos, e);
 }

@@ -1,4 +1,4 @@
-// The graph optimizer (actors/graph_optimizer.hpp): what each pass removes,
+// The graph optimizer (actors/compile/graph_optimizer.hpp): what each pass removes,
 // what it must leave alone, and that the training graphs it rewrites compute
 // what they computed before.
 #include <doctest/doctest.h>
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "actors/executable.hpp"
-#include "actors/graph_optimizer.hpp"
-#include "actors/runtime.hpp"
+#include "actors/run/executable.hpp"
+#include "actors/compile/graph_optimizer.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/array.hpp"

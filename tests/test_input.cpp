@@ -10,11 +10,11 @@
 #include <numeric>
 #include <thread>
 
-#include "actors/dataset.hpp"
-#include "actors/idx_reader.hpp"
-#include "actors/messages.hpp"
-#include "actors/reader_actor.hpp"
-#include "actors/runtime.hpp"
+#include "actors/input/dataset.hpp"
+#include "actors/input/idx_reader.hpp"
+#include "actors/run/messages.hpp"
+#include "actors/input/reader_actor.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"
 #include "ops/queue.hpp"

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "actors/checkpoint.hpp"
-#include "actors/runtime.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/lm_training.hpp"
 #include "apps/lib/lstm_lm.hpp"

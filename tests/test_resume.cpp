@@ -7,8 +7,8 @@
 #include <random>
 
 #include "actors/checkpoint.hpp"
-#include "actors/dataset.hpp"
-#include "actors/reader_actor.hpp"
+#include "actors/input/dataset.hpp"
+#include "actors/input/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "ops/queue.hpp"

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "actors/caf_ext/scheduler.hpp"
-#include "actors/cancelled_steps.hpp"
-#include "actors/runtime.hpp"
+#include "actors/run/cancelled_steps.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/math.hpp"

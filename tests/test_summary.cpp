@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "actors/session.hpp"
-#include "actors/summary_writer.hpp"
+#include "actors/trace/summary_writer.hpp"
 #include "core/proto_wire.hpp"
 #include "ops/array.hpp"
 #include "ops/math.hpp"

@@ -1,5 +1,5 @@
-// Step timelines (actors/step_trace.hpp), their Chrome trace JSON
-// (actors/chrome_trace.hpp) and the per-op statistics (actors/op_profile.hpp).
+// Step timelines (actors/trace/step_trace.hpp), their Chrome trace JSON
+// (actors/trace/chrome_trace.hpp) and the per-op statistics (actors/trace/op_profile.hpp).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "actors/chrome_trace.hpp"
-#include "actors/op_profile.hpp"
+#include "actors/trace/chrome_trace.hpp"
+#include "actors/trace/op_profile.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "cluster_fixture.hpp"

@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "actors/partition.hpp"
+#include "actors/compile/partition.hpp"
 #include "actors/session.hpp"
 #include "cluster_fixture.hpp"
 #include "ops/math.hpp"

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/node_plan.hpp"
+#include "actors/run/node_plan.hpp"
 #include "core/gradients.hpp"
 #include "numeric_gradient.hpp"
 #include "ops/array.hpp"

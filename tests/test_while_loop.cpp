@@ -8,9 +8,9 @@
 #include <future>
 #include <thread>
 
-#include "actors/executable.hpp"
-#include "actors/node_plan.hpp"
-#include "actors/runtime.hpp"
+#include "actors/run/executable.hpp"
+#include "actors/run/node_plan.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"

@@ -7,7 +7,7 @@
 // (nothing answers them), so they are built here without one (2567 -> 2546
 // instructions per node firing), and the caller picks the execution unit:
 // the one that decides where the receiver runs when the message makes it
-// runnable (see actors/node_output.cpp, deliver).
+// runnable (see actors/run/node_output.cpp, deliver).
 #pragma once
 // clang-format off: the version guard comes before the CAF headers it guards.
 #include "actors/caf_ext/caf_version.hpp"

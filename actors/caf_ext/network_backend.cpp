@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "actors/runtime_config.hpp"
+#include "actors/caf_ext/runtime_config.hpp"
 
 namespace actorflow {
 

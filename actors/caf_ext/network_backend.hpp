@@ -1,6 +1,6 @@
 // The network backend the runtime gives CAF's middleman: CAF's own epoll
 // multiplexer, whose plain TCP connections pass through actorflow's guard
-// (actors/guarded_connection.hpp), and which after each event keeps polling
+// (actors/caf_ext/guarded_connection.hpp), and which after each event keeps polling
 // for a while before it blocks again.
 #pragma once
 // clang-format off: the version guard comes before the CAF headers it guards.
@@ -10,7 +10,7 @@
 #include <caf/io/network/default_multiplexer.hpp>
 #include <memory>
 
-#include "actors/guarded_connection.hpp"
+#include "actors/caf_ext/guarded_connection.hpp"
 
 namespace actorflow {
 

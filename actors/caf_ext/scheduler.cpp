@@ -26,7 +26,7 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/runtime_config.hpp"
+#include "actors/caf_ext/runtime_config.hpp"
 
 namespace actorflow {
 

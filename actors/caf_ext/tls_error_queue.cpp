@@ -15,7 +15,7 @@
 // Since they see every call that drives a handshake, they also note why one
 // failed (CAF reports only that the connection went away): the connecting
 // side gets the reason in its error, the accepting side logs it
-// (actors/guarded_connection.hpp).
+// (actors/caf_ext/guarded_connection.hpp).
 #include "actors/caf_ext/tls_error_queue.hpp"
 
 #include <dlfcn.h>
@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "actors/guarded_connection.hpp"
+#include "actors/caf_ext/guarded_connection.hpp"
 #include "core/error.hpp"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <iostream>
 #include <limits>
 
-#include "actors/auth.hpp"
-#include "actors/task_server.hpp"
+#include "actors/caf_ext/auth.hpp"
+#include "actors/cluster/task_server.hpp"
 #include "apps/lib/stop_signals.hpp"
 #include "core/error.hpp"
 

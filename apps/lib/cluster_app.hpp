@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "actors/cluster.hpp"
-#include "actors/runtime.hpp"
+#include "actors/cluster/cluster.hpp"
+#include "actors/run/runtime.hpp"
 
 namespace actorflow::apps {
 
@@ -54,7 +54,7 @@ cluster_setup resolve_cluster(const cluster_flags& flags);
 /// setup's secret, TLS files and connection limits.
 runtime_options task_runtime_options(const cluster_setup& setup, int threads);
 
-/// Serves this task (actors/task_server.hpp) on its port, bound to `bind`,
+/// Serves this task (actors/cluster/task_server.hpp) on its port, bound to `bind`,
 /// until SIGINT or SIGTERM; prints "... serving on HOST:PORT" once it listens.
 /// Returns the process's exit status.
 int serve_task(const cluster_setup& setup, const std::string& bind,

@@ -8,8 +8,8 @@
 #include <iostream>
 #include <thread>
 
-#include "actors/dataset.hpp"
-#include "actors/reader_actor.hpp"
+#include "actors/input/dataset.hpp"
+#include "actors/input/reader_actor.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/run_dirs.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/dataset.hpp"
+#include "actors/input/dataset.hpp"
 #include "actors/session.hpp"
 #include "core/graph.hpp"
 #include "ops/state.hpp"

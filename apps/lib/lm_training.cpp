@@ -7,7 +7,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "actors/fortunes.hpp"
+#include "actors/input/fortunes.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "actors/fortunes.hpp"
-#include "actors/runtime.hpp"
+#include "actors/input/fortunes.hpp"
+#include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/lstm_lm.hpp"
 #include "apps/lib/step_observer.hpp"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "actors/chrome_trace.hpp"
+#include "actors/trace/chrome_trace.hpp"
 
 namespace actorflow::apps {
 

@@ -1,7 +1,7 @@
 // What actorflow-train sees inside its steps: --trace-steps writes the named
-// steps' timelines (Chrome trace JSON, actors/chrome_trace.hpp) to --out, and
+// steps' timelines (Chrome trace JSON, actors/trace/chrome_trace.hpp) to --out, and
 // --profile traces every step and prints the per-op table at the end
-// (actors/op_profile.hpp). A timeline that cannot be written is a warning:
+// (actors/trace/op_profile.hpp). A timeline that cannot be written is a warning:
 // training goes on.
 #pragma once
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/op_profile.hpp"
+#include "actors/trace/op_profile.hpp"
 #include "actors/session.hpp"
 
 namespace actorflow::apps {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/summary_writer.hpp"
+#include "actors/trace/summary_writer.hpp"
 #include "ops/train.hpp"
 
 namespace actorflow::apps {

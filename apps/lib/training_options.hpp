@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/idx_reader.hpp"
+#include "actors/input/idx_reader.hpp"
 
 namespace actorflow::apps {
 

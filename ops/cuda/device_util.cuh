@@ -72,7 +72,7 @@ void dispatch(dtype t, F&& f) {
       return f(uint8_t{});
     case dtype::boolean:
       return f(bool{});
-    case dtype::bfloat16:  // placement keeps bfloat16 nodes on the CPU (actors/placement.cpp)
+    case dtype::bfloat16:  // placement keeps bfloat16 nodes on the CPU (actors/compile/placement.cpp)
       fail_no_bfloat16_kernel("gpu kernel");
   }
 }

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "actors/idx_reader.hpp"
+#include "actors/input/idx_reader.hpp"
 #include "core/error.hpp"
 
 namespace {

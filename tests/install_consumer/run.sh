@@ -22,7 +22,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 inc="$scratch/prefix/include/actorflow"
 [ -f "$inc/actorflow.hpp" ] || fail "no umbrella header"
-for internal in actors/messages.hpp actors/node_plan.hpp actors/cancelled_steps.hpp \
+for internal in actors/run/messages.hpp actors/run/node_plan.hpp actors/run/cancelled_steps.hpp \
                 ops/math_detail.hpp ops/cuda/launch.hpp actors/caf_ext/scheduler.hpp; do
   [ ! -e "$inc/$internal" ] || fail "internal header installed: $internal"
 done
@@ -49,7 +49,7 @@ fi
 # The graph, session, training and checkpoint headers pull in nothing of CAF
 # or TBB (the cluster and runtime-tuning headers do).
 cat > "$scratch/graph_api.cpp" <<'CPP'
-#include <actorflow/actors/summary_writer.hpp>
+#include <actorflow/actors/trace/summary_writer.hpp>
 #include <actorflow/checkpoint.hpp>
 #include <actorflow/core/gradients.hpp>
 #include <actorflow/ops/array.hpp>

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/placement.hpp"
+#include "actors/compile/placement.hpp"
 #include "core/op_registry.hpp"
 #include "ops/case_inputs.hpp"
 #include "ops/case_list.hpp"
@@ -96,9 +96,8 @@ inline std::vector<tensor> run_kernel_only(const std::string& op, std::vector<te
   return ctx.outputs;
 }
 
-/// Ops whose work the runtime's actors do (actors/placement.hpp: feeds,
+/// Ops whose work the runtime's actors do (actors/compile/placement.hpp: feeds,
 /// variables, queues, transfers, control flow, resource updates): no case in
 /// the table, and no node of their own on a device.
-using actorflow::served_by_runtime;
 
 }  // namespace actorflow::testing

@@ -36,7 +36,7 @@ const std::map<std::string, std::string> not_elementwise = {
 // The float dtypes for which def maps (3,5) to (3,5) of the same dtype, taking no
 // attributes; empty for an op that is not an element-wise unary float op.
 std::vector<dtype> elementwise_float_types(const op_def& def) {
-  if (def.num_inputs != 1 || !def.kernel || def.stateful || served_by_runtime(def) ||
+  if (def.num_inputs != 1 || !def.kernel || def.stateful || def.served_by_runtime() ||
       not_elementwise.count(def.name))
     return {};
   std::vector<dtype> types;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "actors/runtime.hpp"
+#include "actors/run/runtime.hpp"
 
 namespace actorflow::testing {
 

@@ -1,0 +1,48 @@
+// The task server: the one actor a cluster task publishes on its port. Clients
+// (workers' sessions) register graph partitions with it; it builds each into
+// an executable whose actors live in this process and share the task's
+// resource table, so every worker's partition updates the same variables.
+//
+// Protocol (message atoms in actors/run/messages.hpp; every request answered):
+//   hello                                   -> task name
+//   register, owner, graph bytes, feeds, fetches, targets
+//                                           -> (id, coordinator, recv names, recv actors)
+//   connect, id, send names, recv actors    -> true
+//   release, id                             -> (nothing)
+//   save, step                              -> path of this task's checkpoint shard
+//   ping                                    -> task name
+// Authentication is the connection's, not the server's: with a cluster
+// secret, a peer reaches this actor only through a connection on which it
+// proved the secret (actors/caf_ext/guarded_connection.hpp), with TLS only with a
+// certificate the cluster CA signed. A partition lives until its owner (the
+// registering client's actor) releases it or goes down. No message stops
+// the server: unknown ones are dropped, errors sent to it and exceptions in
+// a handler are logged.
+#pragma once
+#include <caf/all.hpp>
+#include <string>
+
+#include "actors/run/runtime.hpp"
+
+namespace actorflow {
+
+struct task_server_options {
+  std::string task;  // "/job:ps/task:0"
+  /// Where this task's checkpoint shards go (<dir>/ckpt-<step>.afck); when
+  /// set, the server restores the newest readable shard as it starts.
+  std::string checkpoint_dir;
+  size_t keep_checkpoints = 5;
+};
+
+/// Spawns the server (a detached actor: saving a shard blocks it). Throws
+/// when the checkpoint directory holds shards and none can be read.
+caf::actor spawn_task_server(runtime& rt, const task_server_options& options);
+
+/// The text of a CAF error, without CAF's decoration when it carries one.
+std::string error_text(const caf::error& e);
+/// The kind of a CAF error from a request to another task: no answer, or a
+/// receiver that is gone, is unavailable (retrying may help); a task's
+/// refusal (its text says why) invalid_argument.
+error_code error_code_of(const caf::error& e);
+
+}  // namespace actorflow

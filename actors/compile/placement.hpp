@@ -1,0 +1,67 @@
+// Placement inside a process: which of the runtime's devices runs each node
+// of a compiled signature. (Which process runs it is partitioning's business,
+// actors/compile/partition.hpp, which uses the same colocation rules.)
+//
+// The rules, after the paper and TensorFlow's placer, first match wins:
+//  1. An op on a resource (a read or update of a variable, a queue op) runs
+//     where its resource is; a node made under graph::colocate_with(op) runs
+//     where op runs. Its own device hint is then ignored, as TensorFlow's
+//     colocate_with ignores the device scope.
+//  2. Its device hint ("/cpu:1", "/job:worker/task:0/cpu:1"; "/cpu:*" is the
+//     first CPU device): that device, or an error naming the node and the
+//     device when the process has none such.
+//  3. Soft placement: a hinted device without a kernel for the op falls back
+//     to the first device that has one, and the log says so.
+//  4. No hint: "/cpu:0"; or, with runtime_options::cost_model_placement, the
+//     device the cost model picks (actors/compile/cost_model.hpp).
+// A CPU-to-CPU edge inside a process needs nothing at the cut: a tensor
+// travels between actors by reference, whichever arenas run them.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "actors/compile/cost_model.hpp"
+#include "actors/compile/placement_entry.hpp"
+#include "devices/local_device.hpp"
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+/// The node's device hint, parsed; throws naming the node for a malformed name.
+device_name checked_device(const node& n);
+
+/// The attribute graph::colocate_with sets: the name of the op to run with.
+inline constexpr const char* colocate_attr = "_colocate_with";
+
+/// The node whose placement `n` follows (its resource, or the op it is
+/// colocated with), or -1 when it follows none. Throws naming `n` for a
+/// colocation with a node the graph lacks.
+int colocation_target(const graph& g, const node& n);
+
+/// The node at the end of n's chain of colocation targets (n itself when it
+/// follows none). Throws naming the nodes of a cycle.
+int colocation_root(const graph& g, int id);
+
+class device_placer {
+ public:
+  device_placer(const graph& g, const std::vector<local_device>& devices);
+  /// The index into `devices` of the device node `id` runs on. Throws
+  /// naming the node and the device for a hint this process cannot run.
+  int device_of(int id);
+  /// The log entry of a node placed already.
+  placement_entry entry(int id) const;
+  /// Places the `needed` nodes without a hint or colocation, in topological
+  /// order, each on the device where the simulated step finishes it soonest
+  /// (`rates` in the order of the devices); the others as device_of does.
+  void place_by_cost(const std::vector<bool>& needed, const std::vector<device_rate>& rates);
+
+ private:
+  int place_by_hint(const node& n, std::string& why) const;
+
+  const graph& g_;
+  const std::vector<local_device>& devices_;
+  std::vector<int> device_;  // -1: not placed yet
+  std::vector<std::string> why_;
+};
+
+}  // namespace actorflow

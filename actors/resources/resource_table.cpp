@@ -1,0 +1,111 @@
+#include "actors/resources/resource_table.hpp"
+
+#include "actors/resources/accumulator_actor.hpp"
+#include "actors/run/messages.hpp"
+#include "actors/resources/queue_actor.hpp"
+#include "actors/resources/variable_actor.hpp"
+
+namespace actorflow {
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (auto& name : names) s += (s.empty() ? "'" : ", '") + name + "'";
+  return s;
+}
+
+resource_table::~resource_table() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [name, actor] : variables_)
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  for (auto& [name, actor] : others_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+caf::actor resource_table::variable_locked(const std::string& name, const local_device* device) {
+  auto& actor = variables_[name];
+  if (!device) device = &runtime_.devices().front();
+  if (!actor) actor = spawn_variable_actor(runtime_.system(), name, *device->arena);
+  return actor;
+}
+
+caf::actor resource_table::variable(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return variable_locked(name, nullptr);
+}
+
+caf::actor resource_table::actor_for(const node& n, const local_device* device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (n.def->role == op_role::variable) return variable_locked(n.name, device);
+  auto& actor = others_[n.name];
+  if (actor) return actor;
+  if (n.op == "fifo_queue")
+    actor = spawn_queue_actor(runtime_.system(), n.name, queue_spec_of(n.attrs, n.op));
+  else if (n.op == "conditional_accumulator")
+    actor = spawn_accumulator_actor(runtime_.system(), n.name, accumulator_spec_of(n.attrs, n.op),
+                                    is_sparse_accumulator(n.attrs));
+  else
+    fail("session", "node '" + n.name + "' (" + n.op + ") is not a resource an actor can serve");
+  return actor;
+}
+
+caf::actor resource_table::find_variable(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = variables_.find(name);
+  return it == variables_.end() ? caf::actor() : it->second;
+}
+
+std::map<std::string, caf::actor> resource_table::variables() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return variables_;
+}
+
+void resource_table::close_queues() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [name, actor] : others_) caf::anon_send(actor, close_atom::value, true);
+}
+
+std::map<std::string, variable_state> resource_table::snapshot(
+    const std::vector<std::string>& names, std::chrono::milliseconds timeout) {
+  std::vector<std::string> uninitialized;
+  std::map<std::string, variable_state> out;
+  caf::scoped_actor self{runtime_.system()};
+  for (auto& name : names) {
+    auto actor = find_variable(name);
+    if (!actor) {  // no actor yet: no step has touched it, so nothing set it
+      uninitialized.push_back(name);
+      continue;
+    }
+    std::string failure;
+    self->request(actor, timeout, snapshot_atom::value)
+        .receive(
+            [&](variable_state& state) {
+              if (!state.initialized())
+                uninitialized.push_back(name);
+              else
+                out.emplace(name, std::move(state));
+            },
+            [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty())
+      fail("session", "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
+  }
+  if (!uninitialized.empty())
+    fail("session",
+         "snapshot: " + std::string(uninitialized.size() == 1 ? "variable " : "variables ") +
+             quoted_list(uninitialized) + " not initialized (run the initializers first)");
+  return out;
+}
+
+void resource_table::restore(const std::map<std::string, variable_state>& states,
+                             std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{runtime_.system()};
+  for (auto& [name, state] : states) {
+    auto actor = variable(name);
+    std::string failure;
+    self->request(actor, timeout, restore_atom::value, state)
+        .receive([](bool) {}, [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty())
+      fail("session", "restore: the actor of variable '" + name + "' did not answer (" + failure +
+                          "); the variables may be partly restored");
+  }
+}
+
+}  // namespace actorflow

@@ -1,0 +1,63 @@
+// A resource table: the actors that own a process's stateful resources
+// (variables, queues), found by node name and spawned on first use. A
+// session keeps one for its graph; a cluster task keeps one shared by every
+// partition registered with it, so the graphs of many workers update the same
+// variables.
+#pragma once
+#include <caf/all.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/run/runtime.hpp"
+#include "core/graph.hpp"
+
+namespace actorflow {
+
+class resource_table {
+ public:
+  explicit resource_table(runtime& rt) : runtime_(rt) {}
+  /// Closes the queues (failing their waiting requests) and stops every actor.
+  ~resource_table();
+  resource_table(const resource_table&) = delete;
+  resource_table& operator=(const resource_table&) = delete;
+
+  /// The actor serving resource node `n` (a variable, a fifo_queue, ...),
+  /// spawned on first use. Resources are keyed by node name. A variable
+  /// spawned here runs its large updates on `device`'s threads (null: the
+  /// first device's).
+  caf::actor actor_for(const node& n, const local_device* device = nullptr);
+  /// The variable actor of `name`, spawned on first use (on the first device
+  /// when it is spawned here, before any step placed it).
+  caf::actor variable(const std::string& name);
+  /// The variable actor of `name`, or an invalid handle when none was spawned.
+  caf::actor find_variable(const std::string& name) const;
+  /// Every variable actor spawned so far, by name.
+  std::map<std::string, caf::actor> variables() const;
+  /// Closes every queue; waiting dequeues (and, with cancel, enqueues) fail.
+  void close_queues();
+
+  /// Values and slots of the named variables; throws naming the variables
+  /// that are not initialized, or one whose actor does not answer in time.
+  std::map<std::string, variable_state> snapshot(const std::vector<std::string>& names,
+                                                 std::chrono::milliseconds timeout);
+  /// Sets each named variable (spawning its actor) from `states`; throws
+  /// naming a variable whose actor does not answer.
+  void restore(const std::map<std::string, variable_state>& states,
+               std::chrono::milliseconds timeout);
+
+ private:
+  caf::actor variable_locked(const std::string& name, const local_device* device);
+
+  runtime& runtime_;
+  mutable std::mutex mutex_;
+  std::map<std::string, caf::actor> variables_;
+  std::map<std::string, caf::actor> others_;  // queues and other resource actors
+};
+
+/// "'a', 'b'": names for error messages.
+std::string quoted_list(const std::vector<std::string>& names);
+
+}  // namespace actorflow

@@ -1,0 +1,276 @@
+#include "actors/run/node_output.hpp"
+
+#include "actors/caf_ext/mailbox.hpp"
+#include "ops/transfer.hpp"
+
+namespace actorflow {
+
+// Delivers one value to a consumer. `self` is the node's actor, or null on a
+// pool thread. No sender goes along (nothing answers these messages): a
+// sender reference would cost two atomic updates of the sending actor's count
+// per message.
+//
+// A chain link (placement::same_worker) puts the consumer this wakes at the
+// front of the worker's own queue, to run next: that saves a hop to another
+// core and often a wake-up. It never wakes another worker, though, so a
+// fan-out handed to it all stays on one core (the 1000 branches of a wide
+// graph ran one after another), and a consumer that gathers many inputs
+// would be run once per input, each time as soon as one arrives. Those edges
+// go through the scheduler, whose round robin spreads consumers over the
+// workers and wakes sleeping ones. A long chain runs in segments pinned to
+// different workers, but only while steps queue up in it: a lone step would
+// pay a wake-up at each hand-over and gain nothing.
+//
+// A value for another node of the same host goes into the host's local
+// queue: no message at all.
+void deliver(node_host_base* self, const consumer& to, step_input&& in) {
+  auto* target = caf::actor_cast<caf::abstract_actor*>(to.target);
+  in.member = to.member;
+  if (self != nullptr && target == self) return self->queue_local(std::move(in));
+  auto message = make_direct_message(input_atom::value, std::move(in));
+  switch (to.place) {
+    case placement::scheduler:
+      return enqueue_direct(target, std::move(message), nullptr);
+    case placement::same_worker:
+      return enqueue_direct(target, std::move(message),
+                            self != nullptr ? self->context() : nullptr);
+    case placement::pinned:
+      return enqueue_pinned(target, std::move(message));
+    case placement::next_segment:
+      if (self != nullptr && !self->mailbox().empty())
+        return enqueue_pinned_to_next_worker(target, std::move(message));
+      return enqueue_pinned(target, std::move(message));
+  }
+}
+
+// Sends a step's outputs (or its error) to every consumer.
+void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+          std::vector<tensor>& outputs, const std::string& error, error_code code) {
+  for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
+    auto& consumers = plan.output_consumers[i];
+    for (size_t c = 0; c < consumers.size(); ++c) {
+      step_input in{step, consumers[c].slot, {}, tag};
+      if (!error.empty())
+        in.value = step_value::failure(error, code);
+      else if (c + 1 == consumers.size())
+        in.value.value = std::move(outputs[i]);  // last one takes it
+      else
+        in.value.value = outputs[i];
+      deliver(self, consumers[c], std::move(in));
+    }
+  }
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{step, c.slot, step_value::failure(error, code), tag});
+}
+
+std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_value* slots,
+                                                size_t num_slots, uint64_t invocation) {
+  auto launch = std::make_shared<accelerator_launch>();
+  launch->def = plan.def;
+  launch->node_name = plan.name;
+  launch->attrs = &plan.attrs;
+  launch->invocation = invocation;
+  launch->host_inputs = plan.bound_inputs;
+  launch->device_inputs.resize(plan.bound_inputs.size());
+  for (size_t s = 0; s < num_slots; ++s)
+    if (int i = plan.slot_input[s]; i >= 0) {
+      launch->host_inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
+      launch->device_inputs[static_cast<size_t>(i)] = std::move(slots[s].on_device);
+    }
+  size_t outputs = plan.output_consumers.size();
+  launch->to_host.assign(outputs, 0);
+  launch->on_device.assign(outputs, 0);
+  for (size_t i = 0; i < outputs; ++i)
+    for (auto& c : plan.output_consumers[i])
+      (c.on_device ? launch->on_device : launch->to_host)[i] = 1;
+  return launch;
+}
+
+void accelerator_launches::start(node_host_base* self, const node_plan& plan, uint32_t member,
+                                 uint64_t step, const frame_tag& tag,
+                                 std::shared_ptr<accelerator_launch> launch) {
+  uint64_t id = (uint64_t{member} << member_shift) | next_++;
+  pending_.emplace(id, launched{step, tag, launch, now_if_tracing()});
+  accelerator* accel = plan.accel;
+  self->send(plan.device, run_atom::value,
+             gpu::gpu_task{0, [accel, launch] { accel->enqueue(0, *launch); }, id});
+}
+
+void accelerator_launches::finish(node_host_base* self, const node_plan& plan, uint64_t id,
+                                  const std::string& error) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // its step was dropped
+  launched done = std::move(it->second);
+  pending_.erase(it);
+  const accelerator_launch& launch = *done.launch;
+  const std::string& failure = error.empty() ? launch.error : error;
+  if (done.started_ns != 0)
+    if (auto trace = find_step_trace(plan.executable_id, done.step)) {
+      auto t = trace_record(plan, done.tag, trace_kind::device);
+      t.ready_ns = t.start_ns = done.started_ns;
+      t.end_ns = trace_now_ns();
+      t.output_bytes = bytes_of(launch.host_outputs);
+      for (auto& v : launch.device_outputs)
+        if (v) t.output_bytes += static_cast<int64_t>(v->tensor.size_bytes());
+      trace->add(std::move(t));
+    }
+  if (!failure.empty()) {
+    std::vector<tensor> none;
+    return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure),
+                error.empty() ? launch.failure_code : error_code::internal);
+  }
+  for (size_t i = 0; i < plan.output_consumers.size(); ++i)
+    for (auto& c : plan.output_consumers[i]) {
+      step_input in{done.step, c.slot, {}, done.tag};
+      if (c.on_device)
+        in.value.on_device = launch.device_outputs[i];
+      else
+        in.value.value = launch.host_outputs[i];
+      deliver(self, c, std::move(in));
+    }
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{done.step, c.slot, {}, done.tag});
+}
+
+void accelerator_launches::drop(uint64_t step) {
+  std::erase_if(pending_, [step](const auto& l) { return l.second.step == step; });
+}
+
+// Sends a dead value to every consumer: this node did not run in the step.
+void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+               dead_kind why) {
+  for (auto& consumers : plan.output_consumers)
+    for (auto& c : consumers)
+      deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{step, c.slot, step_value::dead_value(why), tag});
+}
+
+node_trace trace_record(const node_plan& plan, const frame_tag& tag, trace_kind kind) {
+  node_trace t;
+  t.node = plan.name;
+  t.op = plan.def ? plan.def->name : "";
+  t.device = plan.device_name;
+  t.task = plan.task;
+  t.kind = kind;
+  t.inputs = plan.producers;
+  t.frame = tag.frame;
+  t.iteration = tag.iteration;
+  return t;
+}
+
+int64_t bytes_of(const std::vector<tensor>& values) {
+  int64_t bytes = 0;
+  for (auto& v : values)
+    if (v.valid()) bytes += static_cast<int64_t>(v.size_bytes());
+  return bytes;
+}
+
+int64_t now_if_tracing() { return any_step_traced() ? trace_now_ns() : 0; }
+
+bool trace_transfer(const node_plan& plan, uint64_t step, const frame_tag& tag, trace_kind kind,
+                    const tensor& value) {
+  auto trace = find_step_trace(plan.executable_id, step);
+  if (!trace) return false;
+  auto t = trace_record(plan, tag, kind);
+  t.thread = trace_thread_id();
+  t.ready_ns = t.start_ns = t.end_ns = trace_now_ns();
+  t.output_bytes = value.valid() ? static_cast<int64_t>(value.size_bytes()) : 0;
+  t.peer_task = get_attr_or<std::string>(plan.attrs, transfer_peer_task_attr, t.op, "");
+  trace->add(std::move(t));
+  return true;
+}
+
+void send_to_peer(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  step_value* slots, size_t num_slots) {
+  step_value out = std::move(slots[0]);
+  for (size_t s = 1; s < num_slots && out.ok(); ++s)
+    if (!slots[s].ok()) out = step_value::failure(std::move(slots[s].error), slots[s].code);
+  auto peer = plan.route ? plan.route->get() : caf::actor();
+  // The recv's partition traces the step from this value on (its start may come later).
+  const bool traced = trace_transfer(plan, step, tag, trace_kind::send, out.value);
+  if (!peer)
+    out = step_value::failure(describe_failure(plan, "its recv is not connected"),
+                              error_code::failed_precondition);
+  else
+    self->send(peer, input_atom::value, step_input{step, 0, out, tag, 0, traced});
+  for (auto& c : plan.control_consumers)
+    deliver(self, c, step_input{step, c.slot, step_value::failure(out.error, out.code), tag});
+}
+
+void trace_resource(const node_plan& plan, uint64_t step, const frame_tag& tag, int64_t asked,
+                    const std::vector<tensor>& values) {
+  if (asked == 0) return;
+  auto trace = find_step_trace(plan.executable_id, step);
+  if (!trace) return;
+  auto t = trace_record(plan, tag, trace_kind::resource);
+  t.ready_ns = t.start_ns = asked;
+  t.end_ns = trace_now_ns();
+  t.output_bytes = bytes_of(values);
+  trace->add(std::move(t));
+}
+
+std::string describe_failure(const node_plan& plan, const std::string& what) {
+  std::string where = plan.task.empty() ? "" : " on " + plan.task;
+  return "node '" + plan.name + "' (" + plan.def->name + ")" + where + ": " + what;
+}
+
+namespace {
+
+// Empties the inputs that arrived in messages, so that no step's tensor
+// stays referenced, and keeps the folded constants for the next firing: a
+// firing then neither copies them nor bumps their reference counts, which
+// all consumers of one constant share. Kernels only read their inputs; one
+// that replaced a constant anyway gets the plan's copy back.
+void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) {
+  if (inputs.size() != plan.bound_inputs.size()) return inputs.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const tensor& bound = plan.bound_inputs[i];
+    if (!bound.valid())
+      inputs[i] = tensor();
+    else if (!inputs[i].shares_buffer_with(bound))
+      inputs[i] = bound;
+  }
+}
+
+}  // namespace
+
+// Runs the kernel and emits its outputs or the error it threw (`self` as in
+// deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
+// back holding just the folded constants, `outputs` empty.
+void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation,
+                  int64_t ready_ns) {
+  std::string error;
+  error_code code = error_code::unknown;
+  kernel_context ctx{plan.def->name,    plan.name,          plan.attrs,
+                     std::move(inputs), std::move(outputs), invocation};
+  auto trace = find_step_trace(plan.executable_id, step);
+  const int64_t start = trace ? trace_now_ns() : 0;
+  try {
+    plan.def->kernel(ctx);
+    if (ctx.outputs.size() < plan.output_consumers.size())
+      error = describe_failure(plan, "kernel produced too few outputs"),
+      code = error_code::internal;
+  } catch (const std::exception& e) {
+    error = describe_failure(plan, e.what());
+    code = code_of(e);
+  }
+  if (trace) {  // before its outputs go on: the step cannot end without it
+    auto t = trace_record(plan, tag, trace_kind::kernel);
+    t.thread = trace_thread_id();
+    t.on_pool = self == nullptr;
+    t.ready_ns = ready_ns != 0 ? ready_ns : start;
+    t.start_ns = start;
+    t.end_ns = trace_now_ns();
+    t.output_bytes = bytes_of(ctx.outputs);
+    trace->add(std::move(t));
+  }
+  inputs = std::move(ctx.inputs);
+  release_arrived_inputs(plan, inputs);  // before emit: consumers may find buffers unshared
+  outputs = std::move(ctx.outputs);
+  emit(self, plan, step, tag, outputs, error, code);
+  outputs.clear();
+}
+
+}  // namespace actorflow
