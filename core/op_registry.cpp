@@ -38,6 +38,8 @@ op_registry& op_registry::global() {
 void op_registry::add(op_def def) {
   if (def.name.empty()) fail("op_registry", "op without a name");
   if (!def.infer) fail("op_registry", "op '" + def.name + "' has no shape function");
+  if (!def.kernel && def.make_kernel)
+    def.kernel = [make = def.make_kernel](kernel_context& ctx) { make(ctx.attrs)(ctx); };
   if (!def.kernel && !def.update) fail("op_registry", "op '" + def.name + "' has no kernel");
   if (def.acts_on_resource()) {
     if (def.role != op_role::kernel && def.role != op_role::resource_op)

@@ -95,6 +95,8 @@ struct grad_context;  // core/graph.hpp: it speaks in graph outputs
 
 using shape_fn = std::function<std::vector<tensor_spec>(const shape_context&)>;
 using kernel_fn = std::function<void(kernel_context&)>;
+/// Makes a node's kernel from its attributes (see op_def::make_kernel).
+using kernel_maker = std::function<kernel_fn(const attr_map&)>;
 /// Applied by the variable actor, serialized with every other update of that
 /// variable. ctx.inputs excludes the variable reference (input 0). Sets ctx.outputs.
 using update_fn = std::function<void(variable_state&, kernel_context&)>;
@@ -133,6 +135,11 @@ struct ACTORFLOW_API op_def {
   int min_inputs = 0;
   shape_fn infer;
   kernel_fn kernel;
+  /// Optional: makes the kernel of one node from its attributes, once, when
+  /// the node's plan is made (as TensorFlow's OpKernel constructor reads
+  /// them), so that a firing reads no attribute by name. The registry makes
+  /// `kernel` from it for eager runs and constant folding.
+  kernel_maker make_kernel;
   /// Set for ops applied to a variable: input 0 is the variable's reference edge.
   update_fn update;
   /// Set for ops served by another resource actor (a queue): the op of the

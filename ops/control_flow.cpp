@@ -9,7 +9,7 @@ namespace actorflow {
 
 namespace {
 
-// The runtime runs switch and merge itself (actors/run/node_actor.cpp): their
+// The runtime runs switch and merge itself (actors/run/nodes/): their
 // outputs can be dead, which a kernel cannot express.
 void runtime_only(kernel_context& ctx) {
   ctx.fail("is run by the runtime, not by a kernel (node '" + ctx.node_name + "')");

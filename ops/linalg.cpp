@@ -367,14 +367,12 @@ void run_matmul(const tensor& a, const tensor& b, tensor& out, const matmul_geom
   batched_gemm(pa, pb, pc, plan.count, offsets, g.m, g.n, g.k, ta, tb);
 }
 
-void matmul_kernel(kernel_context& ctx) {
+void matmul_kernel(kernel_context& ctx, bool ta, bool tb) {
   const tensor& a = ctx.input(0);
   const tensor& b = ctx.input(1);
   if (a.type() != b.type())
     ctx.fail(std::string("operands have different dtypes: ") + dtype_name(a.type()) + " x " +
              dtype_name(b.type()));
-  const bool ta = ctx.attr_or<bool>("transpose_a", false);
-  const bool tb = ctx.attr_or<bool>("transpose_b", false);
   auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
   auto plan =
       geometry::plan_matmul_batch(a.dims(), b.dims(), operands_of(a.dims(), b.dims(), ta, tb));
@@ -504,22 +502,34 @@ std::vector<tensor_spec> fused_matmul_infer(const shape_context& c) {
   return out;
 }
 
-void fused_matmul_kernel(kernel_context& ctx) {
+void fused_matmul_kernel(kernel_context& ctx, bool ta, bool tb, activation act) {
   const tensor &a = ctx.input(0), &b = ctx.input(1), &bias = ctx.input(2);
-  const bool ta = ctx.attr_or<bool>("transpose_a", false);
-  const bool tb = ctx.attr_or<bool>("transpose_b", false);
   if (a.type() != b.type() || a.rank() != 2 || b.rank() != 2)
     ctx.fail("expects two matrices of one dtype, got " + operands_of(a.dims(), b.dims(), ta, tb));
   auto g = matmul_shapes(a.dims(), b.dims(), ta, tb);
   check_fused_bias(ctx.op, {bias.type(), bias.dims()}, {a.type(), shape{g.m, g.n}});
   tensor& out = ctx.allocate_output(0, a.type(), shape{g.m, g.n});
-  const activation act = parse_activation(ctx.attr<std::string>("activation"), ctx.op);
   visit_floating(a.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     auto one = [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; };
     batched_gemm(a.data<T>(), b.data<T>(), out.mutable_data<T>(), 1, one, g.m, g.n, g.k, ta, tb,
                  epilogue<T>{bias.data<T>(), act});
   });
+}
+
+// The transposes (and a fused product's activation) are read once per node.
+kernel_fn make_matmul_kernel(const attr_map& attrs) {
+  bool ta = get_attr_or<bool>(attrs, "transpose_a", "matmul", false);
+  bool tb = get_attr_or<bool>(attrs, "transpose_b", "matmul", false);
+  return [ta, tb](kernel_context& ctx) { matmul_kernel(ctx, ta, tb); };
+}
+
+kernel_fn make_fused_matmul_kernel(const attr_map& attrs) {
+  bool ta = get_attr_or<bool>(attrs, "transpose_a", "fused_matmul", false);
+  bool tb = get_attr_or<bool>(attrs, "transpose_b", "fused_matmul", false);
+  activation act =
+      parse_activation(get_attr<std::string>(attrs, "activation", "fused_matmul"), "fused_matmul");
+  return [ta, tb, act](kernel_context& ctx) { fused_matmul_kernel(ctx, ta, tb, act); };
 }
 
 // Whether an operand's batch dims are known to be the output's: then its
@@ -555,7 +565,7 @@ const op_registrar registrations[] = {
     op_registrar({.name = "matmul",
                   .num_inputs = 2,
                   .infer = matmul_infer,
-                  .kernel = matmul_kernel,
+                  .make_kernel = make_matmul_kernel,
                   .expensive = true,
                   .summary = "matrix product over the last two dims, batched over the rest",
                   .gradient = matmul_grad}),
@@ -577,7 +587,7 @@ const op_registrar registrations[] = {
     op_registrar({.name = "fused_matmul",
                   .num_inputs = 3,
                   .infer = fused_matmul_infer,
-                  .kernel = fused_matmul_kernel,
+                  .make_kernel = make_fused_matmul_kernel,
                   .expensive = true,
                   .summary = "act(a x b + bias) on matrices, made by the graph optimizer after "
                              "gradients are built (so it has none of its own)",

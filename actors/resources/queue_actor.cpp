@@ -65,7 +65,7 @@ class queue_actor : public caf::event_based_actor {
     if (op == "queue_dequeue") return dequeue(who, u.key);
     if (op == "queue_size") return size();
     if (op == "queue_close") {
-      auto& attrs = *static_cast<const attr_map*>(u.attrs);
+      auto& attrs = *u.attrs;
       return close(get_attr_or<bool>(attrs, "cancel_pending_enqueues", op, false));
     }
     return failure(who + "is not an op of queue '" + name_ + "'", error_code::invalid_argument);

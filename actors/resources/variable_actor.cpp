@@ -17,7 +17,7 @@ struct variable_actor_state {
 update_result apply_update(variable_actor_state& st, variable_update& u) {
   update_result result;
   try {
-    auto& attrs = *static_cast<const attr_map*>(u.attrs);
+    auto& attrs = *u.attrs;
     kernel_context ctx{u.def->name, u.node_name, attrs, std::move(u.inputs), {}, 0};
     int64_t elements = st.var.initialized() ? st.var.value.num_elements() : 0;
     // Large updates split across the pool; they still finish before the next

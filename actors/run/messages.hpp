@@ -81,7 +81,7 @@ struct step_input {
   step_value value;
   frame_tag tag;
   /// Which node of the receiving actor it is for: an actor may run several
-  /// nodes (a loop's, see node_host in node_actor.cpp); 0 for most.
+  /// nodes (a loop's, see node_host.cpp); 0 for most.
   uint32_t member = 0;
   /// A send's value in a traced step: the recv's partition traces the step
   /// from here, since its start may reach its coordinator later.
@@ -155,7 +155,7 @@ struct op_def;
 struct variable_update {
   const op_def* def = nullptr;
   std::string node_name;
-  const void* attrs = nullptr;  // the node plan's attr_map, alive as long as the node actor
+  const attr_map* attrs = nullptr;  // the node plan's, alive as long as the node actor
   std::vector<tensor> inputs;
   step_key key;
 };

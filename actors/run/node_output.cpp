@@ -5,8 +5,7 @@
 
 namespace actorflow {
 
-// Delivers one value to a consumer. `self` is the node's actor, or null on a
-// pool thread. No sender goes along (nothing answers these messages): a
+// No sender goes along (nothing answers these messages): a
 // sender reference would cost two atomic updates of the sending actor's count
 // per message.
 //
@@ -43,7 +42,6 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in) {
   }
 }
 
-// Sends a step's outputs (or its error) to every consumer.
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error, error_code code) {
   for (size_t i = 0; i < plan.output_consumers.size(); ++i) {
@@ -136,7 +134,6 @@ void accelerator_launches::drop(uint64_t step) {
   std::erase_if(pending_, [step](const auto& l) { return l.second.step == step; });
 }
 
-// Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                dead_kind why) {
   for (auto& consumers : plan.output_consumers)
@@ -235,9 +232,6 @@ void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) 
 
 }  // namespace
 
-// Runs the kernel and emits its outputs or the error it threw (`self` as in
-// deliver). `inputs` and `outputs` are the caller's to reuse: `inputs` comes
-// back holding just the folded constants, `outputs` empty.
 void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
                   std::vector<tensor>& inputs, std::vector<tensor>& outputs, uint64_t invocation,
                   int64_t ready_ns) {
@@ -248,7 +242,7 @@ void run_and_emit(node_host_base* self, const node_plan& plan, uint64_t step, co
   auto trace = find_step_trace(plan.executable_id, step);
   const int64_t start = trace ? trace_now_ns() : 0;
   try {
-    plan.def->kernel(ctx);
+    plan.kernel(ctx);
     if (ctx.outputs.size() < plan.output_consumers.size())
       error = describe_failure(plan, "kernel produced too few outputs"),
       code = error_code::internal;

@@ -15,7 +15,7 @@
 namespace actorflow {
 
 /// Which worker runs a consumer that a message makes runnable (see deliver
-/// in node_actor.cpp and place_chains in executable.cpp).
+/// in node_output.cpp and place_chains in chains.cpp).
 enum class placement : uint8_t {
   scheduler,     // CAF's scheduler picks one, waking it if asleep
   same_worker,   // a chain link: the producer's worker runs it next
@@ -40,6 +40,7 @@ struct consumer {
 enum class node_kind : uint8_t {
   kernel,           // runs its op's kernel
   placeholder,      // forwards the feed the coordinator sends
+  recv,             // forwards what the send of its cut edge delivers (another partition)
   variable_read,    // asks its variable actor for the current value
   variable_update,  // asks its resource actor (a variable's, a queue's) to apply the op
   send,             // forwards its input to the recv actor of its cut edge (another partition)
@@ -83,6 +84,8 @@ struct node_plan {
   std::vector<std::string> producers;
   uint64_t executable_id = 0;  // process-wide, for the step keys of its resource requests
   attr_map attrs;
+  /// The op's kernel, made for this node (op_def::make_kernel) or the op's own.
+  kernel_fn kernel;
   /// Data inputs in op order; a valid tensor here is a folded constant and
   /// receives no message. For update ops input 0 (the variable) is dropped.
   std::vector<tensor> bound_inputs;
