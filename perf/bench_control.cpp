@@ -66,11 +66,14 @@ double while_us_per_iteration_4ops(int iterations) {
 
 namespace {
 
-// What a script of ../shared/perf-ref prints when TensorFlow's Python runs it.
+// What TensorFlow reference `script` (bench_util.hpp's reference_script)
+// prints when TensorFlow's Python runs it.
 std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args) {
+  auto path = reference_script(script, "TensorFlow");
+  if (!path) return std::nullopt;
   auto python = tensorflow_python();
   if (!python) return std::nullopt;
-  return run_reference_script(*python, script, args);
+  return run_reference_script(*python, *path, args);
 }
 
 }  // namespace

@@ -15,10 +15,11 @@ struct tf_while_figures {
   double us_per_iteration;
   double us_per_iteration_4ops;
 };
-/// ../shared/perf-ref/tf_while.py run by $ACTORFLOW_TF_PYTHON (or a python3
-/// that imports tensorflow); nothing when neither is there.
+/// The reference tf_while.py (in bench::reference_dir()) run by
+/// $ACTORFLOW_TF_PYTHON (or a python3 that imports tensorflow); nothing when
+/// the script or such a Python is not there.
 std::optional<tf_while_figures> tf_while_reference(int iterations);
-/// TensorFlow's words/s over one epoch of ../shared/perf-ref/tf_lstm_lm.py
+/// TensorFlow's words/s over one epoch of the reference tf_lstm_lm.py
 /// (sampled softmax; about a minute), run as tf_while_reference is.
 std::optional<double> tf_lstm_lm_words_per_s();
 

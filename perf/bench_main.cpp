@@ -138,7 +138,7 @@ std::optional<double> torch_chain_us_per_op() {
 }  // namespace
 
 // The LSTM LM's training rate: a few hundred steps, not an epoch; beside it
-// TensorFlow's over one epoch of ../shared/perf-ref/tf_lstm_lm.py (sampled
+// TensorFlow's over one epoch of the reference tf_lstm_lm.py (sampled
 // softmax) when TensorFlow is importable.
 template <class add_row_fn, class add_failure_fn>
 void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
@@ -159,7 +159,7 @@ void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
   }
   if (tf)
     add_row("tf_lstm_lm_words_per_s", *tf, "words/s",
-            "TensorFlow 1 epoch, sampled softmax (../shared/perf-ref/tf_lstm_lm.py)");
+            "TensorFlow 1 epoch, sampled softmax (perf-ref's tf_lstm_lm.py)");
 }
 
 int main(int argc, char** argv) {
@@ -171,7 +171,14 @@ int main(int argc, char** argv) {
   bool skip_torch = false;
   std::string only;
   app.add_flag("--json", json, "print one JSON object on stdout (the table goes to stderr)");
+  std::string reference_dir;
   app.add_flag("--no-torch", skip_torch, "skip the PyTorch reference");
+  // No default: the reference scripts live outside this repository (the
+  // project's perf-ref), so no path to them is compiled in.
+  app.add_option("--reference-dir", reference_dir,
+                 "the PyTorch and TensorFlow reference scripts' directory (perf-ref); "
+                 "default $ACTORFLOW_PERF_REF; without either, those references are skipped")
+      ->envname("ACTORFLOW_PERF_REF");
   app.add_option(
          "--only", only,
          "run one group: runtime, control, gemm, conv, convnets, train, mlp, cnn, embedding, "
@@ -181,6 +188,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
                              "cnn", "embedding", "devices", "trace", "dist"}));
   CLI11_PARSE(app, argc, argv);
+  bench::reference_dir() = reference_dir;
 
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   std::vector<row> rows;

@@ -31,8 +31,9 @@ double train_step_ms(const std::string& model, int batch, int steps,
 /// `steps` / 5 so that both see the same machine. {plain ms, traced ms}.
 std::pair<double, double> traced_step_ms(int batch, int steps);
 
-/// ../shared/perf-ref/torch_fmnist.py's step_ms for the same model (the median
-/// of three runs), when python3-torch and the dataset are installed.
+/// The reference torch_fmnist.py's step_ms for the same model (the median of
+/// three runs), when it is in bench::reference_dir() and python3-torch and
+/// the dataset are installed.
 /// `device`: "cpu" or "cuda".
 std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
                                           const std::string& device = "cpu");

@@ -1,4 +1,5 @@
-// Small timing helpers shared by the benchmarks.
+// Small timing helpers shared by the benchmarks, and the reference scripts
+// they run beside them (found at run time, never through a path compiled in).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -6,8 +7,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <mutex>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,18 +39,53 @@ inline double median_seconds(int repeats, int warmup, const std::function<void()
   return median(std::move(times));
 }
 
-/// Runs `python3 <script> <args>` from the PyTorch reference directory and
-/// returns the number captured by `pattern` (one group) in its output; nothing
-/// when the script, python3-torch or the number is missing.
-/// What `python script args` (a script of ../shared/perf-ref) prints, or
-/// nothing when it is missing or fails.
+/// The directory of the PyTorch and TensorFlow reference scripts (the
+/// project's perf-ref), as --reference-dir or $ACTORFLOW_PERF_REF gave it;
+/// empty when neither did. Set by main before any benchmark runs.
+inline std::string& reference_dir() {
+  static std::string dir;
+  return dir;
+}
+
+/// Prints `line` on stderr the first time it is said in this run only: a
+/// reference is looked for once per row that would stand beside it.
+inline void say_once(const std::string& line) {
+  static std::mutex lock;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> guard(lock);
+  if (said.insert(line).second) std::cerr << line << "\n";
+}
+
+/// The path of reference script `script`: a file of reference_dir(), or, for
+/// a script of this repository's perf/, its full path. Nothing when it is not
+/// there, saying once on stderr which (`kind`: "PyTorch", "TensorFlow")
+/// reference is skipped and why.
+inline std::optional<std::string> reference_script(const std::string& script,
+                                                   const std::string& kind) {
+  if (script.starts_with('/')) {
+    if (std::ifstream(script)) return script;
+    say_once(kind + " reference skipped: " + script + " not found");
+    return std::nullopt;
+  }
+  if (reference_dir().empty()) {
+    say_once(kind +
+             " reference skipped: set --reference-dir or ACTORFLOW_PERF_REF to the perf-ref "
+             "scripts' directory");
+    return std::nullopt;
+  }
+  std::string path = reference_dir() + "/" + script;
+  if (!std::ifstream(path)) {
+    say_once(kind + " reference " + script + " skipped: no " + script + " in " + reference_dir() +
+             " (--reference-dir or ACTORFLOW_PERF_REF)");
+    return std::nullopt;
+  }
+  return path;
+}
+
+/// What `python <path> <args>` prints, or nothing when it fails.
 inline std::optional<std::string> run_reference_script(const std::string& python,
-                                                       const std::string& script,
+                                                       const std::string& path,
                                                        const std::string& args) {
-  // A script of this repository's perf/ comes with its full path.
-  std::string path =
-      script.starts_with('/') ? script : std::string(ACTORFLOW_PERF_REF_DIR) + "/" + script;
-  if (!std::ifstream(path)) return std::nullopt;
   FILE* p = popen((python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;
@@ -56,10 +95,18 @@ inline std::optional<std::string> run_reference_script(const std::string& python
   return out;
 }
 
+/// Runs PyTorch reference `script` (see reference_script) with `args` and
+/// returns the number captured by `pattern` (one group) in its output;
+/// nothing when the script, python3-torch or the number is missing.
 inline std::optional<double> run_torch_reference(const std::string& script, const std::string& args,
                                                  const std::regex& pattern) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return std::nullopt;
-  auto out = run_reference_script("/usr/bin/python3", script, args);
+  auto path = reference_script(script, "PyTorch");
+  if (!path) return std::nullopt;
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    say_once("PyTorch reference skipped: /usr/bin/python3 cannot import torch (python3-torch)");
+    return std::nullopt;
+  }
+  auto out = run_reference_script("/usr/bin/python3", *path, args);
   std::smatch m;
   if (out && std::regex_search(*out, m, pattern)) return std::stod(m[1]);
   return std::nullopt;

@@ -11,6 +11,7 @@ packages=(
   libopenblas-serial-dev libblis-serial-dev  # measured beside it by actorflow-bench
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
   openssl
+  clang-format                               # test_clang_format
   dataset-fashion-mnist fortunes
 )
 missing=()

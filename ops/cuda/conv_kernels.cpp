@@ -11,8 +11,6 @@
 // Algorithms come from cuDNN's heuristics (no benchmarking, which would
 // allocate), with workspaces from the device's caching allocator. Exact
 // float32 arithmetic (CUDNN_FMA_MATH) unless the device allows TF32.
-#include <limits>
-
 #include "ops/cuda/glue.hpp"
 #include "ops/geometry/conv_window.hpp"
 
@@ -22,19 +20,14 @@ namespace {
 
 using namespace kernels;
 
-int as_int(int64_t v, const std::string& op) {
-  if (v > std::numeric_limits<int>::max())
-    fail(op, "dimension " + std::to_string(v) + " is too large for cuDNN");
-  return static_cast<int>(v);
-}
-
 // cuDNN descriptors, destroyed with their scope.
 struct tensor_desc {
   cudnnTensorDescriptor_t d = nullptr;
   tensor_desc(const std::string& op, int64_t n, int64_t h, int64_t w, int64_t c) {
     check_cudnn(cudnnCreateTensorDescriptor(&d), op, "cudnnCreateTensorDescriptor");
-    check_cudnn(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(n, op),
-                                           as_int(c, op), as_int(h, op), as_int(w, op)),
+    check_cudnn(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                           as_int(n, op, "cuDNN"), as_int(c, op, "cuDNN"),
+                                           as_int(h, op, "cuDNN"), as_int(w, op, "cuDNN")),
                 op, "cudnnSetTensor4dDescriptor");
   }
   ~tensor_desc() { cudnnDestroyTensorDescriptor(d); }
@@ -46,8 +39,9 @@ struct filter_desc {
   cudnnFilterDescriptor_t d = nullptr;
   filter_desc(const std::string& op, int64_t k, int64_t c, int64_t kh, int64_t kw) {
     check_cudnn(cudnnCreateFilterDescriptor(&d), op, "cudnnCreateFilterDescriptor");
-    check_cudnn(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, as_int(k, op),
-                                           as_int(c, op), as_int(kh, op), as_int(kw, op)),
+    check_cudnn(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
+                                           as_int(k, op, "cuDNN"), as_int(c, op, "cuDNN"),
+                                           as_int(kh, op, "cuDNN"), as_int(kw, op, "cuDNN")),
                 op, "cudnnSetFilter4dDescriptor");
   }
   ~filter_desc() { cudnnDestroyFilterDescriptor(d); }
@@ -59,9 +53,10 @@ struct conv_desc {
   cudnnConvolutionDescriptor_t d = nullptr;
   conv_desc(const std::string& op, const conv_detail::geometry& g, gpu_math math) {
     check_cudnn(cudnnCreateConvolutionDescriptor(&d), op, "cudnnCreateConvolutionDescriptor");
-    check_cudnn(cudnnSetConvolution2dDescriptor(d, as_int(g.pad_top, op), as_int(g.pad_left, op),
-                                                as_int(g.sh, op), as_int(g.sw, op), 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    check_cudnn(cudnnSetConvolution2dDescriptor(
+                    d, as_int(g.pad_top, op, "cuDNN"), as_int(g.pad_left, op, "cuDNN"),
+                    as_int(g.sh, op, "cuDNN"), as_int(g.sw, op, "cuDNN"), 1, 1,
+                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 op, "cudnnSetConvolution2dDescriptor");
     check_cudnn(cudnnSetConvolutionMathType(
                     d, math == gpu_math::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),

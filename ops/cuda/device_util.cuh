@@ -1,9 +1,11 @@
 // Helpers of the .cu files: grid sizes, grid-stride loops, index plans, NaN
-// tests that work for every element type, and dtype dispatch.
+// tests that work for every element type, wrapping integer arithmetic, and
+// dispatch by dtype or by element size.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -72,7 +74,8 @@ void dispatch(dtype t, F&& f) {
       return f(uint8_t{});
     case dtype::boolean:
       return f(bool{});
-    case dtype::bfloat16:  // placement keeps bfloat16 nodes on the CPU (actors/compile/placement.cpp)
+    case dtype::bfloat16:  // placement keeps bfloat16 nodes on the CPU
+                           // (actors/compile/placement.cpp)
       fail_no_bfloat16_kernel("gpu kernel");
   }
 }
@@ -82,6 +85,22 @@ template <class F>
 void dispatch_float(dtype t, F&& f) {
   if (t == dtype::float32) f(float{});
   if (t == dtype::float64) f(double{});
+}
+
+/// Calls f(U{}) with an unsigned type of elem_size bytes (1, 2, 4 or 8): copies only move
+/// bytes, so one instantiation per element size serves every dtype.
+template <class F>
+void dispatch_size(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+  }
 }
 
 }  // namespace actorflow::gpu::kernels

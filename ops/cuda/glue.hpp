@@ -1,13 +1,17 @@
 // What the GPU kernels' C++ side shares (CUDA builds only): index plans from
-// broadcasting plans, and the context's stream.
+// broadcasting plans, the context's stream, sizes for cuBLAS and cuDNN, and
+// the kernels more than one family registers or calls (relabel, reduce_into).
 //
 // The glue takes its shape logic from ops/geometry (broadcasting and reduction
 // plans, window geometry), as the CPU kernels do, so that the GPU computes
 // exactly what the CPU does.
 #pragma once
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "devices/cuda/cuda_check.hpp"
 #include "devices/cuda/cuda_stream.hpp"
 #include "ops/cuda/launch.hpp"
@@ -48,5 +52,27 @@ inline index_plan strided_plan(const std::vector<int64_t>& dims,
   }
   return ip;
 }
+
+/// v as the int cuBLAS and cuDNN take; fails naming `op` when it does not fit:
+/// "<what> <v> is too large for <library>".
+inline int as_int(int64_t v, const std::string& op, const char* library,
+                  const char* what = "dimension") {
+  if (v > std::numeric_limits<int>::max())
+    fail(op, std::string(what) + " " + std::to_string(v) + " is too large for " + library);
+  return static_cast<int>(v);
+}
+
+/// The same elements, seen with the shape the op's shape function gave: the
+/// GPU kernel of the reshapes (ops/array_shape.cpp) and of identity and
+/// stop_gradient (ops/state.cpp).
+inline void relabel(gpu_kernel_context& ctx) {
+  ctx.set_output(0, ctx.input(0).reshaped(ctx.output_specs[0].dims));
+}
+
+/// Reduces x over the dims `reduced` marks into output 0 (whose spec holds the
+/// kept dims), with the CPU kernel's rules for empty reductions: the reductions'
+/// kernel (reduce_kernels.cpp), which bias_add_grad's uses too.
+void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
+                 const std::vector<bool>& reduced);
 
 }  // namespace actorflow::gpu::kernels

@@ -1,8 +1,10 @@
 // The CUDA kernels' launchers (CUDA builds only). The .cu files hold device
 // code and these thin launchers, and nothing else: the shapes, validation and
-// op semantics stay in the C++ glue (*_kernels.cpp), compiled by the host
-// compiler. Each launcher enqueues on `s` and returns; launch errors are kept
-// for cuda_device::launch to report (note_launch, devices/cuda/cuda_launch_errors.hpp).
+// op semantics stay in the C++ glue (<family>_kernels.cpp), compiled by the
+// host compiler. Each launcher enqueues on `s` and returns; launch errors are
+// kept for cuda_device::launch to report (note_launch,
+// devices/cuda/cuda_launch_errors.hpp). The sections follow the .cu files,
+// each named after the CPU family file whose formulas it computes.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -26,20 +28,24 @@ struct index_plan {
   int64_t strides[3][max_dims] = {};
 };
 
-// ---- element-wise (elementwise.cu) ----------------------------------------------------------
+// ---- unary math and cast (math_unary.cu) ----------------------------------------------------
 
 // clang-format off
 enum class unary_op : int {
   neg, abs, exp, log, sqrt, rsqrt, square, sign, reciprocal, relu, sigmoid, tanh, logical_not
 };
+// clang-format on
 /// y[i] = op(x[i]) for n elements of dtype t (the op's dtype set is checked by the caller).
 void unary(unary_op op, dtype t, const void* x, void* y, int64_t n, cudaStream_t s);
+/// y = x converted as ops/math_unary.cpp's cast does (floats to integers saturate, NaN -> 0).
+void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s);
 
+// ---- binary math and select (math_binary.cu) ------------------------------------------------
+
+// clang-format off
 enum class binary_op : int {
   add, sub, mul, div, maximum, minimum, pow,
-  equal, not_equal, less, less_equal, greater, greater_equal, logical_and, logical_or,
-  // The derivative helpers of ops/math_grad.cpp: (dy, x) for relu_grad, (y, dy) for the rest.
-  relu_grad, sigmoid_grad, tanh_grad, sqrt_grad, rsqrt_grad, reciprocal_grad
+  equal, not_equal, less, less_equal, greater, greater_equal, logical_and, logical_or
 };
 // clang-format on
 /// True for the ops that write bool.
@@ -51,8 +57,18 @@ void binary(binary_op op, dtype t, const void* a, const void* b, void* out, cons
 /// out[i] = cond ? a : b over `plan` (operands cond, a, b).
 void select(dtype t, const bool* cond, const void* a, const void* b, void* out,
             const index_plan& plan, int64_t n, cudaStream_t s);
-/// y = x converted as ops/math_unary.cpp's cast does (floats to integers saturate, NaN -> 0).
-void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s);
+
+// ---- derivative helpers (math_grad.cu) ------------------------------------------------------
+
+/// The helpers of ops/math_grad.cpp: relu_grad takes (dy, x), the others (y, dy).
+enum class derivative_op : int { relu, sigmoid, tanh, sqrt, rsqrt, reciprocal };
+/// out[i] = op(a[i], b[i]) over n elements of dtype t: the helpers take two tensors of one
+/// shape (no broadcasting, as in TensorFlow).
+void derivative(derivative_op op, dtype t, const void* a, const void* b, void* out, int64_t n,
+                cudaStream_t s);
+
+// ---- fills and strided copies (array_util.cu) -----------------------------------------------
+
 /// y[i] = value converted to t.
 void fill(dtype t, double value, void* y, int64_t n, cudaStream_t s);
 /// y[i] = x[offset of output element i under plan operand 0], elements of elem_size bytes
@@ -79,7 +95,7 @@ void reduce(reduce_op op, dtype t, const void* x, void* out, void* partial, int6
 void arg_reduce(bool is_max, dtype t, const void* x, int64_t* out, int64_t O, int64_t R, int64_t I,
                 cudaStream_t s);
 
-// ---- softmax cross-entropy (xent.cu) --------------------------------------------------------
+// ---- softmax cross-entropy (softmax.cu) -----------------------------------------------------
 
 /// Per row of [rows, cols] logits: loss and backprop against label distributions (dtype t).
 void xent(dtype t, const void* logits, const void* labels, void* loss, void* backprop, int64_t rows,

@@ -1,11 +1,14 @@
-// matmul through cuBLAS. cuBLAS is column-major; a row-major matrix is its
+// GPU kernels of the linalg family (ops/linalg.cpp): matmul through cuBLAS,
+// bias_add and bias_add_grad.
+//
+// cuBLAS is column-major; a row-major matrix is its
 // column-major transpose, so row-major C = op(A) op(B) is computed as the
 // column-major C^T = op(B)^T op(A)^T: the operands swap places and keep their
 // transpose flags, and nothing is transposed in memory. Batches go through
 // strided-batched calls, a stride of 0 sharing a matrix: one call for equal
 // batch dims or an operand shared whole, one per run of the batch when its
 // dims broadcast (ops/geometry/matmul_batch.hpp).
-#include <limits>
+#include <vector>
 
 #include "ops/cuda/glue.hpp"
 #include "ops/geometry/matmul_batch.hpp"
@@ -14,11 +17,7 @@ namespace actorflow::gpu {
 
 namespace {
 
-int as_int(int64_t v, const std::string& op) {
-  if (v > std::numeric_limits<int>::max())
-    fail(op, "dimension " + std::to_string(v) + " is too large for cuBLAS");
-  return static_cast<int>(v);
-}
+using namespace kernels;
 
 cublasComputeType_t float_compute(gpu_math math) {
   switch (math) {
@@ -52,14 +51,15 @@ void gemm_strided(gpu_kernel_context& ctx, const gemm_call& call, cudaDataType_t
   const void* zero = is_double ? static_cast<const void*>(&zero_d) : &zero_f;
   const int64_t rows = call.rows;
   // Column-major: C^T [n x rows] = op(B)^T [n x k] * op(A)^T [k x rows].
-  check_cublas(cublasGemmStridedBatchedEx(ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, ctx.op),
-                                          as_int(rows, ctx.op), as_int(k, ctx.op), one, call.b,
-                                          type, as_int(tb ? k : n, ctx.op), call.stride_b, call.a,
-                                          type, as_int(ta ? rows : k, ctx.op), call.stride_a, zero,
-                                          call.c, type, as_int(n, ctx.op), rows * n,
-                                          as_int(call.count, ctx.op), compute, CUBLAS_GEMM_DEFAULT),
-               ctx.op, "cublasGemmStridedBatchedEx");
+  check_cublas(
+      cublasGemmStridedBatchedEx(
+          ctx.stream.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+          as_int(n, ctx.op, "cuBLAS"), as_int(rows, ctx.op, "cuBLAS"), as_int(k, ctx.op, "cuBLAS"),
+          one, call.b, type, as_int(tb ? k : n, ctx.op, "cuBLAS"), call.stride_b, call.a, type,
+          as_int(ta ? rows : k, ctx.op, "cuBLAS"), call.stride_a, zero, call.c, type,
+          as_int(n, ctx.op, "cuBLAS"), rows * n, as_int(call.count, ctx.op, "cuBLAS"), compute,
+          CUBLAS_GEMM_DEFAULT),
+      ctx.op, "cublasGemmStridedBatchedEx");
 }
 
 void matmul_kernel(gpu_kernel_context& ctx) {
@@ -104,6 +104,24 @@ void matmul_kernel(gpu_kernel_context& ctx) {
   }
 }
 
+// bias_add: a broadcasting add of a 1-D bias along the last dim (math_binary.cu's add).
+void bias_add_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& v = ctx.input(0);
+  const device_tensor& bias = ctx.input(1);
+  auto plan = geometry::make_plan<2>({&v.dims(), &bias.dims()}, ctx.op);
+  device_tensor& out = ctx.allocate_output(0);
+  binary(binary_op::add, v.type(), v.raw_data(), bias.raw_data(), out.raw_mutable_data(),
+         to_index_plan(plan, ctx.op), plan.num_elements, stream_of(ctx));
+}
+
+// bias_add_grad: the sum over every dim but the last (reduce_kernels.cpp's reduce_into).
+void bias_add_grad_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& dy = ctx.input(0);
+  std::vector<bool> red(static_cast<size_t>(dy.rank()), true);
+  red.back() = false;
+  reduce_into(ctx, reduce_op::sum, dy, red);
+}
+
 const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar({.op = "matmul",
                           .types = float_types,
@@ -111,6 +129,9 @@ const gpu_kernel_registrar registrations[] = {
                           .note = "cuBLAS; float32 is exact float32 unless the device's gpu_math "
                                   "asks for TF32 or BF16 products; integer matmul stays on the "
                                   "CPU"}),
+    gpu_kernel_registrar({.op = "bias_add", .types = numeric_types, .kernel = bias_add_kernel}),
+    gpu_kernel_registrar(
+        {.op = "bias_add_grad", .types = numeric_types, .kernel = bias_add_grad_kernel}),
 };
 
 }  // namespace

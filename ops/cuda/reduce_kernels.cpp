@@ -1,7 +1,7 @@
-// GPU kernels of the reductions (reduce.cu): sum, mean, max, min, prod over
-// axes, argmax / argmin, sum_to_shape_of, and bias_add_grad. Every reduction
-// is brought to a dense (O, R, I) block by ops/geometry/reduce_plan.hpp, as
-// on the CPU.
+// GPU kernels of the reductions (ops/reduce.cpp; device code in reduce.cu):
+// sum, mean, max, min, prod over axes, argmax / argmin, sum_to_shape_of.
+// Every reduction is brought to a dense (O, R, I) block by
+// ops/geometry/reduce_plan.hpp, as on the CPU.
 #include "ops/cuda/glue.hpp"
 #include "ops/geometry/dims.hpp"
 #include "ops/geometry/reduce_plan.hpp"
@@ -17,9 +17,10 @@ void fill_output(gpu_kernel_context& ctx, double value) {
   kernels::fill(y.type(), value, y.raw_mutable_data(), y.num_elements(), stream_of(ctx));
 }
 
-// Reduces x over the `red` dims into output 0 (whose spec holds the kept dims).
-void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
-                 const std::vector<bool>& red) {
+}  // namespace
+
+void kernels::reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
+                          const std::vector<bool>& red) {
   const shape& out_dims = ctx.output_specs[0].dims;
   auto p = plan_reduction(x.dims().dims(), red);
   if (p.reduced_count == 0 && p.kept_count > 0) {
@@ -53,6 +54,8 @@ void reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x
   kernels::reduce(kind, x.type(), src.raw_data(), out.raw_mutable_data(),
                   parts > 1 ? partial.raw_mutable_data() : nullptr, O, R, I, stream_of(ctx));
 }
+
+namespace {
 
 gpu_kernel_fn reduction(reduce_op kind) {
   return [kind](gpu_kernel_context& ctx) {
@@ -90,14 +93,6 @@ void sum_to_kernel(gpu_kernel_context& ctx) {
   reduce_into(ctx, reduce_op::sum, x, red);
 }
 
-// The sum over every dim but the last.
-void bias_add_grad_kernel(gpu_kernel_context& ctx) {
-  const device_tensor& dy = ctx.input(0);
-  std::vector<bool> red(static_cast<size_t>(dy.rank()), true);
-  red.back() = false;
-  reduce_into(ctx, reduce_op::sum, dy, red);
-}
-
 gpu_kernel_def def(const char* op, gpu_kernel_fn fn) {
   return {.op = op, .types = numeric_types, .kernel = std::move(fn)};
 }
@@ -111,7 +106,6 @@ const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar(def("argmax", arg_kernel<true>)),
     gpu_kernel_registrar(def("argmin", arg_kernel<false>)),
     gpu_kernel_registrar(def("sum_to_shape_of", sum_to_kernel)),
-    gpu_kernel_registrar(def("bias_add_grad", bias_add_grad_kernel)),
 };
 
 }  // namespace

@@ -16,12 +16,15 @@
 // Adding an op:
 //  1. ops/<family>.cpp: its op_def (inputs, attrs, shape function, CPU
 //     kernel, gradient or .not_differentiable = true), registered with
-//     op_registrar; its builder function in ops/<family>.hpp.
+//     op_registrar; its builder function in ops/<family>.hpp (a new family
+//     file is listed in ops/CMakeLists.txt).
 //  2. tests/ops/<family>_cases.cpp: forward cases (values, edge cases, each
 //     error the kernel raises) and, with a gradient, gradient cases. Nothing
 //     else: the device runner runs them on every device.
-//  3. A GPU kernel: ops/cuda/<family>_kernels.cpp (its .cu beside), registered
-//     with gpu_kernel_registrar; add random-input cases without expected
+//  3. A GPU kernel: ops/cuda/<family>_kernels.cpp, registered with
+//     gpu_kernel_registrar, its device code in ops/cuda/<family>.cu (both
+//     named after the CPU's ops/<family>.cpp, both listed in
+//     ops/cuda/CMakeLists.txt); add random-input cases without expected
 //     outputs (random_source, ops/case_inputs.hpp) to the family's cases,
 //     covering each dtype the kernel lists.
 //  4. An op the runtime itself serves (feeds, resources, control flow, as

@@ -1,5 +1,6 @@
-// GPU optimizer updates (optimizers.cu): one fused kernel per variable and
-// step, with the slots of ops/optimizers.cpp (same names, same first values).
+// GPU kernels of the optimizer updates (ops/optimizers.cpp; device code in
+// optimizers.cu): one fused kernel per variable and step, with the CPU's
+// slots (same names, same first values).
 #include <cmath>
 
 #include "ops/cuda/glue.hpp"
