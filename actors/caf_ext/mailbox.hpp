@@ -48,4 +48,10 @@ void enqueue_pinned(caf::abstract_actor* target, direct_message message);
 /// The same, but pinned to the next worker, which is woken if asleep.
 void enqueue_pinned_to_next_worker(caf::abstract_actor* target, direct_message message);
 
+/// Enqueues `message` to `target`; if that makes `target` runnable, this
+/// worker runs it after the jobs already in its queue, and no other worker
+/// is woken for it (an idle one that is awake may steal it). Off the
+/// runtime's workers, CAF's scheduler places it.
+void enqueue_after_queued(caf::abstract_actor* target, direct_message message);
+
 }  // namespace actorflow

@@ -75,6 +75,13 @@ struct actor_work_stealing : caf::policy::work_stealing {
     self->data().pinned.prepend(job);
   }
 
+  // From the worker itself: after what its queue holds, where an idle
+  // worker that is awake may steal it; no one is woken for it.
+  template <class Worker>
+  static void queue_here(Worker* self, caf::resumable* job) {
+    self->data().queue.append(job);
+  }
+
   // From another worker: after what it has pinned, waking it if asleep.
   template <class Worker>
   static void hand_over(Worker* self, caf::resumable* job) {
@@ -193,15 +200,18 @@ namespace actorflow {
 
 namespace {
 
+enum class unit_kind { pin_here, hand_over, queue_here };
+
 // Passed to an actor's enqueue: CAF calls exec_later on it if the message
 // makes the actor runnable. It lives on the caller's stack for that call.
-template <bool here>
+template <unit_kind kind>
 class pinning_unit final : public caf::execution_unit {
  public:
   explicit pinning_unit(worker* to) : caf::execution_unit(&to->system()), to_(to) {}
   void exec_later(caf::resumable* job) override {
-    if (here) actor_work_stealing::pin_here(to_, job);
-    else actor_work_stealing::hand_over(to_, job);
+    if constexpr (kind == unit_kind::pin_here) actor_work_stealing::pin_here(to_, job);
+    else if constexpr (kind == unit_kind::hand_over) actor_work_stealing::hand_over(to_, job);
+    else actor_work_stealing::queue_here(to_, job);
   }
 
  private:
@@ -212,15 +222,22 @@ class pinning_unit final : public caf::execution_unit {
 
 void enqueue_pinned(caf::abstract_actor* target, direct_message message) {
   if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
-  pinning_unit<true> here(this_worker);
+  pinning_unit<unit_kind::pin_here> here(this_worker);
   target->enqueue(std::move(message), &here);
 }
 
 void enqueue_pinned_to_next_worker(caf::abstract_actor* target, direct_message message) {
   if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
   auto* parent = this_worker->parent();
-  pinning_unit<false> next(parent->worker_by_id((this_worker->id() + 1) % parent->num_workers()));
+  pinning_unit<unit_kind::hand_over> next(
+      parent->worker_by_id((this_worker->id() + 1) % parent->num_workers()));
   target->enqueue(std::move(message), &next);
+}
+
+void enqueue_after_queued(caf::abstract_actor* target, direct_message message) {
+  if (this_worker == nullptr) return target->enqueue(std::move(message), nullptr);
+  pinning_unit<unit_kind::queue_here> here(this_worker);
+  target->enqueue(std::move(message), &here);
 }
 
 void load_actorflow_scheduler(caf::actor_system_config& config) {
@@ -236,6 +253,11 @@ bool runs_actorflow_scheduler(caf::actor_system& system) {
 uint64_t hand_overs_between_workers(caf::actor_system& system) {
   auto* ours = dynamic_cast<coordinator*>(&system.scheduler());
   return ours != nullptr ? ours->data().hand_overs.load() : 0;
+}
+
+uint64_t jobs_placed_round_robin(caf::actor_system& system) {
+  auto* ours = dynamic_cast<coordinator*>(&system.scheduler());
+  return ours != nullptr ? ours->data().next_worker.load() : 0;  // CAF's round robin counter
 }
 
 }  // namespace actorflow

@@ -22,6 +22,10 @@ void load_actorflow_scheduler(caf::actor_system_config& config);
 /// How many jobs one of `system`'s workers has pinned to another so far.
 uint64_t hand_overs_between_workers(caf::actor_system& system);
 
+/// How many jobs `system`'s scheduler has given out round robin so far
+/// (those no worker placed: each may go to a worker that sleeps).
+uint64_t jobs_placed_round_robin(caf::actor_system& system);
+
 /// Whether `system` schedules its actors with actorflow's scheduler.
 bool runs_actorflow_scheduler(caf::actor_system& system);
 

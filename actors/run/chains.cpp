@@ -62,6 +62,28 @@ void mark_cond_links(const std::vector<plan_edge>& edges,
   }
 }
 
+// The remaining edges into a node of several inputs (the coordinator too,
+// with several fetches and targets) run it on the producer's worker after
+// what that worker has queued, waking no other (see deliver in
+// node_output.cpp). Its inputs often start on one worker: the coordinator
+// sends a step's feeds from its own, so two fed inputs that meet in a node
+// are queued there, and the node runs once, after both. Through the
+// scheduler, the first input handed the node to the other worker, waking
+// it, so both workers took part in every step of a cond and napped at its
+// end; the next step's start, given to a napping worker, waited out the nap
+// (CAF's naps cannot be cut short): a cond of 10 scalar adds cost 140 us a
+// step instead of 10 in some runs.
+void mark_gathering_links(const std::vector<plan_edge>& edges,
+                          const std::vector<std::shared_ptr<node_plan>>& plans,
+                          size_t coordinator_slots, std::vector<placement>& place) {
+  for (size_t e = 0; e < edges.size(); ++e) {
+    if (place[e] != placement::scheduler) continue;
+    int to = edges[e].to_node;
+    size_t slots = to < 0 ? coordinator_slots : plans[static_cast<size_t>(to)]->num_slots();
+    if (slots > 1) place[e] = placement::after_queued;
+  }
+}
+
 }  // namespace
 
 std::vector<placement> place_chains(const std::vector<plan_edge>& edges,
@@ -70,6 +92,7 @@ std::vector<placement> place_chains(const std::vector<plan_edge>& edges,
   std::vector<placement> place(edges.size(), placement::scheduler);
   auto link_from = mark_chain_links(edges, plans, coordinator_slots, place);
   mark_cond_links(edges, plans, place);
+  mark_gathering_links(edges, plans, coordinator_slots, place);
   std::unordered_set<int> linked_to;
   for (auto [from, e] : link_from) linked_to.insert(edges[e].to_node);
   for (auto [head, unused] : link_from) {

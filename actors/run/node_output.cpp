@@ -14,11 +14,18 @@ namespace actorflow {
 // core and often a wake-up. It never wakes another worker, though, so a
 // fan-out handed to it all stays on one core (the 1000 branches of a wide
 // graph ran one after another), and a consumer that gathers many inputs
-// would be run once per input, each time as soon as one arrives. Those edges
-// go through the scheduler, whose round robin spreads consumers over the
-// workers and wakes sleeping ones. A long chain runs in segments pinned to
-// different workers, but only while steps queue up in it: a lone step would
-// pay a wake-up at each hand-over and gain nothing.
+// would be run once per input, each time as soon as one arrives. A fan-out
+// goes through the scheduler, whose round robin spreads consumers over the
+// workers and wakes sleeping ones. A consumer of several inputs
+// (placement::after_queued) goes to the back of the producer's worker's
+// queue: its other inputs often come from jobs queued there (a step's feeds
+// all start on the coordinator's worker), so it runs once, after them, and
+// no worker is woken for it; an idle one that is awake may steal it. Through
+// the round robin, its first input would wake another worker for it, or
+// leave it to one napping (CAF's naps cannot be cut short), which the step
+// then waits for. A long chain runs in segments pinned to different workers,
+// but only while steps queue up in it: a lone step would pay a wake-up at
+// each hand-over and gain nothing.
 //
 // A value for another node of the same host goes into the host's local
 // queue: no message at all.
@@ -39,6 +46,8 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in) {
       if (self != nullptr && !self->mailbox().empty())
         return enqueue_pinned_to_next_worker(target, std::move(message));
       return enqueue_pinned(target, std::move(message));
+    case placement::after_queued:
+      return enqueue_after_queued(target, std::move(message));
   }
 }
 

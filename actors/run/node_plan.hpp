@@ -22,6 +22,8 @@ enum class placement : uint8_t {
   pinned,        // a link in a segment of a long chain: the same, and never stolen
   next_segment,  // a link between segments: pinned to the next worker when
                  // steps queue behind this one, else as `pinned`
+  after_queued,  // into a node of several inputs: the producer's worker runs it
+                 // after the jobs it has queued, waking no other
 };
 
 /// Where an output goes: an actor, the input slot it fills there, and which
