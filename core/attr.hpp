@@ -40,4 +40,20 @@ T get_attr_or(const attr_map& attrs, const std::string& name, const std::string&
   return attrs.count(name) ? get_attr<T>(attrs, name, op) : fallback;
 }
 
+/// Declares, inside a context struct with members `op` and `attrs` (the shape,
+/// kernel, gradient and GPU kernel contexts), ctx.attr<T>(name),
+/// ctx.attr_or<T>(name, fallback) and ctx.fail(what), whose errors name the op.
+/// A macro rather than a base class: the contexts stay aggregates with no base,
+/// which their callers brace-initialize member by member ({op, node_name, ...}).
+#define ACTORFLOW_ATTR_ACCESSORS                                   \
+  template <class T>                                               \
+  T attr(const std::string& name) const {                          \
+    return ::actorflow::get_attr<T>(attrs, name, op);              \
+  }                                                                \
+  template <class T>                                               \
+  T attr_or(const std::string& name, T fallback) const {           \
+    return ::actorflow::get_attr_or<T>(attrs, name, op, fallback); \
+  }                                                                \
+  [[noreturn]] void fail(const std::string& what) const { ::actorflow::fail(op, what); }
+
 }  // namespace actorflow

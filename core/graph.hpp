@@ -112,14 +112,7 @@ struct ACTORFLOW_API grad_context {
   /// (integer inputs, indices, shapes).
   std::vector<output> input_grads;
 
-  template <class T>
-  T attr(const std::string& name) const {
-    return get_attr<T>(attrs, name, op);
-  }
-  template <class T>
-  T attr_or(const std::string& name, T fallback) const {
-    return get_attr_or<T>(attrs, name, op, fallback);
-  }
+  ACTORFLOW_ATTR_ACCESSORS
   const output& input(size_t i) const { return inputs[i]; }
   const output& grad(size_t i = 0) const { return grads[i]; }
 };

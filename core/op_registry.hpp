@@ -32,15 +32,7 @@ struct ACTORFLOW_API shape_context {
   /// Values of inputs that are graph constants (empty tensor otherwise).
   const std::vector<tensor>* constant_inputs = nullptr;
 
-  template <class T>
-  T attr(const std::string& name) const {
-    return get_attr<T>(attrs, name, op);
-  }
-  template <class T>
-  T attr_or(const std::string& name, T fallback) const {
-    return get_attr_or<T>(attrs, name, op, fallback);
-  }
-  [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
+  ACTORFLOW_ATTR_ACCESSORS
 };
 
 /// What a kernel sees: its inputs, attributes, and the outputs it must set.
@@ -54,15 +46,8 @@ struct ACTORFLOW_API kernel_context {
   /// so that each run draws new numbers, reproducibly for a given seed).
   uint64_t invocation = 0;
 
+  ACTORFLOW_ATTR_ACCESSORS
   const tensor& input(size_t i) const { return inputs[i]; }
-  template <class T>
-  T attr(const std::string& name) const {
-    return get_attr<T>(attrs, name, op);
-  }
-  template <class T>
-  T attr_or(const std::string& name, T fallback) const {
-    return get_attr_or<T>(attrs, name, op, fallback);
-  }
   /// Allocates output i (uninitialized) and returns it for writing.
   tensor& allocate_output(size_t i, dtype type, shape dims);
   /// Output i of an element-wise kernel, which writes element k only after
@@ -72,7 +57,6 @@ struct ACTORFLOW_API kernel_context {
   /// allocation and keeps the data in cache.
   tensor& reuse_or_allocate_output(size_t i, size_t from, dtype type, const shape& dims);
   void set_output(size_t i, tensor t);
-  [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
   [[noreturn]] void fail(error_code code, const std::string& what) const {
     actorflow::fail(code, op, what);
   }

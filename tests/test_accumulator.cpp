@@ -15,19 +15,12 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::contains;
 using actorflow::testing::error_of;
+using actorflow::testing::future_error;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <class F>
-std::string future_error(F& future) {
-  return error_of([&] { future.get(); });
-}
 
 // An accumulator of gradients of shape (2) and the ops that the tests run on it.
 struct accumulator_graph {

@@ -21,6 +21,7 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::contains;
 using actorflow::testing::error_of;
 using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
@@ -104,10 +105,6 @@ void check_same(const std::map<std::string, variable_state>& a,
       CHECK(value.equals(other.slots.at(slot)));
     }
   }
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 std::string read_bytes(const std::string& path) {

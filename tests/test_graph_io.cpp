@@ -29,6 +29,7 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::contains;
 using actorflow::testing::error_of;
 using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
@@ -244,10 +245,6 @@ struct crafted {
   }
   std::string bytes() { return to_bytes(msg); }
 };
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 }  // namespace
 

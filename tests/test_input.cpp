@@ -24,21 +24,14 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::contains;
 using actorflow::testing::error_of;
+using actorflow::testing::future_error;
 using actorflow::testing::temp_dir;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <class F>
-std::string future_error(F& future) {
-  return error_of([&] { future.get(); });
-}
 
 // A scratch directory, removed at the end of the test.
 using bytes = std::vector<unsigned char>;

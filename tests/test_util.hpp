@@ -21,6 +21,18 @@ std::string error_of(F&& f) {
   return "";
 }
 
+/// Whether `text` holds `part`.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// The message of the actorflow::error that future.get() throws, or "" when
+/// it throws none (a future of a request that should have failed).
+template <class F>
+std::string future_error(F& future) {
+  return error_of([&] { future.get(); });
+}
+
 /// The code of the actorflow::error f() throws (ok when it throws none).
 template <class F>
 error_code code_of_failure(F&& f) {

@@ -1,10 +1,9 @@
 #include "actors/resources/accumulator_actor.hpp"
 
-#include <deque>
 #include <unordered_map>
 #include <variant>
 
-#include "actors/run/cancelled_steps.hpp"
+#include "actors/resources/waiting_requests.hpp"
 #include "actors/run/messages.hpp"
 #include "ops/array_util.hpp"
 
@@ -75,9 +74,7 @@ class accumulator_actor : public caf::event_based_actor {
         [this](update_atom, variable_update& u) { return on_graph_op(u); },
         // A failed or aborted step: its waiting take fails, and takes nothing.
         [this](cancel_atom, uint64_t executable, uint64_t step, std::string& why) {
-          step_key key{executable, step};
-          cancelled_.add(key, why);
-          cancel_waiting(takers_, key, why);
+          cancels_.cancel(step_key{executable, step}, why, takers_);
         },
         // The resource table closes every non-variable resource when its
         // session goes away; the session then waits for its steps, so a take
@@ -90,20 +87,15 @@ class accumulator_actor : public caf::event_based_actor {
   }
 
  private:
-  struct waiting_take {
-    std::string who;  // the graph node, for its error
-    step_key key;     // the step it belongs to, for cancelling
+  struct take_request {
     int32_t num_required;
-    caf::response_promise promise;
   };
 
   // Graph ops: errors name the node as well as the accumulator.
   reply on_graph_op(variable_update& u) {
-    std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
+    std::string who = requester_of(u);
     const std::string& op = u.def->name;
-    if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
-      if (auto why = cancelled_.find(u.key))
-        return failure(who + cancelled_text(*why), error_code::cancelled);
+    if (auto refused = cancels_.refusal(u, who)) return std::move(*refused);
     try {
       if (!sparse_ && op == "accumulator_apply_gradient") return apply(u.inputs[0], u.inputs[1]);
       if (!sparse_ && op == "accumulator_take_gradient") return take(u.inputs[0], who, u.key);
@@ -165,9 +157,7 @@ class accumulator_actor : public caf::event_based_actor {
     // Takers are served in arrival order: a later one never overtakes.
     if (takers_.empty() && count_ >= n) return take_average();
     if (shut_down_) return failure(who + shut_down_text(n), error_code::cancelled);
-    auto promise = make_response_promise();
-    takers_.push_back({who, key, n, promise});
-    return promise;
+    return takers_.hold(make_response_promise(), who, key, {n});
   }
 
   reply set_global_step(const tensor& new_step) {
@@ -205,8 +195,7 @@ class accumulator_actor : public caf::event_based_actor {
   // After a take the count is zero, so at most one waiting taker can be served.
   void serve_first_taker() {
     if (takers_.empty() || count_ < takers_.front().num_required) return;
-    takers_.front().promise.deliver(take_average());
-    takers_.pop_front();
+    takers_.answer_front(take_average());
   }
 
   update_result take_average() {
@@ -258,9 +247,8 @@ class accumulator_actor : public caf::event_based_actor {
 
   void shut_down() {
     shut_down_ = true;
-    for (auto& w : takers_)
-      w.promise.deliver(failure(w.who + shut_down_text(w.num_required), error_code::cancelled));
-    takers_.clear();
+    takers_.fail_each([&](const take_request& t) { return shut_down_text(t.num_required); },
+                      error_code::cancelled);
   }
 
   std::string shut_down_text(int32_t num_required) const {
@@ -286,8 +274,8 @@ class accumulator_actor : public caf::event_based_actor {
   int64_t row_size_ = 1;                                  // sparse: elements per variable row
   int32_t count_ = 0;
   int64_t global_step_ = 0;
-  std::deque<waiting_take> takers_;  // waiting for enough gradients, oldest first
-  cancelled_steps cancelled_;
+  waiting_requests<take_request> takers_;  // waiting for enough gradients
+  step_cancels cancels_;
   bool shut_down_ = false;
 };
 

@@ -2,7 +2,7 @@
 
 #include <deque>
 
-#include "actors/run/cancelled_steps.hpp"
+#include "actors/resources/waiting_requests.hpp"
 #include "actors/run/messages.hpp"
 
 namespace actorflow {
@@ -25,14 +25,17 @@ class queue_actor : public caf::event_based_actor {
     // Waiting requesters must hear back even when the queue goes away,
     // or the steps waiting on them would never finish.
     set_exit_handler([this](caf::exit_msg& msg) {
-      fail_dequeuers("queue '" + name_ + "' was shut down", error_code::cancelled);
-      fail_enqueuers("queue '" + name_ + "' was shut down");
+      std::string why = "queue '" + name_ + "' was shut down";
+      dequeuers_.fail_all(why, error_code::cancelled);
+      enqueuers_.fail_all(why, error_code::cancelled);
       quit(msg.reason);
     });
     return {
         [this](update_atom, variable_update& u) { return on_graph_op(u); },
+        // A failed or aborted step: its waiting requests fail and leave the
+        // queue as it was; an enqueue of that step never adds its element.
         [this](cancel_atom, uint64_t executable, uint64_t step, std::string& why) {
-          cancel(step_key{executable, step}, why);
+          cancels_.cancel(step_key{executable, step}, why, dequeuers_, enqueuers_);
         },
         [this](enqueue_atom, element& e) { return enqueue(std::move(e), "", {}); },
         [this](dequeue_atom) { return dequeue("", {}); },
@@ -42,25 +45,15 @@ class queue_actor : public caf::event_based_actor {
   }
 
  private:
-  struct waiting_enqueue {
+  struct enqueue_request {
     element value;
-    std::string who;  // the graph node, for its error
-    step_key key;     // the step it belongs to, for cancelling
-    caf::response_promise promise;
-  };
-  struct waiting_dequeue {
-    std::string who;
-    step_key key;
-    caf::response_promise promise;
   };
 
   // Graph ops: errors name the node as well as the queue.
   reply on_graph_op(variable_update& u) {
-    std::string who = "node '" + u.node_name + "' (" + u.def->name + "): ";
+    std::string who = requester_of(u);
     const std::string& op = u.def->name;
-    if (u.def->may_wait)  // ops that cannot wait run even for a cancelled step
-      if (auto why = cancelled_.find(u.key))
-        return failure(who + cancelled_text(*why), error_code::cancelled);
+    if (auto refused = cancels_.refusal(u, who)) return std::move(*refused);
     if (op == "queue_enqueue") return enqueue(std::move(u.inputs), who, u.key);
     if (op == "queue_dequeue") return dequeue(who, u.key);
     if (op == "queue_size") return size();
@@ -83,17 +76,14 @@ class queue_actor : public caf::event_based_actor {
       return failure(who + "queue '" + name_ + "' is closed: enqueue refused",
                      error_code::cancelled);
     if (!dequeuers_.empty()) {  // the queue is empty and someone waits: hand it over
-      dequeuers_.front().promise.deliver(update_result{std::move(e), ""});
-      dequeuers_.pop_front();
+      dequeuers_.answer_front(update_result{std::move(e), ""});
       return update_result{};
     }
     if (elements_.size() < static_cast<size_t>(spec_.capacity)) {
       elements_.push_back(std::move(e));
       return update_result{};
     }
-    auto promise = make_response_promise();
-    enqueuers_.push_back({std::move(e), who, key, promise});
-    return promise;
+    return enqueuers_.hold(make_response_promise(), who, key, {std::move(e)});
   }
 
   reply dequeue(const std::string& who, const step_key& key) {
@@ -104,46 +94,26 @@ class queue_actor : public caf::event_based_actor {
       return out;
     }
     if (closed_) return failure(who + closed_and_empty(), error_code::out_of_range);
-    auto promise = make_response_promise();
-    dequeuers_.push_back({who, key, promise});
-    return promise;
+    return dequeuers_.hold(make_response_promise(), who, key);
   }
 
   // A dequeue freed a slot: the oldest waiting enqueue takes it.
   void admit_waiting_enqueue() {
     if (enqueuers_.empty()) return;
-    auto& w = enqueuers_.front();
-    elements_.push_back(std::move(w.value));
-    w.promise.deliver(update_result{});
-    enqueuers_.pop_front();
+    elements_.push_back(std::move(enqueuers_.front().value));
+    enqueuers_.answer_front(update_result{});
   }
 
   reply close(bool cancel_pending) {
     closed_ = true;
     // Waiting dequeues mean the queue is empty: closed, it can never serve them.
-    fail_dequeuers(closed_and_empty(), error_code::out_of_range);
+    dequeuers_.fail_all(closed_and_empty(), error_code::out_of_range);
     if (cancel_pending)
-      fail_enqueuers("queue '" + name_ +
-                     "' was closed (cancel_pending_enqueues) while this enqueue waited for space");
+      enqueuers_.fail_all(
+          "queue '" + name_ +
+              "' was closed (cancel_pending_enqueues) while this enqueue waited for space",
+          error_code::cancelled);
     return update_result{};
-  }
-
-  void fail_dequeuers(const std::string& why, error_code code) {
-    for (auto& w : dequeuers_) w.promise.deliver(failure(w.who + why, code));
-    dequeuers_.clear();
-  }
-
-  void fail_enqueuers(const std::string& why) {
-    for (auto& w : enqueuers_) w.promise.deliver(failure(w.who + why, error_code::cancelled));
-    enqueuers_.clear();
-  }
-
-  // A failed or aborted step: its waiting requests fail and leave the queue
-  // as it was; an enqueue of that step never adds its element.
-  void cancel(const step_key& key, const std::string& why) {
-    cancelled_.add(key, why);
-    cancel_waiting(dequeuers_, key, why);
-    cancel_waiting(enqueuers_, key, why);
   }
 
   std::string closed_and_empty() const {
@@ -157,9 +127,9 @@ class queue_actor : public caf::event_based_actor {
   std::string name_;
   queue_spec spec_;
   std::deque<element> elements_;
-  std::deque<waiting_enqueue> enqueuers_;  // waiting for space, oldest first
-  std::deque<waiting_dequeue> dequeuers_;  // waiting for an element, oldest first
-  cancelled_steps cancelled_;
+  waiting_requests<enqueue_request> enqueuers_;  // waiting for space
+  waiting_requests<> dequeuers_;                 // waiting for an element
+  step_cancels cancels_;
   bool closed_ = false;
 };
 

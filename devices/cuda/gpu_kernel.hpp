@@ -42,22 +42,14 @@ struct gpu_kernel_context {
   std::shared_ptr<caching_allocator> memory;
   gpu_math math = gpu_math::fp32;
 
+  ACTORFLOW_ATTR_ACCESSORS
   const device_tensor& input(size_t i) const { return inputs[i]; }
-  template <class T>
-  T attr(const std::string& name) const {
-    return get_attr<T>(attrs, name, op);
-  }
-  template <class T>
-  T attr_or(const std::string& name, T fallback) const {
-    return get_attr_or<T>(attrs, name, op, fallback);
-  }
   /// Allocates output i (uninitialized) as its spec says.
   device_tensor& allocate_output(size_t i);
   void set_output(size_t i, device_tensor t);
   /// Scratch memory for this kernel's work on its stream (cuDNN workspaces,
   /// partial sums); dropping it after enqueueing is safe (stream order).
   device_tensor allocate_temp(dtype type, shape dims);
-  [[noreturn]] void fail(const std::string& what) const { actorflow::fail(op, what); }
 };
 
 /// A variable on a GPU: its value and optimizer slots on the device; counters
