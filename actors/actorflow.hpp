@@ -4,13 +4,13 @@
 // include the headers one by one instead, each as <actorflow/<room>/...>.
 #pragma once
 #include "actors/checkpoint.hpp"
-#include "actors/trace/chrome_trace.hpp"
 #include "actors/cluster/cluster.hpp"
 #include "actors/input/dataset.hpp"
 #include "actors/input/idx_reader.hpp"
-#include "actors/trace/op_profile.hpp"
 #include "actors/input/reader_actor.hpp"
 #include "actors/session.hpp"
+#include "actors/trace/chrome_trace.hpp"
+#include "actors/trace/op_profile.hpp"
 #include "actors/trace/summary_writer.hpp"
 #include "core/error.hpp"
 #include "core/gradients.hpp"

@@ -9,13 +9,13 @@
 //   if (!r.restored) s.run({global_variables_initializer(g)});
 //   ... every N steps: ckpt.save(s, step);
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/session.hpp"
+#include "core/export.hpp"
 #include "schema/checkpoint_dir.hpp"
 #include "schema/checkpoint_io.hpp"
 
@@ -27,7 +27,7 @@ namespace actorflow {
 /// "[save_checkpoint] <path>: ..." when a variable is uninitialized (naming it)
 /// or the file cannot be written. Take it between steps (see snapshot_variables).
 ACTORFLOW_API void save_checkpoint(session& s, const std::string& path, int64_t global_step,
-                     size_t chunk_bytes = default_checkpoint_chunk_bytes);
+                                   size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Restores every variable of `s` from `path` and returns the saved global
 /// step. All or nothing: changes no variable and throws

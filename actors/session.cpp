@@ -4,11 +4,11 @@
 
 #include "actors/cluster/cluster.hpp"
 #include "actors/cluster/distributed_executable.hpp"
-#include "actors/run/executable.hpp"
 #include "actors/compile/graph_optimizer.hpp"
-#include "actors/run/messages.hpp"
 #include "actors/compile/partition.hpp"
 #include "actors/resources/resource_table.hpp"
+#include "actors/run/executable.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/run/runtime.hpp"
 
 namespace actorflow {

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/run/messages.hpp"
 #include "actors/resources/resource_table.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/session.hpp"
 
 namespace actorflow {

@@ -2,9 +2,9 @@
 // gradient written out as graph ops, to show a graph with variables, feeds and
 // an update op running on the actor runtime. (Training with automatic
 // differentiation and real data comes with actorflow-train.)
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <random>
 
 #include "actors/session.hpp"
@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
   // d loss / d w = 2/N X^T err, d loss / d b = 2 mean(err)
   auto grad_w = matmul(x, err, true, false) * (2.0 / batch);
   auto grad_b = reduce_mean(err) * 2.0;
-  auto train = group(g, {operation(&g, assign_sub(w, grad_w * lr).ref().node),
-                         operation(&g, assign_sub(b, grad_b * lr).ref().node)},
+  auto train = group(g,
+                     {operation(&g, assign_sub(w, grad_w * lr).ref().node),
+                      operation(&g, assign_sub(b, grad_b * lr).ref().node)},
                      "train");
 
   // Synthetic data: y = X w_true + 0.5 + noise.
@@ -62,17 +63,21 @@ int main(int argc, char** argv) {
 
   session s(g);
   s.run({global_variables_initializer(g)});
-  fmt::print("actorflow-demo: linear regression, {} features, batch {}, lr {}\n", features, batch, lr);
+  fmt::print("actorflow-demo: linear regression, {} features, batch {}, lr {}\n", features, batch,
+             lr);
   float last = 0;
   for (int step = 1; step <= steps; ++step) {
     auto out = s.run(make_batch(), {loss}, {train});
     last = out[0].item<float>();
-    if (step == 1 || step % 25 == 0 || step == steps) fmt::print("step {:4d}  loss {:.6f}\n", step, last);
+    if (step == 1 || step % 25 == 0 || step == steps)
+      fmt::print("step {:4d}  loss {:.6f}\n", step, last);
   }
   auto learned = s.eval(w).to_vector<float>();
   float max_diff = 0;
-  for (int j = 0; j < features; ++j) max_diff = std::max(max_diff, std::abs(learned[size_t(j)] - w_true[size_t(j)]));
-  fmt::print("learned b={:.4f} (true 0.5), max |w - w_true| = {:.4f}\n", s.eval(b).item<float>(), max_diff);
+  for (int j = 0; j < features; ++j)
+    max_diff = std::max(max_diff, std::abs(learned[size_t(j)] - w_true[size_t(j)]));
+  fmt::print("learned b={:.4f} (true 0.5), max |w - w_true| = {:.4f}\n", s.eval(b).item<float>(),
+             max_diff);
   fmt::print("final_loss={:.6f}\n", last);
   return max_diff < 0.05f ? 0 : 1;
 }

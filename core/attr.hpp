@@ -1,12 +1,12 @@
 // Node attributes: compile-time parameters of an op (axes, strides, a constant's value).
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow {

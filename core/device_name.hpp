@@ -4,11 +4,11 @@
 // Placement partitions a graph by task ("/job:ps/task:0"): each task is one
 // process of a cluster.
 #pragma once
-#include "core/export.hpp"
 #include <functional>
 #include <string>
 
 #include "core/attr.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -41,7 +41,8 @@ enum class ps_strategy { round_robin, by_size };
 /// TensorFlow's replica_device_setter: variables go to "/job:ps/task:k", k
 /// chosen round-robin, or by size (the task holding the fewest bytes so far);
 /// every other node goes to `worker_device` unless a scope names a job already.
-ACTORFLOW_API device_function replica_device_setter(int ps_tasks, const std::string& worker_device = "",
-                                      ps_strategy strategy = ps_strategy::round_robin);
+ACTORFLOW_API device_function
+replica_device_setter(int ps_tasks, const std::string& worker_device = "",
+                      ps_strategy strategy = ps_strategy::round_robin);
 
 }  // namespace actorflow

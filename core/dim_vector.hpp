@@ -8,7 +8,6 @@
 // to std::vector<int64_t>, so `auto d = s.dims(); d.insert(...)` and
 // passing dims to a function taking a vector keep working.
 #pragma once
-#include "core/export.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +15,8 @@
 #include <initializer_list>
 #include <iterator>
 #include <vector>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 

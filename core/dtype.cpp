@@ -8,13 +8,20 @@ size_t dtype_size(dtype t) {
 
 const char* dtype_name(dtype t) {
   switch (t) {
-    case dtype::float32: return "float32";
-    case dtype::float64: return "float64";
-    case dtype::int32: return "int32";
-    case dtype::int64: return "int64";
-    case dtype::uint8: return "uint8";
-    case dtype::boolean: return "bool";
-    case dtype::bfloat16: return "bfloat16";
+    case dtype::float32:
+      return "float32";
+    case dtype::float64:
+      return "float64";
+    case dtype::int32:
+      return "int32";
+    case dtype::int64:
+      return "int64";
+    case dtype::uint8:
+      return "uint8";
+    case dtype::boolean:
+      return "bool";
+    case dtype::bfloat16:
+      return "bfloat16";
   }
   return "invalid";
 }
@@ -31,9 +38,7 @@ bool is_floating(dtype t) {
   return t == dtype::float32 || t == dtype::float64 || t == dtype::bfloat16;
 }
 
-bool is_integer(dtype t) {
-  return t == dtype::int32 || t == dtype::int64 || t == dtype::uint8;
-}
+bool is_integer(dtype t) { return t == dtype::int32 || t == dtype::int64 || t == dtype::uint8; }
 
 void fail_no_bfloat16_kernel(const std::string& op) {
   fail(op, "has no bfloat16 kernel (cast to float32 around it)");

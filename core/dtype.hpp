@@ -1,6 +1,5 @@
 // Element types of tensors.
 #pragma once
-#include "core/export.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -10,6 +9,7 @@
 
 #include "core/bfloat16.hpp"
 #include "core/error.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -34,14 +34,22 @@ ACTORFLOW_API bool is_integer(dtype t);
 
 template <class T>
 constexpr dtype dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return dtype::float32;
-  else if constexpr (std::is_same_v<T, double>) return dtype::float64;
-  else if constexpr (std::is_same_v<T, int32_t>) return dtype::int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return dtype::int64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return dtype::uint8;
-  else if constexpr (std::is_same_v<T, bool>) return dtype::boolean;
-  else if constexpr (std::is_same_v<T, actorflow::bfloat16>) return dtype::bfloat16;
-  else static_assert(sizeof(T) == 0, "no actorflow dtype for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return dtype::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return dtype::float64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return dtype::int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return dtype::int64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return dtype::uint8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return dtype::boolean;
+  else if constexpr (std::is_same_v<T, actorflow::bfloat16>)
+    return dtype::bfloat16;
+  else
+    static_assert(sizeof(T) == 0, "no actorflow dtype for this C++ type");
 }
 
 /// The error of a kernel that meets a bfloat16 it has no code for.
@@ -52,13 +60,20 @@ constexpr dtype dtype_of() {
 template <class F>
 decltype(auto) visit_storage_type(dtype t, F&& f) {
   switch (t) {
-    case dtype::float32: return f(float{});
-    case dtype::float64: return f(double{});
-    case dtype::int32: return f(int32_t{});
-    case dtype::int64: return f(int64_t{});
-    case dtype::uint8: return f(uint8_t{});
-    case dtype::boolean: return f(bool{});
-    case dtype::bfloat16: return f(actorflow::bfloat16{});
+    case dtype::float32:
+      return f(float{});
+    case dtype::float64:
+      return f(double{});
+    case dtype::int32:
+      return f(int32_t{});
+    case dtype::int64:
+      return f(int64_t{});
+    case dtype::uint8:
+      return f(uint8_t{});
+    case dtype::boolean:
+      return f(bool{});
+    case dtype::bfloat16:
+      return f(actorflow::bfloat16{});
   }
   throw error("[dtype] invalid dtype value " + std::to_string(static_cast<int>(t)));
 }
@@ -69,13 +84,20 @@ decltype(auto) visit_storage_type(dtype t, F&& f) {
 template <class F>
 decltype(auto) visit_dtype(dtype t, F&& f) {
   switch (t) {
-    case dtype::float32: return f(float{});
-    case dtype::float64: return f(double{});
-    case dtype::int32: return f(int32_t{});
-    case dtype::int64: return f(int64_t{});
-    case dtype::uint8: return f(uint8_t{});
-    case dtype::boolean: return f(bool{});
-    case dtype::bfloat16: fail_no_bfloat16_kernel("kernel");
+    case dtype::float32:
+      return f(float{});
+    case dtype::float64:
+      return f(double{});
+    case dtype::int32:
+      return f(int32_t{});
+    case dtype::int64:
+      return f(int64_t{});
+    case dtype::uint8:
+      return f(uint8_t{});
+    case dtype::boolean:
+      return f(bool{});
+    case dtype::bfloat16:
+      fail_no_bfloat16_kernel("kernel");
   }
   throw error("[dtype] invalid dtype value " + std::to_string(static_cast<int>(t)));
 }
@@ -92,10 +114,14 @@ decltype(auto) visit_numeric(dtype t, const char* op, F&& f) {
 template <class F>
 decltype(auto) visit_floating(dtype t, const char* op, F&& f) {
   switch (t) {
-    case dtype::float32: return f(float{});
-    case dtype::float64: return f(double{});
-    case dtype::bfloat16: fail_no_bfloat16_kernel(op);
-    default: fail(op, std::string("expects float32 or float64, got ") + dtype_name(t));
+    case dtype::float32:
+      return f(float{});
+    case dtype::float64:
+      return f(double{});
+    case dtype::bfloat16:
+      fail_no_bfloat16_kernel(op);
+    default:
+      fail(op, std::string("expects float32 or float64, got ") + dtype_name(t));
   }
 }
 

@@ -3,11 +3,12 @@
 // code saying what kind of failure it is (TensorFlow's status codes, with
 // their numbers), so that callers decide by code, never by the text.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <exception>
 #include <stdexcept>
 #include <string>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -59,7 +60,8 @@ ACTORFLOW_API error_code code_of(const std::exception& e);
   throw error("[" + where + "] " + what);
 }
 /// Throws actorflow::error("[where] what") with `code`.
-[[noreturn]] ACTORFLOW_API inline void fail(error_code code, const std::string& where, const std::string& what) {
+[[noreturn]] ACTORFLOW_API inline void fail(error_code code, const std::string& where,
+                                            const std::string& what) {
   throw error("[" + where + "] " + what, code);
 }
 

@@ -1,11 +1,11 @@
 // Reverse-mode automatic differentiation over the graph, as in TensorFlow:
 // gradients(ys, xs) adds the nodes that compute d(sum of ys)/d(x) for each x.
 #pragma once
-#include "core/export.hpp"
 #include <functional>
 #include <map>
 #include <utility>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -15,8 +15,9 @@ namespace actorflow {
 /// An x that no y depends on gets an invalid output. Throws, naming the op,
 /// when the path from an x to a y crosses an op that has no gradient.
 /// Gradients of integer and bool tensors are never formed.
-ACTORFLOW_API std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
-                              const std::vector<output>& grad_ys = {});
+ACTORFLOW_API std::vector<output> gradients(const std::vector<output>& ys,
+                                            const std::vector<output>& xs,
+                                            const std::vector<output>& grad_ys = {});
 
 /// True for the dtypes gradients flow through (float32, float64).
 ACTORFLOW_API bool is_differentiable_type(dtype type);

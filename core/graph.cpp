@@ -106,7 +106,8 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
     for (int c : control) gated |= cond_branches_.back().gated.count(c) > 0;
     // Inside a loop body the loop's pivot rule below applies instead: the
     // loop itself is gated through its enters.
-    if (!gated && !in_loop && (def.stateful || def.acts_on_resource() || def.role == op_role::enter_frame)) {
+    if (!gated && !in_loop &&
+        (def.stateful || def.acts_on_resource() || def.role == op_role::enter_frame)) {
       control.push_back(cond_branches_.back().pivot);
       gated = true;
     }
@@ -131,7 +132,8 @@ const node& graph::add_node(const std::string& op, std::vector<output> inputs, a
   // inner branch's switches take their inputs through the outer ones.
   if (gated)
     for (auto& b : cond_branches_) b.gated.insert(n.id);
-  if (def.role == op_role::exit_frame && in_loop) per_iteration = true;  // once per iteration of the outer loop
+  if (def.role == op_role::exit_frame && in_loop)
+    per_iteration = true;  // once per iteration of the outer loop
   if (per_iteration) loop_bodies_.back().per_iteration.insert(n.id);
   return n;
 }
@@ -214,8 +216,8 @@ bool graph::frame_within(int inner, int outer) const {
 // cut edge) carries whatever frame its send's value had.
 bool graph::fits_every_frame(int id) const {
   auto& n = nodes_[static_cast<size_t>(id)];
-  return (n.def->role == op_role::constant && n.control_inputs.empty()) || n.def->role == op_role::recv ||
-         node_frame_[static_cast<size_t>(id)] == follows_recv;
+  return (n.def->role == op_role::constant && n.control_inputs.empty()) ||
+         n.def->role == op_role::recv || node_frame_[static_cast<size_t>(id)] == follows_recv;
 }
 
 endpoint graph::into_context(const endpoint& e) {
@@ -340,7 +342,8 @@ int graph::structural_frame(const std::string& op, const std::vector<endpoint>& 
     bool after_recv = false;
     for (size_t i = first; i < inputs.size(); ++i) {
       auto& src = nodes_[static_cast<size_t>(inputs[i].node)];
-      after_recv |= src.def->role == op_role::recv || node_frame_[static_cast<size_t>(src.id)] == follows_recv;
+      after_recv |= src.def->role == op_role::recv ||
+                    node_frame_[static_cast<size_t>(src.id)] == follows_recv;
     }
     frame = after_recv && def.role != op_role::exit_frame ? follows_recv : -1;
   }

@@ -4,7 +4,6 @@
 // nodes, so a graph can hold no cycle. Shapes and dtypes are inferred as each
 // node is added; a mismatch throws at once, naming the op and the shapes.
 #pragma once
-#include "core/export.hpp"
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "core/device_name.hpp"
+#include "core/export.hpp"
 #include "core/op_registry.hpp"
 
 namespace actorflow {

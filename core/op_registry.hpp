@@ -4,7 +4,6 @@
 // dtype inference (run as the graph is built), its CPU kernel, and for ops that
 // update a variable, the update the variable actor applies.
 #pragma once
-#include "core/export.hpp"
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "core/attr.hpp"
+#include "core/export.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow {
@@ -179,14 +179,14 @@ struct ACTORFLOW_API op_registrar {
 };
 
 /// Infers output specs for `op` (validating arity first).
-ACTORFLOW_API std::vector<tensor_spec> infer_outputs(const op_def& def, const std::vector<tensor_spec>& inputs,
-                                       const attr_map& attrs,
-                                       const std::vector<tensor>* constant_inputs = nullptr);
+ACTORFLOW_API std::vector<tensor_spec> infer_outputs(
+    const op_def& def, const std::vector<tensor_spec>& inputs, const attr_map& attrs,
+    const std::vector<tensor>* constant_inputs = nullptr);
 
 /// Runs one op eagerly on concrete tensors: infers (and so validates) the output
 /// specs, runs the CPU kernel, and checks the outputs against the specs.
 /// Used by tests and by tools; graphs run through the session.
 ACTORFLOW_API std::vector<tensor> run_kernel(const std::string& op, std::vector<tensor> inputs,
-                               const attr_map& attrs = {}, uint64_t invocation = 0);
+                                             const attr_map& attrs = {}, uint64_t invocation = 0);
 
 }  // namespace actorflow

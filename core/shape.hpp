@@ -1,13 +1,13 @@
 // Tensor shapes. At graph-build time a dimension may be unknown (-1); at run
 // time every shape is fully defined. The rank is always known.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "core/dim_vector.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 

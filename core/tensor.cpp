@@ -1,7 +1,5 @@
 #include "core/tensor.hpp"
 
-#include "core/large_blocks.hpp"
-
 #include <malloc.h>
 
 #include <cstdint>
@@ -9,6 +7,8 @@
 #include <new>
 #include <ostream>
 #include <sstream>
+
+#include "core/large_blocks.hpp"
 
 namespace actorflow {
 
@@ -30,10 +30,14 @@ void keep_large_blocks_in_heap() {
 
 template <class T>
 void print_value(std::ostream& os, T v) {
-  if constexpr (std::is_same_v<T, bool>) os << (v ? "true" : "false");
-  else if constexpr (std::is_same_v<T, uint8_t>) os << static_cast<int>(v);
-  else if constexpr (std::is_same_v<T, bfloat16>) os << to_float(v);  // as TensorFlow prints it
-  else os << v;
+  if constexpr (std::is_same_v<T, bool>)
+    os << (v ? "true" : "false");
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    os << static_cast<int>(v);
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    os << to_float(v);  // as TensorFlow prints it
+  else
+    os << v;
 }
 
 }  // namespace
@@ -126,8 +130,9 @@ std::byte* tensor::allocate_buffer(size_t bytes) {
   auto first = reinterpret_cast<uintptr_t>(block) + header_size;
   auto data = reinterpret_cast<std::byte*>((first + alignment - 1) / alignment * alignment);
   new (data - header_size) ref_count(1);
-  uintptr_t word = reinterpret_cast<uintptr_t>(block) |
-                   (small ? small_block_bit : large ? large_block_bit : 0);
+  uintptr_t word = reinterpret_cast<uintptr_t>(block) | (small   ? small_block_bit
+                                                         : large ? large_block_bit
+                                                                 : 0);
   std::memcpy(data - header_size + sizeof(ref_count), &word, sizeof word);
   return data;
 }

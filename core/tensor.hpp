@@ -8,7 +8,6 @@
 // tensor travels in a message it is immutable. Writers that may hold a shared
 // buffer (the variable actor) check is_unique() and clone first (copy-on-write).
 #pragma once
-#include "core/export.hpp"
 #include <Eigen/Core>
 #include <atomic>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/export.hpp"
 #include "core/shape.hpp"
 
 namespace actorflow {
@@ -197,8 +197,8 @@ template <class T>
 tensor tensor::from_vector(const std::vector<T>& values, shape dims) {
   tensor t(dtype_of<T>(), std::move(dims));
   if (static_cast<size_t>(t.num_elements()) != values.size())
-    fail("tensor", "from_vector got " + std::to_string(values.size()) +
-                       " values for shape " + t.dims().to_string());
+    fail("tensor", "from_vector got " + std::to_string(values.size()) + " values for shape " +
+                       t.dims().to_string());
   if constexpr (std::is_same_v<T, bool>) {
     std::copy(values.begin(), values.end(), t.mutable_data<bool>());
   } else if (!values.empty()) {

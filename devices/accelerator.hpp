@@ -9,11 +9,11 @@
 // consumers on the same device and copies it out only for the others (the
 // cut between devices inside a process).
 #pragma once
-#include "core/export.hpp"
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/op_registry.hpp"
 #include "devices/cuda/caching_allocator.hpp"
 #include "devices/cuda/device_tensor.hpp"

@@ -1,8 +1,9 @@
 // What every device actor understands: a task to run on its pool or stream.
 #pragma once
-#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <functional>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 

@@ -2,12 +2,12 @@
 // name, its actor, and its threads or its accelerator. The runtime owns the
 // devices (actors/run/runtime.hpp); graph passes read this list only.
 #pragma once
-#include "core/export.hpp"
 #include <oneapi/tbb/task_arena.h>
 
 #include <caf/actor.hpp>
 #include <string>
 
+#include "core/export.hpp"
 #include "devices/accelerator.hpp"
 
 namespace actorflow {

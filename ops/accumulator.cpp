@@ -53,7 +53,8 @@ void check_kind(const attr_map& attrs, bool sparse_op, const std::string& op,
   bool sparse = is_sparse_accumulator(attrs);
   if (sparse && !sparse_op)
     fail(op, who + " holds row gradients: use the sparse_accumulator_ ops on it");
-  if (!sparse && sparse_op) fail(op, who + " holds dense gradients: use the accumulator_ ops on it");
+  if (!sparse && sparse_op)
+    fail(op, who + " holds dense gradients: use the accumulator_ ops on it");
 }
 
 std::vector<tensor_spec> apply_spec(const shape_context& c) {
@@ -76,7 +77,8 @@ std::vector<tensor_spec> sparse_apply_spec(const shape_context& c) {
   auto& rows = c.inputs[2];
   auto& indices = c.inputs[3];
   detail::check_index_type(indices.type, c.op);
-  check_gradient({spec.type, detail::gathered_rows_shape(indices.dims, spec.dims)}, rows, c.op, "rows: ");
+  check_gradient({spec.type, detail::gathered_rows_shape(indices.dims, spec.dims)}, rows, c.op,
+                 "rows: ");
   return {};
 }
 
@@ -84,7 +86,8 @@ std::vector<tensor_spec> sparse_take_spec(const shape_context& c) {
   check_kind(c.attrs, true, c.op);
   check_scalar(c.inputs[1], dtype::int32, "num_required", c.op);
   auto spec = accumulator_spec_of(c.attrs, c.op);
-  return {{spec.type, detail::gathered_rows_shape(shape{-1}, spec.dims)}, {dtype::int64, shape{-1}}};
+  return {{spec.type, detail::gathered_rows_shape(shape{-1}, spec.dims)},
+          {dtype::int64, shape{-1}}};
 }
 
 std::vector<tensor_spec> set_step_spec(const shape_context& c) {

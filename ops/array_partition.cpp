@@ -98,9 +98,9 @@ void dynamic_partition_kernel(kernel_context& ctx) {
   }
   std::vector<char*> next(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
-    auto& out = ctx.allocate_output(static_cast<size_t>(k), data.type(),
-                                    rows_shape(counts[static_cast<size_t>(k)], data.dims(),
-                                               partitions.rank()));
+    auto& out = ctx.allocate_output(
+        static_cast<size_t>(k), data.type(),
+        rows_shape(counts[static_cast<size_t>(k)], data.dims(), partitions.rank()));
     next[static_cast<size_t>(k)] = static_cast<char*>(out.raw_mutable_data());
   }
   const size_t width = row_bytes(data, partitions.rank());
@@ -141,8 +141,8 @@ std::vector<tensor_spec> dynamic_stitch_infer(const shape_context& c) {
              dtype_name(first_data.type));
     if (!starts_with(data.dims, idx.dims) ||
         !rows_shape(-1, data.dims, idx.dims.rank()).compatible_with(tail))
-      c.fail("data " + std::to_string(i) + " " + data.dims.to_string() +
-             " must be indices " + std::to_string(i) + " " + idx.dims.to_string() +
+      c.fail("data " + std::to_string(i) + " " + data.dims.to_string() + " must be indices " +
+             std::to_string(i) + " " + idx.dims.to_string() +
              " followed by the row shape of data 0");
   }
   return {{first_data.type, tail}};
@@ -169,13 +169,13 @@ void dynamic_stitch_kernel(kernel_context& ctx) {
     for (int64_t j = 0; j < idx.num_elements(); ++j) {
       int64_t at = read_int(idx, j);
       if (at < 0)
-        ctx.fail("index " + std::to_string(at) + " (indices " + std::to_string(i) +
-                 ", position " + std::to_string(j) + ") is negative");
+        ctx.fail("index " + std::to_string(at) + " (indices " + std::to_string(i) + ", position " +
+                 std::to_string(j) + ") is negative");
       rows = std::max(rows, at + 1);
     }
   }
-  auto& out = ctx.allocate_output(0, first_data.type(), rows_shape(rows, first_data.dims(),
-                                                                    ctx.input(0).rank()));
+  auto& out = ctx.allocate_output(0, first_data.type(),
+                                  rows_shape(rows, first_data.dims(), ctx.input(0).rank()));
   const size_t width = row_bytes(first_data, ctx.input(0).rank());
   char* dst = static_cast<char*>(out.raw_mutable_data());
   // Rows no index names stay zero; a row named twice takes the later value.

@@ -29,12 +29,12 @@
 // left operand and output gradient are gathered, and the gradient is one
 // product after the backward loop. The value is the same up to rounding.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -42,7 +42,8 @@ namespace actorflow {
 /// {output 0: data when pred is false, output 1: data when pred is true}.
 ACTORFLOW_API std::vector<output> switch_op(output data, output pred, const std::string& name = "");
 /// {the first live input, int32 scalar: its index}. All inputs share a dtype.
-ACTORFLOW_API std::vector<output> merge(const std::vector<output>& inputs, const std::string& name = "");
+ACTORFLOW_API std::vector<output> merge(const std::vector<output>& inputs,
+                                        const std::string& name = "");
 
 /// The outputs of `true_fn` when the scalar bool `pred` is true, else those
 /// of `false_fn`; only the taken branch runs. Both branches must return as
@@ -52,9 +53,10 @@ ACTORFLOW_API std::vector<output> merge(const std::vector<output>& inputs, const
 /// tensor (a constant) waits on the branch's pivot, so neither happens in
 /// an untaken branch; constants themselves stay folded into their
 /// consumers. Build-time errors name the cond ("[cond] ...").
-ACTORFLOW_API std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,
-                         const std::function<std::vector<output>()>& false_fn,
-                         const std::string& name = "cond");
+ACTORFLOW_API std::vector<output> cond(output pred,
+                                       const std::function<std::vector<output>()>& true_fn,
+                                       const std::function<std::vector<output>()>& false_fn,
+                                       const std::string& name = "cond");
 struct ACTORFLOW_API while_options {
   /// How many iterations may run at once (each loop variable at most this
   /// many iterations ahead of the slowest).
@@ -80,12 +82,14 @@ using loop_body_fn = std::function<std::vector<output>(const std::vector<output>
 /// be read and updated inside. Build-time errors name the loop:
 /// "[while_loop] 'name': ...". The body's values keep their loop variable's
 /// dtype and fit its shape invariant.
-ACTORFLOW_API std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& body_fn,
-                               const std::vector<output>& loop_vars,
-                               const while_options& options = {});
+ACTORFLOW_API std::vector<output> while_loop(const loop_cond_fn& cond_fn,
+                                             const loop_body_fn& body_fn,
+                                             const std::vector<output>& loop_vars,
+                                             const while_options& options = {});
 
 /// For branches of one output each.
 ACTORFLOW_API output cond(output pred, const std::function<output()>& true_fn,
-            const std::function<output()>& false_fn, const std::string& name = "cond");
+                          const std::function<output()>& false_fn,
+                          const std::string& name = "cond");
 
 }  // namespace actorflow

@@ -32,9 +32,11 @@ loop_parts find_parts(const graph& g, int frame) {
   loop_parts p;  // results: the body's values, which its next_iterations take
   std::map<std::string, int> var_of_merge;
   for (auto& n : g.nodes()) {
-    if (n.def->role == op_role::exit_frame && g.frame_of(n.inputs[0].node) == frame) p.exits.push_back(n.id);
+    if (n.def->role == op_role::exit_frame && g.frame_of(n.inputs[0].node) == frame)
+      p.exits.push_back(n.id);
     if (g.frame_of(n.id) != frame) continue;
-    if (n.def->role == op_role::enter_frame) (is_loop_invariant(n) ? p.invariants : p.enters).push_back(n.id);
+    if (n.def->role == op_role::enter_frame)
+      (is_loop_invariant(n) ? p.invariants : p.enters).push_back(n.id);
     if (n.def->role == op_role::merge_values && n.attrs.count("frame")) {
       var_of_merge[n.name] = int(p.merges.size());
       p.merges.push_back(n.id);

@@ -15,27 +15,28 @@
 // passes the forward's own input / filter there, which also works when the
 // batch dimension is unknown (-1) at graph-build time.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
 
 /// Convolves input [N,H,W,C] with filter [KH,KW,C,K] (cross-correlation, as TF).
-ACTORFLOW_API output conv2d(output input, output filter, std::vector<int64_t> strides, const std::string& padding,
-              const std::string& name = "");
+ACTORFLOW_API output conv2d(output input, output filter, std::vector<int64_t> strides,
+                            const std::string& padding, const std::string& name = "");
 
 /// Gradient of conv2d with respect to its input; the result has input_like's shape.
 ACTORFLOW_API output conv2d_backprop_input(output input_like, output filter, output out_backprop,
-                             std::vector<int64_t> strides, const std::string& padding,
-                             const std::string& name = "");
+                                           std::vector<int64_t> strides, const std::string& padding,
+                                           const std::string& name = "");
 
 /// Gradient of conv2d with respect to its filter; the result has filter_like's shape.
 ACTORFLOW_API output conv2d_backprop_filter(output input, output filter_like, output out_backprop,
-                              std::vector<int64_t> strides, const std::string& padding,
-                              const std::string& name = "");
+                                            std::vector<int64_t> strides,
+                                            const std::string& padding,
+                                            const std::string& name = "");
 
 }  // namespace actorflow

@@ -17,8 +17,7 @@ std::vector<int64_t> row_shape_of(const shape& dims) {
 std::vector<int64_t> even_row_offsets(int64_t rows, int num_shards) {
   if (num_shards < 1) fail(kOp, "needs at least one shard, got " + std::to_string(num_shards));
   if (rows < num_shards)
-    fail(kOp, std::to_string(rows) + " rows cannot fill " + std::to_string(num_shards) +
-                  " shards");
+    fail(kOp, std::to_string(rows) + " rows cannot fill " + std::to_string(num_shards) + " shards");
   std::vector<int64_t> offsets = {0};
   const int64_t base = rows / num_shards, extra = rows % num_shards;
   for (int k = 0; k < num_shards; ++k) offsets.push_back(offsets.back() + base + (k < extra));

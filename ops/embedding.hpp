@@ -4,11 +4,11 @@
 // over the parameter servers like any other variables; a lookup gathers each
 // shard's rows where the shard lives, and only those rows cross the network.
 #pragma once
-#include "core/export.hpp"
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "ops/state.hpp"
 
 namespace actorflow {
@@ -40,19 +40,18 @@ using shard_initializer = std::function<output(graph& g, shape dims, int index)>
 /// `num_shards` variables named "<name>/part_<k>". `devices`, when given, puts
 /// shard k on devices[k]; otherwise the enclosing device scope or function
 /// places each shard.
-ACTORFLOW_API partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_shards,
-                                               const shard_initializer& init,
-                                               const std::string& name,
-                                               const std::vector<std::string>& devices = {});
+ACTORFLOW_API partitioned_variable
+make_partitioned_variable(graph& g, shape dims, int num_shards, const shard_initializer& init,
+                          const std::string& name, const std::vector<std::string>& devices = {});
 /// The same, each shard initialized from its rows of `initial`.
-ACTORFLOW_API partitioned_variable make_partitioned_variable(output initial, int num_shards,
-                                               const std::string& name,
-                                               const std::vector<std::string>& devices = {});
+ACTORFLOW_API partitioned_variable
+make_partitioned_variable(output initial, int num_shards, const std::string& name,
+                          const std::vector<std::string>& devices = {});
 
 /// params' rows at `ids` (int32 or int64, any shape; at most one unknown dim):
 /// shape ids.shape + params' row shape, as gather(params.value(), ids) would
 /// give. Gradients reach each shard as the rows it served.
 ACTORFLOW_API output embedding_lookup(const partitioned_variable& params, output ids,
-                        const std::string& name = "embedding_lookup");
+                                      const std::string& name = "embedding_lookup");
 
 }  // namespace actorflow

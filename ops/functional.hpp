@@ -10,11 +10,11 @@
 //   is the initializer's. A result that differs fails at build time.
 // - scan always takes an initializer and runs forward (no reverse).
 #pragma once
-#include "core/export.hpp"
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -28,11 +28,12 @@ struct ACTORFLOW_API map_options {
 };
 
 /// [fn(elems[0]), ..., fn(elems[n-1])] stacked: [n, result dims...].
-ACTORFLOW_API output map_fn(const std::function<output(output)>& fn, output elems, const map_options& o = {});
+ACTORFLOW_API output map_fn(const std::function<output(output)>& fn, output elems,
+                            const map_options& o = {});
 
 /// acc[0] = fn(initializer, elems[0]), acc[t] = fn(acc[t-1], elems[t]);
 /// returns every acc stacked: [n, initializer dims...].
-ACTORFLOW_API output scan(const std::function<output(output, output)>& fn, output elems, output initializer,
-            map_options o = {.name = "scan"});
+ACTORFLOW_API output scan(const std::function<output(output, output)>& fn, output elems,
+                          output initializer, map_options o = {.name = "scan"});
 
 }  // namespace actorflow

@@ -13,31 +13,31 @@
 // Attributes: "ksize" = [kh, kw] (or [1, kh, kw, 1]), "strides" likewise, "padding" =
 // "SAME" or "VALID" with conv2d's output-size arithmetic.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
 
 /// Maximum over kh x kw windows of x [N,H,W,C].
 ACTORFLOW_API output max_pool(output x, std::vector<int64_t> ksize, std::vector<int64_t> strides,
-                const std::string& padding, const std::string& name = "");
+                              const std::string& padding, const std::string& name = "");
 
 /// Mean over kh x kw windows of x [N,H,W,C] (padding excluded from the count).
 ACTORFLOW_API output avg_pool(output x, std::vector<int64_t> ksize, std::vector<int64_t> strides,
-                const std::string& padding, const std::string& name = "");
+                              const std::string& padding, const std::string& name = "");
 
 /// Gradient of max_pool: grad routed to each window's (first) maximum in orig_input.
-ACTORFLOW_API output max_pool_grad(output orig_input, output orig_output, output grad, std::vector<int64_t> ksize,
-                     std::vector<int64_t> strides, const std::string& padding,
-                     const std::string& name = "");
+ACTORFLOW_API output max_pool_grad(output orig_input, output orig_output, output grad,
+                                   std::vector<int64_t> ksize, std::vector<int64_t> strides,
+                                   const std::string& padding, const std::string& name = "");
 
 /// Gradient of avg_pool; the result has orig_input_like's shape.
 ACTORFLOW_API output avg_pool_grad(output orig_input_like, output grad, std::vector<int64_t> ksize,
-                     std::vector<int64_t> strides, const std::string& padding,
-                     const std::string& name = "");
+                                   std::vector<int64_t> strides, const std::string& padding,
+                                   const std::string& name = "");
 
 }  // namespace actorflow

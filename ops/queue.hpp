@@ -19,11 +19,12 @@ struct ACTORFLOW_API queue_spec {
 /// A FIFO queue of elements, each a tuple of tensors of the given dtypes and
 /// shapes; `capacity` >= 1. The output is the queue's reference: it feeds the
 /// queue ops, and fetching it is an error.
-ACTORFLOW_API output fifo_queue(graph& g, const std::vector<dtype>& types, const std::vector<shape>& shapes,
-                  int64_t capacity, const std::string& name = "");
+ACTORFLOW_API output fifo_queue(graph& g, const std::vector<dtype>& types,
+                                const std::vector<shape>& shapes, int64_t capacity,
+                                const std::string& name = "");
 /// Appends one element; waits while the queue is full. Fails once the queue is closed.
 ACTORFLOW_API operation queue_enqueue(output queue, const std::vector<output>& components,
-                        const std::string& name = "");
+                                      const std::string& name = "");
 /// Removes the oldest element, one output per component; waits while the queue
 /// is empty. Once the queue is closed, the remaining elements drain, then a
 /// dequeue fails with "... is closed and empty" (TensorFlow's OutOfRange).
@@ -32,7 +33,7 @@ ACTORFLOW_API std::vector<output> queue_dequeue(output queue, const std::string&
 /// (dequeues waiting on it fail at once). Enqueues waiting for space still land
 /// unless `cancel_pending_enqueues`, which fails them.
 ACTORFLOW_API operation queue_close(output queue, bool cancel_pending_enqueues = false,
-                      const std::string& name = "");
+                                    const std::string& name = "");
 /// The number of elements in the queue (int32 scalar).
 ACTORFLOW_API output queue_size(output queue, const std::string& name = "");
 
@@ -41,7 +42,8 @@ ACTORFLOW_API output queue_size(output queue, const std::string& name = "");
 ACTORFLOW_API queue_spec queue_spec_of(const attr_map& attrs, const std::string& op);
 /// Checks one element against the spec; the error names the queue, the
 /// component and what differs.
-ACTORFLOW_API void check_queue_element(const queue_spec& spec, const std::vector<tensor>& components,
-                         const std::string& queue_name);
+ACTORFLOW_API void check_queue_element(const queue_spec& spec,
+                                       const std::vector<tensor>& components,
+                                       const std::string& queue_name);
 
 }  // namespace actorflow

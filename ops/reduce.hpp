@@ -3,11 +3,11 @@
 // argmin over one attr "axis" (int64 output); and sum_to_shape_of, which undoes
 // broadcasting at run time (for gradients of broadcasting ops).
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -15,20 +15,20 @@ namespace actorflow {
 /// Sum over `axes` (all when empty); keep_dims keeps reduced dims as size 1.
 /// A zero-size reduction gives 0.
 ACTORFLOW_API output reduce_sum(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
-                  const std::string& name = "");
+                                const std::string& name = "");
 /// Mean over `axes`; NaN for a zero-size reduction of floats (an error for integers,
 /// whose mean divides with truncation).
 ACTORFLOW_API output reduce_mean(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
-                   const std::string& name = "");
+                                 const std::string& name = "");
 /// Maximum over `axes`; NaN propagates; reducing a zero-size dim is an error.
 ACTORFLOW_API output reduce_max(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
-                  const std::string& name = "");
+                                const std::string& name = "");
 /// Minimum over `axes`; NaN propagates; reducing a zero-size dim is an error.
 ACTORFLOW_API output reduce_min(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
-                  const std::string& name = "");
+                                const std::string& name = "");
 /// Product over `axes`; a zero-size reduction gives 1.
 ACTORFLOW_API output reduce_prod(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
-                   const std::string& name = "");
+                                 const std::string& name = "");
 /// Index (int64) of the largest value along `axis`; the first one on ties or NaN.
 ACTORFLOW_API output argmax(output x, int64_t axis = 0, const std::string& name = "");
 /// Index (int64) of the smallest value along `axis`; the first one on ties or NaN.

@@ -22,11 +22,11 @@
 //   before they meet the product (TensorFlow adds them to it one by one): the same values up to
 //   rounding, and one add instead of three on the path from the inputs.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -49,9 +49,10 @@ struct ACTORFLOW_API candidate_sample {
 /// otherwise num_sampled * P(k). The draws depend only on (seed, counter), counter an int64
 /// scalar (e.g. the global step).
 ACTORFLOW_API candidate_sample log_uniform_candidate_sampler(output true_classes, int64_t num_true,
-                                               int64_t num_sampled, bool unique, int64_t range_max,
-                                               output counter, int64_t seed = 0,
-                                               const std::string& name = "");
+                                                             int64_t num_sampled, bool unique,
+                                                             int64_t range_max, output counter,
+                                                             int64_t seed = 0,
+                                                             const std::string& name = "");
 
 struct ACTORFLOW_API sampled_softmax_options {
   /// Labels per example (the columns of labels).
@@ -68,16 +69,18 @@ struct ACTORFLOW_API sampled_softmax_options {
 /// [batch, num_true] (int32 or int64), inputs [batch, dim] (batch may be unknown). The
 /// candidates come from log_uniform_candidate_sampler(labels, num_true, num_sampled, unique =
 /// true, num_classes, counter, seed). Use it for training; evaluate with the full softmax.
-ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
-                            int64_t num_sampled, int64_t num_classes, output counter,
-                            const sampled_softmax_options& options = {},
-                            const std::string& name = "sampled_softmax_loss");
+ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels,
+                                          output inputs, int64_t num_sampled, int64_t num_classes,
+                                          output counter,
+                                          const sampled_softmax_options& options = {},
+                                          const std::string& name = "sampled_softmax_loss");
 
 /// The same with given candidates (TensorFlow's sampled_values argument): any sampler, or fixed
 /// ones in tests. num_sampled is the length of sampled.sampled_candidates, which must be known.
-ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
-                            const candidate_sample& sampled, int64_t num_classes,
-                            const sampled_softmax_options& options = {},
-                            const std::string& name = "sampled_softmax_loss");
+ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels,
+                                          output inputs, const candidate_sample& sampled,
+                                          int64_t num_classes,
+                                          const sampled_softmax_options& options = {},
+                                          const std::string& name = "sampled_softmax_loss");
 
 }  // namespace actorflow

@@ -25,10 +25,10 @@ struct ACTORFLOW_API cross_entropy {
 /// logits and labels [batch, classes] of one float dtype; each row of labels is a
 /// probability distribution.
 ACTORFLOW_API cross_entropy softmax_cross_entropy_with_logits(output logits, output labels,
-                                                const std::string& name = "");
+                                                              const std::string& name = "");
 /// logits [batch, classes] (float), labels [batch] (int32 or int64) holding class indices in
 /// [0, classes); an index out of range fails the run, naming the label and the class count.
 ACTORFLOW_API cross_entropy sparse_softmax_cross_entropy_with_logits(output logits, output labels,
-                                                       const std::string& name = "");
+                                                                     const std::string& name = "");
 
 }  // namespace actorflow

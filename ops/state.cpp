@@ -71,18 +71,19 @@ const op_registrar registrations[] = {
                   .kernel = runtime_only,
                   .summary = "a value fed at run time",
                   .not_differentiable = true}),
-    op_registrar({.name = "constant",
-                  .role = op_role::constant,
-                  .num_inputs = 0,
-                  .infer =
-                      [](const shape_context& c) {
-                        auto t = c.attr<tensor>("value");
-                        if (!t.valid()) c.fail("constant without a value");
-                        return std::vector<tensor_spec>{{t.type(), t.dims()}};
-                      },
-                  .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.attr<tensor>("value")); },
-                  .summary = "a fixed tensor",
-                  .not_differentiable = true}),
+    op_registrar(
+        {.name = "constant",
+         .role = op_role::constant,
+         .num_inputs = 0,
+         .infer =
+             [](const shape_context& c) {
+               auto t = c.attr<tensor>("value");
+               if (!t.valid()) c.fail("constant without a value");
+               return std::vector<tensor_spec>{{t.type(), t.dims()}};
+             },
+         .kernel = [](kernel_context& ctx) { ctx.set_output(0, ctx.attr<tensor>("value")); },
+         .summary = "a fixed tensor",
+         .not_differentiable = true}),
     op_registrar({.name = "identity",
                   .num_inputs = 1,
                   .infer = same_as_input0,
@@ -181,8 +182,8 @@ output placeholder(graph& g, dtype type, shape dims, const std::string& name) {
 }
 
 output constant(graph& g, tensor value, const std::string& name) {
-  auto& n = g.add_node("constant", {}, {{"value", std::move(value)}},
-                       name.empty() ? "constant" : name);
+  auto& n =
+      g.add_node("constant", {}, {{"value", std::move(value)}}, name.empty() ? "constant" : name);
   return output(&g, {n.id, 0});
 }
 

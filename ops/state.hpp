@@ -19,7 +19,8 @@ ACTORFLOW_API output stop_gradient(output x, const std::string& name = "");
 /// Does nothing; with control dependencies it groups operations.
 ACTORFLOW_API operation no_op(graph& g, const std::string& name = "");
 /// Groups operations: the returned op runs after all of them.
-ACTORFLOW_API operation group(graph& g, const std::vector<operation>& ops, const std::string& name = "");
+ACTORFLOW_API operation group(graph& g, const std::vector<operation>& ops,
+                              const std::string& name = "");
 
 /// A mutable tensor owned by a variable actor; reading it yields its current value.
 /// `initial` (shape must match) becomes its initializer.
@@ -44,7 +45,8 @@ class ACTORFLOW_API variable {
 
 ACTORFLOW_API variable make_variable(output initial, const std::string& name = "");
 /// A variable with no initializer: it must be assigned (or restored) before it is read.
-ACTORFLOW_API variable make_variable(graph& g, dtype type, shape dims, const std::string& name = "");
+ACTORFLOW_API variable make_variable(graph& g, dtype type, shape dims,
+                                     const std::string& name = "");
 /// Sets the variable; the output is the new value.
 ACTORFLOW_API output assign(const variable& v, output value, const std::string& name = "");
 /// Adds to the variable in place; the output is the new value.

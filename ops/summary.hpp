@@ -16,10 +16,10 @@
 //    no collections), and returns an invalid output when there is none, where
 //    TensorFlow returns None.
 #pragma once
-#include "core/export.hpp"
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -38,7 +38,8 @@ ACTORFLOW_API std::string encode_histogram_summary(const std::string& tag, const
 /// float64 images are scaled as TensorFlow does (all values >= 0: by
 /// 255 / max; otherwise by 127 / max|v| around 128; non-finite pixels red).
 /// Tags: "tag/image" when max_images is 1, else "tag/image/0", "tag/image/1"...
-ACTORFLOW_API std::string encode_image_summary(const std::string& tag, const tensor& images, int max_images = 3);
+ACTORFLOW_API std::string encode_image_summary(const std::string& tag, const tensor& images,
+                                               int max_images = 3);
 /// The text plugin's form: Summary{value{tag, tensor: a DT_STRING scalar,
 /// metadata{plugin_data{plugin_name: "text"}}}}.
 ACTORFLOW_API std::string encode_text_summary(const std::string& tag, const std::string& text);
@@ -51,18 +52,21 @@ ACTORFLOW_API tensor summary_tensor(const std::string& bytes);
 // ---- graph ops: each outputs a 1-D uint8 tensor, the serialized Summary ----
 
 /// A scalar summary of a numeric 0-d value.
-ACTORFLOW_API output scalar_summary(const std::string& tag, output value, const std::string& name = "");
+ACTORFLOW_API output scalar_summary(const std::string& tag, output value,
+                                    const std::string& name = "");
 /// A histogram of every element of `values` (numeric).
-ACTORFLOW_API output histogram_summary(const std::string& tag, output values, const std::string& name = "");
+ACTORFLOW_API output histogram_summary(const std::string& tag, output values,
+                                       const std::string& name = "");
 /// Images of a rank-4 NHWC batch (uint8, float32 or float64; C in 1, 3, 4).
 ACTORFLOW_API output image_summary(const std::string& tag, output images, int max_images = 3,
-                     const std::string& name = "");
+                                   const std::string& name = "");
 /// A text summary of a string fixed when the graph is built.
 ACTORFLOW_API output text_summary(graph& g, const std::string& tag, const std::string& text,
-                    const std::string& name = "");
+                                  const std::string& name = "");
 /// One Summary holding every value of `summaries`; a tag seen twice is an error
 /// (TensorFlow's MergeSummary).
-ACTORFLOW_API output merge_summary(const std::vector<output>& summaries, const std::string& name = "");
+ACTORFLOW_API output merge_summary(const std::vector<output>& summaries,
+                                   const std::string& name = "");
 /// merge_summary of every summary op in g (not merges); invalid when g has none.
 ACTORFLOW_API output merge_all_summaries(graph& g, const std::string& name = "");
 

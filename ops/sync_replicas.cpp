@@ -50,7 +50,8 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
       // goes back into the form apply_gradients knows as rows.
       auto acc = sparse_conditional_accumulator(g, grad.type(), var.dims(), acc_name);
       accumulators.push_back(acc);
-      applies.push_back(sparse_accumulator_apply_gradient(acc, ops.local_step.value(), rows, indices));
+      applies.push_back(
+          sparse_accumulator_apply_gradient(acc, ops.local_step.value(), rows, indices));
       auto mean = sparse_accumulator_take_gradient(acc, required);
       averaged.emplace_back(scatter_add_like(mean.rows, mean.indices, var.value()), var);
       continue;
@@ -72,7 +73,8 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
     auto deps = g.control_dependencies({update});
     ops.chief_step = ops.global_step.read("sync_replicas/step_after_update");
   }
-  for (auto& acc : accumulators) after_update.push_back(accumulator_set_global_step(acc, ops.chief_step));
+  for (auto& acc : accumulators)
+    after_update.push_back(accumulator_set_global_step(acc, ops.chief_step));
   for (int i = 0; i < total_replicas; ++i)
     after_update.push_back(queue_enqueue(tokens, {ops.chief_step}));
   ops.chief_update = group(g, after_update, "sync_replicas/chief_update");

@@ -45,7 +45,8 @@ struct ACTORFLOW_API sync_replicas_ops {
 /// workers of which the first `replicas_to_aggregate` (m, 1 <= m <= n) of each
 /// step count. `worker_device` is this worker's device ("/job:worker/task:1"),
 /// where its local step lives.
-ACTORFLOW_API sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_aggregate,
-                                int total_replicas, const std::string& worker_device);
+ACTORFLOW_API sync_replicas_ops sync_replicas(optimizer& opt, output loss,
+                                              int replicas_to_aggregate, int total_replicas,
+                                              const std::string& worker_device);
 
 }  // namespace actorflow

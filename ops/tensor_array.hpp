@@ -31,11 +31,11 @@
 // - unstack_to_tensor_array makes a new array; TF's unstack writes into an
 //   existing one (use scatter with indices 0..n-1 for that).
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <string>
 #include <utility>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -79,8 +79,9 @@ struct ACTORFLOW_API tensor_array {
 
 /// An array of `size` elements of `element_shape` (fully defined) and `type`,
 /// none written yet: data is zeros, written all false.
-ACTORFLOW_API tensor_array make_tensor_array(graph& g, dtype type, int64_t size, shape element_shape,
-                               bool dynamic_size = false, const std::string& name = "tensor_array");
+ACTORFLOW_API tensor_array make_tensor_array(graph& g, dtype type, int64_t size,
+                                             shape element_shape, bool dynamic_size = false,
+                                             const std::string& name = "tensor_array");
 
 /// A fixed-size array holding the rows of value [n, element dims...], all
 /// written. data is value itself: no copy.
@@ -93,7 +94,8 @@ ACTORFLOW_API tensor_array unstack_to_tensor_array(output value, const std::stri
 /// op so that the clearing may happen in place. The op also takes just (x, indices) with an attr
 /// `rows` (the gradients use that where the capacity is static, so as not to hold the forward
 /// array).
-ACTORFLOW_API std::pair<output, output> tensor_array_clear_rows(output x, output indices, output like,
-                                                  const std::string& name = "");
+ACTORFLOW_API std::pair<output, output> tensor_array_clear_rows(output x, output indices,
+                                                                output like,
+                                                                const std::string& name = "");
 
 }  // namespace actorflow

@@ -46,7 +46,8 @@ std::pair<output, output> gathered_rows_of(const output& grad, const variable& v
 
 variable global_step(graph& g) {
   if (auto* n = g.find(kGlobalStep)) {
-    if (n->def->role != op_role::variable || n->outputs[0].type != dtype::int64 || n->outputs[0].dims.rank() != 0)
+    if (n->def->role != op_role::variable || n->outputs[0].type != dtype::int64 ||
+        n->outputs[0].dims.rank() != 0)
       fail(kGlobalStep, "node 'global_step' exists but is not an int64 scalar variable");
     const node* init = g.find(std::string(kGlobalStep) + "/init");
     return variable(output(&g, {n->id, 0}), init ? operation(&g, init->id) : operation());

@@ -5,10 +5,10 @@
 //   operation train = opt->minimize(loss);   // one op: every update, then global_step += 1
 //   for (...) s.run({{x, batch}}, {loss}, {train});
 #pragma once
-#include "core/export.hpp"
 #include <memory>
 #include <utility>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 #include "ops/state.hpp"
 
@@ -157,7 +157,7 @@ class ACTORFLOW_API adagrad : public optimizer {
 /// "sgd", "momentum", "nesterov", "adam", "rmsprop" or "adagrad" with default
 /// hyper-parameters; throws naming the choices for any other name.
 ACTORFLOW_API std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
-                                          optimizer_options options = {});
+                                                        optimizer_options options = {});
 
 /// The global norm of some gradients (TensorFlow's global_norm) and the factor
 /// clip_norm / max(global_norm, clip_norm) that clips them.
@@ -165,32 +165,36 @@ struct ACTORFLOW_API global_norm_clip {
   output global_norm;
   output scale;
 };
-ACTORFLOW_API global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm);
+ACTORFLOW_API global_norm_clip global_norm_clip_scale(const std::vector<output>& grads,
+                                                      double clip_norm);
 
 /// The gradients scaled by that factor, and the norm.
 struct ACTORFLOW_API clipped_gradients {
   std::vector<output> grads;
   output global_norm;
 };
-ACTORFLOW_API clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm);
+ACTORFLOW_API clipped_gradients clip_by_global_norm(const std::vector<output>& grads,
+                                                    double clip_norm);
 
 // ---- learning-rate schedules: float32 scalars computed from the global step ----
 
 /// lr0 * rate^(step / decay_steps) (the exponent floored when staircase).
-ACTORFLOW_API output exponential_decay(const variable& step, double lr0, int64_t decay_steps, double rate,
-                         bool staircase = false);
+ACTORFLOW_API output exponential_decay(const variable& step, double lr0, int64_t decay_steps,
+                                       double rate, bool staircase = false);
 /// values[i] while step < boundaries[i] (boundaries ascending; one more value than boundaries).
 ACTORFLOW_API output piecewise_constant(const variable& step, std::vector<int64_t> boundaries,
-                          std::vector<double> values);
+                                        std::vector<double> values);
 /// lr0 * ((1 - alpha) * (1 + cos(pi * min(step, decay_steps) / decay_steps)) / 2 + alpha).
-ACTORFLOW_API output cosine_decay(const variable& step, double lr0, int64_t decay_steps, double alpha = 0.0);
+ACTORFLOW_API output cosine_decay(const variable& step, double lr0, int64_t decay_steps,
+                                  double alpha = 0.0);
 
 // ---- initializers: random tensors scaled by fan-in and fan-out ----
 // For a matrix [in, out] the fans are its dims; for a conv filter [h, w, in, out]
 // they are h*w*in and h*w*out.
 
 /// Uniform in +-sqrt(6 / (fan_in + fan_out)).
-ACTORFLOW_API output glorot_uniform(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
+ACTORFLOW_API output glorot_uniform(graph& g, shape dims, int64_t seed,
+                                    dtype type = dtype::float32);
 /// Truncated normal with stddev sqrt(2 / (fan_in + fan_out)).
 ACTORFLOW_API output glorot_normal(graph& g, shape dims, int64_t seed, dtype type = dtype::float32);
 /// Uniform in +-sqrt(6 / fan_in).

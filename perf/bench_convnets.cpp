@@ -9,8 +9,8 @@
 #include <random>
 #include <regex>
 
-#include "actors/trace/op_profile.hpp"
 #include "actors/session.hpp"
+#include "actors/trace/op_profile.hpp"
 #include "apps/lib/convnets.hpp"
 #include "devices/cpu/conv_library.hpp"
 #include "ops/array.hpp"

@@ -2,12 +2,12 @@
 // rotated. What a session saves into it is actors/checkpoint.hpp's business;
 // a parameter server's task saves its shard here without a session.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "schema/checkpoint_io.hpp"
 
 namespace actorflow {
@@ -29,7 +29,7 @@ class ACTORFLOW_API checkpoint_directory {
   /// Deletes the directory's leftover "ckpt-<step>.afck.tmp" files (best
   /// effort: one that cannot be deleted is overwritten by the next save).
   explicit checkpoint_directory(std::string dir, size_t keep_last = 5,
-                              size_t chunk_bytes = default_checkpoint_chunk_bytes);
+                                size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
   /// Writes `data` as <dir>/ckpt-<step>.afck and then deletes the oldest
   /// (lowest steps) beyond the last keep_last; the file just written is

@@ -21,12 +21,12 @@
 // throw actorflow::error "[load_checkpoint] <path>: <what was wrong>", never
 // crash and never allocate more than the file's size.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 
+#include "core/export.hpp"
 #include "core/op_registry.hpp"
 
 namespace actorflow {
@@ -49,7 +49,7 @@ inline constexpr size_t default_checkpoint_chunk_bytes = size_t{64} << 20;
 /// Throws "[save_checkpoint] <path>: ..." for an invalid tensor or name, or
 /// when the file cannot be written.
 ACTORFLOW_API void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
-                          size_t chunk_bytes = default_checkpoint_chunk_bytes);
+                                        size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Reads a file written by save_checkpoint_file. Throws
 /// "[load_checkpoint] <path>: <what was wrong>" for a missing, unreadable,
@@ -58,11 +58,12 @@ ACTORFLOW_API checkpoint_data load_checkpoint_file(const std::string& path);
 
 /// The bytes save_checkpoint_file writes (header and payload).
 ACTORFLOW_API std::string serialize_checkpoint(const checkpoint_data& data,
-                                 size_t chunk_bytes = default_checkpoint_chunk_bytes);
+                                               size_t chunk_bytes = default_checkpoint_chunk_bytes);
 
 /// Reads serialize_checkpoint's bytes (which may be unaligned); errors read
 /// "[deserialize_checkpoint] <source_name>: <what was wrong>".
-ACTORFLOW_API checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name);
+ACTORFLOW_API checkpoint_data deserialize_checkpoint(std::string_view bytes,
+                                                     const std::string& source_name);
 
 /// Puts the header in front of a payload (a flat Cap'n Proto message). For
 /// tests and the fuzz target, which craft payloads and need them to pass the

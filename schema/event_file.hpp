@@ -11,12 +11,12 @@
 // every whole record and then stops, saying the tail was truncated; a CRC that
 // does not match is an error naming the record's offset.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "core/export.hpp"
 #include "schema/event_proto.hpp"
 
 namespace actorflow {

@@ -7,13 +7,13 @@
 // Summaries are written by ops/summary (which this room may not include), so
 // here they are only decoded: what a reader of event files needs to check them.
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -55,7 +55,7 @@ struct ACTORFLOW_API summary_value {
 /// Decodes a serialized Summary; throws "[where] ..." naming the offset for
 /// malformed bytes.
 ACTORFLOW_API std::vector<summary_value> decode_summary(std::string_view bytes,
-                                          const std::string& where = "Summary");
+                                                        const std::string& where = "Summary");
 
 /// One Event. `summary_bytes` is the Summary as stored; `summary` its decoding.
 struct ACTORFLOW_API event {
@@ -88,7 +88,7 @@ struct ACTORFLOW_API graph_def_node {
   std::map<std::string, std::string> attrs;
 };
 ACTORFLOW_API std::vector<graph_def_node> decode_graph_def(std::string_view bytes,
-                                             const std::string& where = "GraphDef");
+                                                           const std::string& where = "GraphDef");
 
 /// TensorFlow's DataType enum value for a dtype (DT_FLOAT = 1, ...).
 ACTORFLOW_API int tf_datatype(dtype t);

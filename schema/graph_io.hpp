@@ -9,11 +9,11 @@
 //   which is not an earlier node
 // and never crashes or allocates without bound.
 #pragma once
-#include "core/export.hpp"
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {
@@ -33,6 +33,7 @@ ACTORFLOW_API std::string serialize_graph(const graph& g);
 
 /// Rebuilds a graph from serialize_graph's bytes (which may be unaligned);
 /// errors read "[deserialize_graph] <source_name>: <what was wrong>".
-ACTORFLOW_API std::unique_ptr<graph> deserialize_graph(std::string_view bytes, const std::string& source_name);
+ACTORFLOW_API std::unique_ptr<graph> deserialize_graph(std::string_view bytes,
+                                                       const std::string& source_name);
 
 }  // namespace actorflow

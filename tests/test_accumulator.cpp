@@ -8,8 +8,8 @@
 #include "actors/session.hpp"
 #include "ops/accumulator.hpp"
 #include "ops/array.hpp"
-#include "ops/op_util.hpp"
 #include "ops/math.hpp"
+#include "ops/op_util.hpp"
 #include "ops/state.hpp"
 #include "schema/graph_io.hpp"
 #include "test_util.hpp"
@@ -274,8 +274,8 @@ struct sparse_graph {
     num_required = placeholder(g, dtype::int32, {}, "num_required");
     apply = sparse_accumulator_apply_gradient(acc, local_step, rows, indices, "apply");
     auto like = constant(g, tensor::zeros(dtype::float32, shape{6, 3}), "like");
-    dense_apply =
-        accumulator_apply_gradient(dense, local_step, scatter_add_like(rows, indices, like), "dense_apply");
+    dense_apply = accumulator_apply_gradient(dense, local_step,
+                                             scatter_add_like(rows, indices, like), "dense_apply");
     take = sparse_accumulator_take_gradient(acc, num_required, "take");
     dense_take = accumulator_take_gradient(dense, num_required, "dense_take");
     count = accumulator_num_accumulated(acc, "count");
@@ -293,7 +293,8 @@ struct sparse_graph {
 // Rows whose sums round differently in another order.
 std::vector<float> rows_of(int n, float seed) {
   std::vector<float> v;
-  for (int k = 0; k < 3 * n; ++k) v.push_back(seed * 0.1f + 0.37f * float(k) + 1e-7f * float(k * k));
+  for (int k = 0; k < 3 * n; ++k)
+    v.push_back(seed * 0.1f + 0.37f * float(k) + 1e-7f * float(k * k));
   return v;
 }
 
@@ -332,8 +333,8 @@ TEST_CASE("a sparse accumulator averages gradient rows exactly as the dense one"
 TEST_CASE("a sparse take waits for enough gradients; an empty gradient counts") {
   sparse_graph t(dtype::int32);
   session s(t.g);
-  auto waiting = s.run_async({{t.num_required, tensor::scalar<int32_t>(2)}},
-                             {t.take.rows, t.take.indices});
+  auto waiting =
+      s.run_async({{t.num_required, tensor::scalar<int32_t>(2)}}, {t.take.rows, t.take.indices});
   s.run(t.gradient<int32_t>(0, {}, {}), {}, {t.apply});  // a batch without rows
   CHECK(waiting.wait_for(50ms) == std::future_status::timeout);
   s.run(t.gradient<int32_t>(0, {2, 4, 6}, {1}), {}, {t.apply});
@@ -351,9 +352,10 @@ TEST_CASE("sparse accumulators refuse dense gradients, bad rows and bad indices,
                  "accumulator 'acc' holds row gradients: use the sparse_accumulator_ ops on it"));
   CHECK(contains(error_of([&] { accumulator_take_gradient(t.acc, t.num_required); }),
                  "the accumulator holds row gradients"));
-  CHECK(contains(
-      error_of([&] { sparse_accumulator_apply_gradient(t.dense, t.local_step, t.rows, t.indices); }),
-      "accumulator 'dense' holds dense gradients: use the accumulator_ ops on it"));
+  CHECK(contains(error_of([&] {
+                   sparse_accumulator_apply_gradient(t.dense, t.local_step, t.rows, t.indices);
+                 }),
+                 "accumulator 'dense' holds dense gradients: use the accumulator_ ops on it"));
   auto wide = placeholder(t.g, dtype::float32, {-1, 4}, "wide");
   CHECK(contains(
       error_of([&] { sparse_accumulator_apply_gradient(t.acc, t.local_step, wide, t.indices); }),
@@ -362,25 +364,32 @@ TEST_CASE("sparse accumulators refuse dense gradients, bad rows and bad indices,
   CHECK(contains(
       error_of([&] { sparse_accumulator_apply_gradient(t.acc, t.local_step, t.rows, float_ids); }),
       "indices must be int32 or int64"));
-  CHECK(contains(error_of([&] { sparse_conditional_accumulator(t.g, dtype::float32, shape{-1, 3}); }),
+  CHECK(contains(error_of([&] {
+                   sparse_conditional_accumulator(t.g, dtype::float32, shape{-1, 3});
+                 }),
                  "a sparse accumulator needs the variable's full shape, of rank >= 1; got (?,3)"));
   CHECK(contains(error_of([&] { sparse_conditional_accumulator(t.g, dtype::float32, shape{}); }),
                  "of rank >= 1; got ()"));
   // At run time: the step fails naming the node, and nothing is accumulated.
   session s(t.g);
-  auto what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 2, 3}), {}, {t.apply}); });
-  CHECK(contains(what, "node 'apply' (sparse_accumulator_apply_gradient): [accumulator 'acc'] "
-                       "gradient rows are float32(2,3) for indices (3), the accumulator holds "
-                       "rows of float32(6,3)"));
+  auto what = error_of([&] {
+    s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 2, 3}), {}, {t.apply});
+  });
+  CHECK(contains(what,
+                 "node 'apply' (sparse_accumulator_apply_gradient): [accumulator 'acc'] "
+                 "gradient rows are float32(2,3) for indices (3), the accumulator holds "
+                 "rows of float32(6,3)"));
   what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(2, 1), {1, 6}), {}, {t.apply}); });
-  CHECK(contains(what, "[accumulator 'acc'] index 6 (at position 1) is out of range for axis 0 of "
-                       "size 6 in the accumulator's rows"));
+  CHECK(contains(what,
+                 "[accumulator 'acc'] index 6 (at position 1) is out of range for axis 0 of "
+                 "size 6 in the accumulator's rows"));
   what = error_of([&] { s.run(t.gradient<int64_t>(0, rows_of(1, 1), {-1}), {}, {t.apply}); });
   CHECK(contains(what, "index -1 (at position 0) is out of range"));
   // A dense apply whose node claims a dense accumulator (as a forged file
   // could) passes the shape check but not the accumulator's actor.
-  auto forged = make_op("accumulator_apply_gradient", {t.acc, t.local_step, grad},
-                        {{"dtype", dtype::float32}, {"shape", std::vector<int64_t>{6, 3}}}, "forged");
+  auto forged =
+      make_op("accumulator_apply_gradient", {t.acc, t.local_step, grad},
+              {{"dtype", dtype::float32}, {"shape", std::vector<int64_t>{6, 3}}}, "forged");
   feed_list forged_feeds{{t.local_step, tensor::scalar<int64_t>(0)},
                          {grad, tensor::zeros(dtype::float32, {6, 3})}};
   // (Fetching the op, which has no outputs, is an error too, not a crash.)
@@ -388,8 +397,9 @@ TEST_CASE("sparse accumulators refuse dense gradients, bad rows and bad indices,
                  "fetch: node 'forged' (accumulator_apply_gradient) has no output 0; run it as a "
                  "target"));
   what = error_of([&] { s.run(forged_feeds, {}, {operation(&t.g, forged.ref().node)}); });
-  CHECK(contains(what, "node 'forged' (accumulator_apply_gradient): is not an op of sparse "
-                       "accumulator 'acc'"));
+  CHECK(contains(what,
+                 "node 'forged' (accumulator_apply_gradient): is not an op of sparse "
+                 "accumulator 'acc'"));
   CHECK(t.count_in(s) == 0);
   s.run(t.gradient<int64_t>(0, {1, 1, 1}, {2}), {}, {t.apply});
   CHECK(t.count_in(s) == 1);

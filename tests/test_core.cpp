@@ -1,6 +1,5 @@
 // Tensors, shapes, dtypes and the graph builder.
 #include <doctest/doctest.h>
-
 #include <malloc.h>
 
 #include <condition_variable>
@@ -37,7 +36,7 @@ TEST_CASE("tensor basics") {
 }
 
 TEST_CASE("large tensor buffers are recycled, up to a bound") {
-  const int64_t n = int64_t{40} << 18;  // 40 MiB of float32: above the threshold
+  const int64_t n = int64_t{40} << 18;      // 40 MiB of float32: above the threshold
   const size_t rounded = size_t{42} << 20;  // with the header, rounded up to 2 MiB
   size_t before = large_blocks::cached_bytes();
   const void* first = nullptr;

@@ -95,9 +95,12 @@ TEST_CASE("embedding_lookup over shards equals gather over the whole variable") 
   CHECK(s.eval(scalar_id).to_string() == s.eval(gather(table, scalar(g, int64_t{9}))).to_string());
   CHECK(s.eval(parts.value()).to_string() == s.eval(table).to_string());
   // An id past the end fails the step, naming it; the session goes on.
-  auto e = error_of([&] { s.run({{ids, tensor::from_vector<int32_t>({1, 11}, shape{2, 1})}}, {looked_up}); });
+  auto e = error_of([&] {
+    s.run({{ids, tensor::from_vector<int32_t>({1, 11}, shape{2, 1})}}, {looked_up});
+  });
   CHECK_MESSAGE(e.find("id 11 (at position 1) is out of range for a variable of 11 rows") !=
-                    std::string::npos, e);
+                    std::string::npos,
+                e);
   CHECK(s.run({{ids, tensor::from_vector<int32_t>({1, 2}, shape{2, 1})}}, {looked_up})[0].dims() ==
         shape{2, 1, 4});
 }
@@ -126,8 +129,8 @@ TEST_CASE("training through embedding_lookup updates each shard as training the 
 namespace {
 
 int count_ops(const graph& g, const std::string& op) {
-  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
-                                        [&](const node& n) { return n.op == op; }));
+  return static_cast<int>(
+      std::count_if(g.nodes().begin(), g.nodes().end(), [&](const node& n) { return n.op == op; }));
 }
 
 // loss = sum((lookup(ids) - 1)^2) over a 3-shard table, trained by `opt`.
@@ -264,12 +267,15 @@ TEST_CASE("row updates check their rows and indices, naming the node") {
   auto update = make_op("apply_sgd_rows", {v.value(), rows, indices, lr}, {}, "update");
   // At build time: a row shape or an index dtype that cannot fit.
   auto wide = placeholder(g, dtype::float32, {-1, 3});
-  CHECK(error_of([&] { make_op("apply_sgd_rows", {v.value(), wide, indices, lr}); })
+  CHECK(error_of([&] {
+          make_op("apply_sgd_rows", {v.value(), wide, indices, lr});
+        })
             .find("gradient rows float32(?,3) do not match indices int32(?) into variable "
                   "float32(5,2)") != std::string::npos);
   auto floats = placeholder(g, dtype::float32, {-1});
-  CHECK(error_of([&] { make_op("apply_sgd_rows", {v.value(), rows, floats, lr}); })
-            .find("indices must be int32 or int64") != std::string::npos);
+  CHECK(error_of([&] {
+          make_op("apply_sgd_rows", {v.value(), rows, floats, lr});
+        }).find("indices must be int32 or int64") != std::string::npos);
   session s(g);
   s.run({v.initializer()});
   auto before = s.eval(v).to_string();
@@ -283,8 +289,9 @@ TEST_CASE("row updates check their rows and indices, naming the node") {
   };
   auto e = run({1, 1, 1, 1}, {0, 5});
   CHECK_MESSAGE(e.find("node 'update' (apply_sgd_rows)") != std::string::npos, e);
-  CHECK_MESSAGE(e.find("index 5 (at position 1) is out of range for axis 0 of size 5") !=
-                    std::string::npos, e);
+  CHECK_MESSAGE(
+      e.find("index 5 (at position 1) is out of range for axis 0 of size 5") != std::string::npos,
+      e);
   e = run({1, 1, 1, 1}, {0});
   CHECK_MESSAGE(e.find("gradient rows float32(2,2) do not match indices (1)") != std::string::npos,
                 e);
@@ -301,7 +308,9 @@ TEST_CASE("shards spread over ps tasks; lookups and their gradients run beside e
   auto setter = g.device_function_scope(replica_device_setter(2, "/job:worker/task:0"));
   auto parts = make_partitioned_variable(
       g, shape{10, 3}, 3,
-      [](graph& gr, shape dims, int k) { return random_normal(gr, dims, dtype::float32, 0, 1, 7, k); },
+      [](graph& gr, shape dims, int k) {
+        return random_normal(gr, dims, dtype::float32, 0, 1, 7, k);
+      },
       "emb");
   CHECK(parts.shards[0].value().node().device == "/job:ps/task:0");
   CHECK(parts.shards[1].value().node().device == "/job:ps/task:1");
@@ -331,14 +340,20 @@ TEST_CASE("shards spread over ps tasks; lookups and their gradients run beside e
 TEST_CASE("bad partitioned variables are refused at build time, naming them") {
   graph g;
   auto unknown = placeholder(g, dtype::float32, {-1, 3});
-  CHECK(error_of([&] { make_partitioned_variable(unknown, 2, "bad"); })
-            .find("'bad' needs an initial value of known shape") != std::string::npos);
-  auto table = constant(g, table_values(4, 2));
-  CHECK(error_of([&] { make_partitioned_variable(table, 2, "t", {"/job:ps/task:0"}); })
-            .find("'t' has 2 shards but 1 devices") != std::string::npos);
   CHECK(error_of([&] {
-          make_partitioned_variable(g, shape{4, 2}, 2,
-                                    [](graph& gr, shape, int) { return fill(gr, {3, 2}, 0.0); }, "w");
+          make_partitioned_variable(unknown, 2, "bad");
+        }).find("'bad' needs an initial value of known shape") != std::string::npos);
+  auto table = constant(g, table_values(4, 2));
+  CHECK(error_of([&] {
+          make_partitioned_variable(table, 2, "t", {"/job:ps/task:0"});
+        }).find("'t' has 2 shards but 1 devices") != std::string::npos);
+  CHECK(error_of([&] {
+          make_partitioned_variable(
+              g, shape{4, 2}, 2,
+              [](graph& gr, shape, int) {
+                return fill(gr, {3, 2}, 0.0);
+              },
+              "w");
         }).find("'w' shard 0 gave (3,2), not (2,2)") != std::string::npos);
   auto parts = make_partitioned_variable(table, 2, "ok");
   auto ids = placeholder(g, dtype::int32, {-1, -1});

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "actors/run/executable.hpp"
 #include "actors/compile/graph_optimizer.hpp"
+#include "actors/run/executable.hpp"
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"

@@ -12,8 +12,8 @@
 
 #include "actors/input/dataset.hpp"
 #include "actors/input/idx_reader.hpp"
-#include "actors/run/messages.hpp"
 #include "actors/input/reader_actor.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/math.hpp"

@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "actors/session.hpp"
 #include "actors/trace/chrome_trace.hpp"
 #include "actors/trace/op_profile.hpp"
-#include "actors/session.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "cluster_fixture.hpp"
 #include "ops/array.hpp"

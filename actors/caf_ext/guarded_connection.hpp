@@ -15,6 +15,10 @@
 // TLS connections (CAF's OpenSSL module) do not pass through here: TLS
 // authenticates them by certificate before BASP sees a byte.
 #pragma once
+// clang-format off: the version guard comes before the CAF headers it guards.
+#include "actors/caf_ext/caf_version.hpp"
+// clang-format on
+
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/scribe.hpp>
 #include <chrono>

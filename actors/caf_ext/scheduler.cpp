@@ -17,11 +17,11 @@
 // segment pinned to each worker lets them run different steps at once.
 #include "actors/caf_ext/scheduler.hpp"
 
-#include <caf/policy/work_stealing.hpp>
-#include <caf/scheduler/coordinator.hpp>
 #include <sched.h>
 
 #include <atomic>
+#include <caf/policy/work_stealing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -40,8 +40,7 @@ struct actor_work_stealing : caf::policy::work_stealing {
   };
 
   struct worker_data : base::worker_data {
-    explicit worker_data(caf::scheduler::abstract_coordinator* parent)
-        : base::worker_data(parent) {
+    explicit worker_data(caf::scheduler::abstract_coordinator* parent) : base::worker_data(parent) {
       if (auto* config = runtime_config_of(parent->system())) {
         idle_spin = config->idle_spin;
         kernel_wait_spin = config->kernel_wait_spin;
@@ -123,7 +122,8 @@ struct actor_work_stealing : caf::policy::work_stealing {
         if (auto* job = take_own(self)) return job;
         if (i % strategy.steal_interval == 0)
           if (auto* job = try_steal(self)) return job;
-        if (strategy.sleep_duration.count() > 0) std::this_thread::sleep_for(strategy.sleep_duration);
+        if (strategy.sleep_duration.count() > 0)
+          std::this_thread::sleep_for(strategy.sleep_duration);
       }
     }
     // Then poll for idle_spin more, and while kernels run on the pool for up
@@ -148,8 +148,10 @@ struct actor_work_stealing : caf::policy::work_stealing {
         wait.sleeping = false;
       }
       caf::resumable* job = nullptr;
-      if (woken) job = take_own(self);
-      else if (i % relaxed.steal_interval == 0) job = try_steal(self);
+      if (woken)
+        job = take_own(self);
+      else if (i % relaxed.steal_interval == 0)
+        job = try_steal(self);
       if (job == nullptr && !woken) job = steal_pinned(self);
       if (job != nullptr) return job;
     }
@@ -209,9 +211,12 @@ class pinning_unit final : public caf::execution_unit {
  public:
   explicit pinning_unit(worker* to) : caf::execution_unit(&to->system()), to_(to) {}
   void exec_later(caf::resumable* job) override {
-    if constexpr (kind == unit_kind::pin_here) actor_work_stealing::pin_here(to_, job);
-    else if constexpr (kind == unit_kind::hand_over) actor_work_stealing::hand_over(to_, job);
-    else actor_work_stealing::queue_here(to_, job);
+    if constexpr (kind == unit_kind::pin_here)
+      actor_work_stealing::pin_here(to_, job);
+    else if constexpr (kind == unit_kind::hand_over)
+      actor_work_stealing::hand_over(to_, job);
+    else
+      actor_work_stealing::queue_here(to_, job);
   }
 
  private:

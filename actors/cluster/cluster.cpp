@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "actors/caf_ext/guarded_connection.hpp"
-#include "actors/run/messages.hpp"
 #include "actors/cluster/task_server.hpp"
+#include "actors/run/messages.hpp"
 #include "core/error.hpp"
 
 namespace actorflow {

@@ -68,8 +68,8 @@ ACTORFLOW_API runtime_options cluster_runtime_options(int threads = 0);
 /// Publishes a task's server on `port` at address `bind` (SO_REUSEADDR):
 /// through TLS when the runtime has TLS files, else plain TCP. Clients
 /// connect the same way (cluster_connection). The port bound, or CAF's error.
-ACTORFLOW_API caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server, uint16_t port,
-                                            const std::string& bind);
+ACTORFLOW_API caf::expected<uint16_t> publish_task_server(runtime& rt, const caf::actor& server,
+                                                          uint16_t port, const std::string& bind);
 
 struct ACTORFLOW_API cluster_options {
   /// How long to keep trying to reach a task that is not up yet (tasks of a

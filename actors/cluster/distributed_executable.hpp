@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "actors/cluster/cluster.hpp"
-#include "actors/run/executable.hpp"
 #include "actors/compile/partition.hpp"
+#include "actors/run/executable.hpp"
 
 namespace actorflow {
 

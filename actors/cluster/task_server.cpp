@@ -3,10 +3,10 @@
 #include <iostream>
 #include <map>
 
-#include "schema/checkpoint_dir.hpp"
+#include "actors/resources/resource_table.hpp"
 #include "actors/run/executable.hpp"
 #include "actors/run/messages.hpp"
-#include "actors/resources/resource_table.hpp"
+#include "schema/checkpoint_dir.hpp"
 #include "schema/graph_io.hpp"
 
 namespace actorflow {

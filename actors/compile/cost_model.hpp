@@ -7,8 +7,8 @@
 #pragma once
 #include <vector>
 
-#include "devices/local_device.hpp"
 #include "core/graph.hpp"
+#include "devices/local_device.hpp"
 
 namespace actorflow {
 

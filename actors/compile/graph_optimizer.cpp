@@ -386,7 +386,8 @@ class optimizer {
     const node& src = at(n.inputs[0].node);
     // A resource's or the control flow's value (a variable read, a switch's
     // branch) keeps its reader; so does a value moving to another device.
-    const bool plain_value = src.def->role == op_role::placeholder || src.def->role == op_role::recv;
+    const bool plain_value =
+        src.def->role == op_role::placeholder || src.def->role == op_role::recv;
     if ((src.def->served_by_runtime() && !plain_value) || src.device != n.device ||
         in_.frame_of(src.id) != -1)
       return false;

@@ -105,8 +105,8 @@ class partitioner {
   // network hop at the end of every training step.
   bool completes_through_its_partition(const node& n, int control_input) {
     const std::string& from = tasks_[static_cast<size_t>(control_input)];
-    if (n.def->role != op_role::group || !is_target_.count(n.id) || consumed_[static_cast<size_t>(n.id)] ||
-        from == tasks_[static_cast<size_t>(n.id)])
+    if (n.def->role != op_role::group || !is_target_.count(n.id) ||
+        consumed_[static_cast<size_t>(n.id)] || from == tasks_[static_cast<size_t>(n.id)])
       return false;
     auto& targets = part_of(from).targets;
     const std::string& name = g_.at(control_input).name;

@@ -22,8 +22,8 @@
 
 #include "actors/compile/cost_model.hpp"
 #include "actors/compile/placement_entry.hpp"
-#include "devices/local_device.hpp"
 #include "core/graph.hpp"
+#include "devices/local_device.hpp"
 
 namespace actorflow {
 

@@ -2,9 +2,10 @@
 // (actors/placement.hpp makes them). Apart, so that session.hpp needs
 // nothing of the runtime.
 #pragma once
-#include "core/export.hpp"
 #include <string>
 #include <vector>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 

@@ -12,7 +12,8 @@ namespace {
 std::unordered_map<std::string, int> next_iteration_of_merge(const graph& g) {
   std::unordered_map<std::string, int> back;
   for (auto& n : g.nodes())
-    if (n.def->role == op_role::next_iteration) back[get_attr_or<std::string>(n.attrs, "merge", n.op, "")] = n.id;
+    if (n.def->role == op_role::next_iteration)
+      back[get_attr_or<std::string>(n.attrs, "merge", n.op, "")] = n.id;
   return back;
 }
 

@@ -4,11 +4,11 @@
 // only on (seed, epoch): training that resumes at a position sees exactly the
 // batches it would have seen had it never stopped.
 #pragma once
-#include "core/export.hpp"
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "core/export.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow {

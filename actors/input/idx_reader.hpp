@@ -2,9 +2,9 @@
 // bytes, a type code, the rank), one 32-bit dimension per axis, then the data
 // in row-major order. Files may be gzip-compressed (zlib reads both forms).
 #pragma once
-#include "core/export.hpp"
 #include <string>
 
+#include "core/export.hpp"
 #include "core/tensor.hpp"
 
 namespace actorflow {

@@ -3,13 +3,13 @@
 // one batch at a time and waits for the queue's answer before gathering the
 // next: the queue's capacity bounds how far it reads ahead.
 #pragma once
-#include "core/export.hpp"
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
 
 #include "actors/input/dataset.hpp"
+#include "core/export.hpp"
 #include "core/graph.hpp"
 
 namespace actorflow {

@@ -1,9 +1,9 @@
 #include "actors/resources/resource_table.hpp"
 
 #include "actors/resources/accumulator_actor.hpp"
-#include "actors/run/messages.hpp"
 #include "actors/resources/queue_actor.hpp"
 #include "actors/resources/variable_actor.hpp"
+#include "actors/run/messages.hpp"
 
 namespace actorflow {
 

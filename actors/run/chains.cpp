@@ -114,5 +114,4 @@ std::vector<placement> place_chains(const std::vector<plan_edge>& edges,
   return place;
 }
 
-
 }  // namespace actorflow

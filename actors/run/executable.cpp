@@ -33,7 +33,8 @@ std::vector<std::string> producers_of(const graph& g, const node& n) {
 // An enter of a loop invariant (or the recv of one from another partition):
 // its value serves every iteration of the frame.
 bool is_invariant_enter(const node& n) {
-  if (n.def->role == op_role::recv) return get_attr_or<bool>(n.attrs, "invariant", n.op, false);  // one, cut
+  if (n.def->role == op_role::recv)
+    return get_attr_or<bool>(n.attrs, "invariant", n.op, false);  // one, cut
   return is_loop_invariant(n);
 }
 
@@ -155,7 +156,8 @@ void wire_frame_ends(const graph& g, const std::vector<std::shared_ptr<node_plan
 // in node_plan.hpp). Its input goes to the merge's slot 1, and the merge
 // takes its attributes.
 void fold_next_iteration(const graph& g, const node& next,
-                         std::vector<std::shared_ptr<node_plan>>& plans, std::vector<plan_edge>& edges) {
+                         std::vector<std::shared_ptr<node_plan>>& plans,
+                         std::vector<plan_edge>& edges) {
   auto merge = g.find(get_attr<std::string>(next.attrs, "merge", next.op));
   if (merge == nullptr || !plans[static_cast<size_t>(merge->id)])
     fail("session", "next_iteration '" + next.name + "' has no loop merge in this run");
@@ -291,7 +293,8 @@ class executable_builder {
     for (int t : sig_.targets) spawn_[static_cast<size_t>(t)] = true;
     for (size_t id = 0; id < g_.size(); ++id)
       if (needed_[id])
-        for (int c : g_.at(static_cast<int>(id)).control_inputs) spawn_[static_cast<size_t>(c)] = true;
+        for (int c : g_.at(static_cast<int>(id)).control_inputs)
+          spawn_[static_cast<size_t>(c)] = true;
     plans_.resize(g_.size());
     starter_.assign(g_.size(), false);
     node_device_.assign(g_.size(), -1);

@@ -8,9 +8,9 @@
 #include <map>
 #include <vector>
 
-#include "actors/run/messages.hpp"
 #include "actors/compile/placement.hpp"
 #include "actors/compile/signature.hpp"
+#include "actors/run/messages.hpp"
 #include "actors/run/runtime.hpp"
 #include "core/device_name.hpp"
 #include "core/graph.hpp"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/trace/step_trace.hpp"
 #include "actors/run/tensor_wire.hpp"
+#include "actors/trace/step_trace.hpp"
 #include "core/op_registry.hpp"
 #include "core/tensor.hpp"
 #include "devices/accelerator.hpp"

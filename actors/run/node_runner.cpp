@@ -207,7 +207,8 @@ std::vector<tensor>& node_runner::fill_inputs(step_value* slots, size_t num_slot
   if (inputs_.size() != plan.bound_inputs.size())  // the first firing, or handed away
     inputs_.assign(plan.bound_inputs.begin(), plan.bound_inputs.end());
   for (size_t s = 0; s < num_slots; ++s)
-    if (int i = plan.slot_input[s]; i >= 0) inputs_[static_cast<size_t>(i)] = std::move(slots[s].value);
+    if (int i = plan.slot_input[s]; i >= 0)
+      inputs_[static_cast<size_t>(i)] = std::move(slots[s].value);
   return inputs_;
 }
 

@@ -7,11 +7,11 @@
 #include <thread>
 
 #include "actors/caf_ext/network_backend.hpp"
+#include "actors/caf_ext/runtime_config.hpp"
 #include "actors/caf_ext/scheduler.hpp"
 #include "actors/caf_ext/tls_error_queue.hpp"
 #include "actors/compile/cost_model.hpp"
 #include "actors/run/messages.hpp"
-#include "actors/caf_ext/runtime_config.hpp"
 #include "core/error.hpp"
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/cuda/cuda_accelerator.hpp"

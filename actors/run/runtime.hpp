@@ -2,7 +2,6 @@
 // more CPU devices, each a TBB arena with its own threads), shared by the
 // process's sessions.
 #pragma once
-#include "core/export.hpp"
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/export.hpp"
 #include "devices/accelerator.hpp"
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/local_device.hpp"

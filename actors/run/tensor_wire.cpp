@@ -43,7 +43,8 @@ caf::error load_tensor(caf::deserializer& source, tensor& x) {
   }
   if (!is_valid_dtype(type)) return wire_error("unknown dtype " + std::to_string(type));
   if (!fits_in_message(source, num_bytes))
-    return wire_error("claims " + std::to_string(num_bytes) + " bytes, more than the message holds");
+    return wire_error("claims " + std::to_string(num_bytes) +
+                      " bytes, more than the message holds");
   try {
     shape dims_checked(dims);
     auto elements = static_cast<uint64_t>(dims_checked.num_elements());

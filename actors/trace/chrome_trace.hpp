@@ -6,10 +6,10 @@
 // slices per device; flow arrows for the values between nodes (a send to its
 // recv in another task too). Times are microseconds from the step's start.
 #pragma once
-#include "core/export.hpp"
 #include <string>
 
 #include "actors/trace/step_trace.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 

@@ -3,13 +3,13 @@
 // and how much of the wall time no kernel ran anywhere (the runtime's own
 // share: message passing, scheduling, waiting).
 #pragma once
-#include "core/export.hpp"
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "actors/trace/step_trace.hpp"
+#include "core/export.hpp"
 
 namespace actorflow {
 

@@ -13,7 +13,6 @@
 // it to, and returns its records with its result; the client brings them onto
 // its own clock (see clock_offset_ns).
 #pragma once
-#include "core/export.hpp"
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -21,6 +20,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -120,6 +121,7 @@ inline step_trace_ptr find_step_trace(uint64_t executable, uint64_t step) {
 /// `sent` and heard back at `heard` (our clock); it got the request at
 /// `received` and answered at `answered` (its clock). NTP's estimate: the
 /// mid-points of the two intervals coincide.
-ACTORFLOW_API int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered, int64_t heard);
+ACTORFLOW_API int64_t clock_offset_ns(int64_t sent, int64_t received, int64_t answered,
+                                      int64_t heard);
 
 }  // namespace actorflow

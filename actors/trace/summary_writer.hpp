@@ -15,12 +15,12 @@
 // by flush(), when more than flush_seconds passed since the last flush, when
 // the buffer passes 64 KiB, and on destruction.
 #pragma once
-#include "core/export.hpp"
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
 
+#include "core/export.hpp"
 #include "core/graph.hpp"
 #include "schema/event_file.hpp"
 

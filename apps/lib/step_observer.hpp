@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/trace/op_profile.hpp"
 #include "actors/session.hpp"
+#include "actors/trace/op_profile.hpp"
 
 namespace actorflow::apps {
 

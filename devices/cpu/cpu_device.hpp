@@ -2,12 +2,13 @@
 // expensive kernels; the arena's threads run them and send the results on,
 // so no CAF scheduler thread blocks on a long kernel.
 #pragma once
-#include "core/export.hpp"
-#include <caf/all.hpp>
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
+#include <caf/all.hpp>
 #include <memory>
+
+#include "core/export.hpp"
 
 namespace actorflow {
 
@@ -20,7 +21,8 @@ struct ACTORFLOW_API cpu_device {
 
 /// Spawns the device actor for `arena`, which must outlive it; `in_flight`
 /// (a new counter when null) counts its tasks.
-ACTORFLOW_API cpu_device spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
-                            std::shared_ptr<std::atomic<int64_t>> in_flight = nullptr);
+ACTORFLOW_API cpu_device
+spawn_cpu_device(caf::actor_system& system, tbb::task_arena& arena,
+                 std::shared_ptr<std::atomic<int64_t>> in_flight = nullptr);
 
 }  // namespace actorflow

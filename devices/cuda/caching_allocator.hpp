@@ -12,7 +12,6 @@
 // old work (stream order). So the step path never calls the backend once the
 // cache holds what a step needs: no cudaMalloc per step.
 #pragma once
-#include "core/export.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +21,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "core/export.hpp"
 
 namespace actorflow::gpu {
 

@@ -4,11 +4,11 @@
 // handle drops, the block goes back to its allocator, which reuses it only
 // after the streams that used it have run their work (see caching_allocator).
 #pragma once
-#include "core/export.hpp"
 #include <memory>
 #include <string>
 
 #include "core/dtype.hpp"
+#include "core/export.hpp"
 #include "core/shape.hpp"
 #include "devices/cuda/caching_allocator.hpp"
 

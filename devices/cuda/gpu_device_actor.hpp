@@ -8,7 +8,6 @@
 // CPU stand-in that runs each stream's work on a thread of its own, which is
 // how the protocol is tested on machines without a GPU.
 #pragma once
-#include "core/export.hpp"
 #include <atomic>
 #include <caf/all.hpp>
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "core/export.hpp"
 #include "devices/device.hpp"
 
 namespace actorflow::gpu {
@@ -56,7 +56,8 @@ struct ACTORFLOW_API gpu_device {
 /// Spawns the device actor over `streams`. It understands (run_atom, gpu_task)
 /// and answers each with one (gpu_done_atom, id, error) message to the sender,
 /// also when launching fails (bad stream, a throwing work function).
-ACTORFLOW_API gpu_device spawn_gpu_device(caf::actor_system& system, std::shared_ptr<stream_executor> streams);
+ACTORFLOW_API gpu_device spawn_gpu_device(caf::actor_system& system,
+                                          std::shared_ptr<stream_executor> streams);
 
 }  // namespace actorflow::gpu
 

@@ -13,7 +13,6 @@ namespace {
 
 using ints = std::vector<int64_t>;
 
-
 tensor iota_f(shape dims) {
   tensor t(dtype::float32, dims);
   auto* p = t.mutable_data<float>();

@@ -54,11 +54,10 @@ class history_read_node final : public node_behaviour {
       tensor index = r.take_input(i, f.slots, f.num_slots);
       if (!index.valid() || index.type() != dtype::int64 || index.num_elements() != 1 ||
           index.item<int64_t>() < 0)
-        return r.emit_error(
-            f.step, f.tag,
-            describe_failure(plan,
-                             "iteration index " + std::to_string(i) + " must be an int64 scalar >= 0"),
-            error_code::invalid_argument);
+        return r.emit_error(f.step, f.tag,
+                            describe_failure(plan, "iteration index " + std::to_string(i) +
+                                                       " must be an int64 scalar >= 0"),
+                            error_code::invalid_argument);
       at.push_back(static_cast<uint64_t>(index.item<int64_t>()));
     }
     auto self = caf::actor_cast<caf::actor>(r.host());

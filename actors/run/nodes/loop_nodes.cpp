@@ -115,8 +115,8 @@ class loop_switch_node final : public node_behaviour {
     bool told_by_values = dead && why == dead_kind::loop_end;
     if (to_body.dead && !told_by_values)
       for (auto& listener : plan.frame_end_listeners)
-        r.host()->send(listener.target, frame_end_atom::value, f.step, f.tag.frame,
-                       f.tag.iteration, listener.member);
+        r.host()->send(listener.target, frame_end_atom::value, f.step, f.tag.frame, f.tag.iteration,
+                       listener.member);
     const step_value* outs[2] = {&to_exit, &to_body};
     for (size_t out = 0; out < plan.output_consumers.size() && out < 2; ++out) {
       // The exit would drop it: an iteration that goes on sends it nothing.
@@ -125,7 +125,8 @@ class loop_switch_node final : public node_behaviour {
         deliver(r.host(), c, step_input{f.step, c.slot, *outs[out], f.tag});
     }
     for (auto& c : plan.control_consumers)
-      deliver(r.host(), c, step_input{f.step, c.slot, to_body.dead ? to_body : step_value{}, f.tag});
+      deliver(r.host(), c,
+              step_input{f.step, c.slot, to_body.dead ? to_body : step_value{}, f.tag});
   }
 };
 
@@ -142,8 +143,10 @@ class loop_merge_node final : public node_behaviour {
     const node_plan& plan = r.plan();
     auto& v = in.value;
     if (in.slot == 0) {
-      if (v.dead) r.emit_dead(in.step, in.tag, v.why_dead);
-      else emit_merged(r, in.step, in.tag, std::move(v), 0);
+      if (v.dead)
+        r.emit_dead(in.step, in.tag, v.why_dead);
+      else
+        emit_merged(r, in.step, in.tag, std::move(v), 0);
       return true;
     }
     if (in.slot == 2) {
