@@ -154,22 +154,16 @@ void node_runner::launch_done(uint64_t id, const std::string& error) {
 }
 
 void node_runner::drop(uint64_t step) {
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->first.step != step) {
-      ++it;
-      continue;
-    }
-    if (it->first.frame != 0) --loop_states;
-    it = pending_.erase(it);
-  }
-  for (auto it = frames_.begin(); it != frames_.end();) {
-    if (it->first.step != step) {
-      ++it;
-      continue;
-    }
+  std::erase_if(pending_, [step](const auto& entry) {
+    if (entry.first.step != step) return false;
+    if (entry.first.frame != 0) --loop_states;
+    return true;
+  });
+  std::erase_if(frames_, [step](const auto& entry) {
+    if (entry.first.step != step) return false;
     --loop_states;
-    it = frames_.erase(it);
-  }
+    return true;
+  });
   behaviour_->drop(*this, step);
 }
 
