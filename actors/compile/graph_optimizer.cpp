@@ -48,9 +48,10 @@ bool is_deduplicable(const node& n) {
   return (is_pure(n) || is_foldable_constant(n)) && !has_large_tensor(n.attrs);
 }
 
+// An empty tensor may have no buffer at all: memcmp must not see its null.
 bool same_tensor(const tensor& a, const tensor& b) {
   return a.type() == b.type() && a.dims() == b.dims() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.size_bytes()) == 0;
+         (a.size_bytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.size_bytes()) == 0);
 }
 
 bool same_attrs(const attr_map& a, const attr_map& b) {
