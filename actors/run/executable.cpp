@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "actors/run/chains.hpp"
 #include "actors/run/coordinator.hpp"

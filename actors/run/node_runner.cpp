@@ -4,17 +4,11 @@ namespace actorflow {
 
 std::atomic<int64_t> loop_states{0};
 
-namespace {
-
-// What the dead values a node sends say: a loop's last iteration passes on
-// as such, so that every node of the body learns where its frame ends.
 dead_kind passed_on(const step_value* slots, size_t num_slots) {
   for (size_t s = 0; s < num_slots; ++s)
     if (slots[s].dead && slots[s].why_dead == dead_kind::loop_end) return dead_kind::loop_end;
   return dead_kind::plain;
 }
-
-}  // namespace
 
 node_runner::node_runner(node_host_base* host, node_plan_ptr plan, uint32_t member)
     : host_(host),
@@ -246,15 +240,6 @@ std::unique_ptr<node_behaviour> make_node_behaviour(const node_plan& plan) {
       return make_history_read_node();
   }
   return make_kernel_node();
-}
-
-bool is_scalar_bool(const tensor& pred) {
-  return pred.type() == dtype::boolean && pred.num_elements() == 1;
-}
-
-std::string predicate_error(const node_plan& plan, const tensor& pred) {
-  return describe_failure(plan, "the predicate must be a scalar bool, not " +
-                                    std::string(dtype_name(pred.type())) + pred.dims().to_string());
 }
 
 }  // namespace actorflow

@@ -95,6 +95,15 @@ class merge_node final : public node_behaviour {
 
 }  // namespace
 
+bool is_scalar_bool(const tensor& pred) {
+  return pred.type() == dtype::boolean && pred.num_elements() == 1;
+}
+
+std::string predicate_error(const node_plan& plan, const tensor& pred) {
+  return describe_failure(plan, "the predicate must be a scalar bool, not " +
+                                    std::string(dtype_name(pred.type())) + pred.dims().to_string());
+}
+
 std::unique_ptr<node_behaviour> make_switch_node() { return std::make_unique<switch_node>(); }
 std::unique_ptr<node_behaviour> make_merge_node() { return std::make_unique<merge_node>(); }
 

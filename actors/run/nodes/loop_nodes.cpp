@@ -89,13 +89,12 @@ class loop_switch_node final : public node_behaviour {
   void fire(node_runner& r, firing& f) override {
     const node_plan& plan = r.plan();
     step_value to_exit, to_body = step_value::dead_value(dead_kind::loop_end);
-    dead_kind why = dead_kind::plain;
+    dead_kind why = passed_on(f.slots, f.num_slots);
     const step_value* failed = nullptr;
     bool dead = false;
     for (size_t s = 0; s < f.num_slots; ++s) {
       if (!f.slots[s].ok() && !failed) failed = &f.slots[s];
       dead |= f.slots[s].dead;
-      if (f.slots[s].dead && f.slots[s].why_dead == dead_kind::loop_end) why = dead_kind::loop_end;
     }
     tensor pred = dead || failed ? tensor() : r.take_input(1, f.slots, f.num_slots);
     if (failed && !dead) {

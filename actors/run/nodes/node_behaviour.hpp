@@ -71,7 +71,11 @@ std::unique_ptr<node_behaviour> make_history_read_node();
 /// The behaviour of the plan's kind.
 std::unique_ptr<node_behaviour> make_node_behaviour(const node_plan& plan);
 
-/// A predicate's check, shared by a cond's switch and a loop's.
+/// What the dead values a node sends say: a loop's last iteration passes on
+/// as such, so that every node of the body learns where its frame ends.
+dead_kind passed_on(const step_value* slots, size_t num_slots);
+
+/// A predicate's check, shared by a cond's switch and a loop's (cond_nodes.cpp).
 bool is_scalar_bool(const tensor& pred);
 /// "node '...' (...): the predicate must be a scalar bool, not ...".
 std::string predicate_error(const node_plan& plan, const tensor& pred);
