@@ -220,8 +220,23 @@ bool graph::fits_every_frame(int id) const {
          n.def->role == op_role::recv || node_frame_[static_cast<size_t>(id)] == follows_recv;
 }
 
+// A constant's value, also as a cond's branch sees it (through the switch
+// that gates it), for shape inference; empty for any other node.
+tensor graph::constant_value(int id) const {
+  const node* n = &nodes_[static_cast<size_t>(id)];
+  if (n->def->role == op_role::switch_value) n = &nodes_[static_cast<size_t>(n->inputs[0].node)];
+  auto value = n->attrs.find("value");
+  if (n->def->role != op_role::constant || value == n->attrs.end()) return tensor();
+  return std::get<tensor>(value->second);
+}
+
+// Constants stay folded into a loop's nodes, but enter a cond's branch
+// through a switch as any other input, so that the gradient of a constant
+// a branch reads comes back through the switch's gradient, live whichever
+// branch ran.
 endpoint graph::into_context(const endpoint& e) {
-  if (fits_every_frame(e.node)) return e;
+  const bool constant = nodes_[static_cast<size_t>(e.node)].def->role == op_role::constant;
+  if (fits_every_frame(e.node) && (innermost_is_loop() || !constant)) return e;
   return innermost_is_loop() ? into_loop(e) : into_branch(e);
 }
 
@@ -404,10 +419,7 @@ const node& graph::add_node_raw(const std::string& op, const std::vector<endpoin
                    std::to_string(e.index) + " of '" + src.name + "', which has " +
                    std::to_string(src.outputs.size()));
     specs.push_back(src.outputs[static_cast<size_t>(e.index)]);
-    auto value = src.attrs.find("value");
-    constants.push_back(src.def->role == op_role::constant && value != src.attrs.end()
-                            ? std::get<tensor>(value->second)
-                            : tensor());
+    constants.push_back(constant_value(e.node));
   }
   for (int c : control_inputs)
     if (c < 0 || c >= id)

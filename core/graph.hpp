@@ -189,8 +189,9 @@ class ACTORFLOW_API graph {
   /// `branch`), so what depends on one is *gated*: it runs only when the
   /// branch is taken. A stateful op (an update, a variable, a random draw)
   /// with no gated input runs after the branch's pivot instead, so that no
-  /// effect of an untaken branch happens. Constants stay ungated, and folded
-  /// into their consumers. Branches nest.
+  /// effect of an untaken branch happens. Constants from outside pass
+  /// through a switch too (their value still informs shape inference), so
+  /// that their gradients come back through it. Branches nest.
   scope_guard cond_branch_scope(const output& pred, int branch);
   /// Inside a cond branch: whether `o` runs only when the innermost branch
   /// is taken. True outside any branch.
@@ -285,6 +286,7 @@ class ACTORFLOW_API graph {
   // Whether the innermost open context (a cond branch or a loop body) is a loop body.
   bool innermost_is_loop() const;
   endpoint into_context(const endpoint& e);
+  tensor constant_value(int id) const;
   endpoint into_loop(const endpoint& e);
   int structural_frame(const std::string& op, const std::vector<endpoint>& inputs,
                        const std::vector<int>& control_inputs, const attr_map& attrs,

@@ -5,6 +5,7 @@
 // the forward loop and read back by history_read nodes in the backward
 // loop, keyed by the iterations of every frame they live in; a value read
 // by its own loop's gradient is let go of as it is read.
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -177,7 +178,8 @@ std::vector<std::vector<int>> matmul_uses(const graph& g, int frame,
 // an accumulator (a whole tensor, or the rows a tensor array read took), or
 // gathered for products after the loop (matmul_uses).
 struct invariant_sum {
-  int enter = -1;
+  endpoint outside;  // the value whose gradient this is
+  endpoint inside;   // the body's view of it: its enter, or a constant itself
   std::vector<int> row_reads, matmuls;
   size_t first_x = 0;    // where its xs start in the body's gradients() call
   size_t first_var = 0;  // where its loop variables start in the backward loop
@@ -205,6 +207,25 @@ output product_of_arrays(graph& g, int product, const tensor_array& a, const ten
   return tb ? matmul(grad, lhs, true, false) : matmul(lhs, grad, true, false);
 }
 
+// Constants the loop's nodes (its nested loops' too) read directly, whose
+// gradient is asked for: folded into their readers, they enter through no
+// enter, so the backward loop sums their gradient as an invariant's.
+std::vector<int> constants_read(const graph& g, int frame, const std::vector<char>& between) {
+  std::vector<int> found;
+  for (size_t id = 0; id < between.size(); ++id) {
+    const node& n = g.at(int(id));
+    if (!g.frame_within(g.frame_of(n.id), frame)) continue;
+    for (auto& in : n.inputs) {
+      const node& src = g.at(in.node);
+      if (is_foldable_constant(src) && between[size_t(src.id)] &&
+          is_differentiable_type(src.outputs[0].type) &&
+          std::find(found.begin(), found.end(), src.id) == found.end())
+        found.push_back(src.id);
+    }
+  }
+  return found;
+}
+
 std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
                                                        const std::map<int, output>& exit_grads,
                                                        const std::vector<char>& between) {
@@ -220,6 +241,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     if (is_differentiable_type(out(inv).type()) && between[size_t(in.node)])
       invariants.push_back(inv);
   }
+  auto constants = constants_read(g, frame, between);
   std::vector<output> init{out(p.exits[0], 1)};
   std::vector<shape> shapes{shape{}};
   for (size_t i : vars) {
@@ -229,12 +251,22 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
   }
   auto rows = row_reads(g, invariants);
   auto matmuls = matmul_uses(g, frame, invariants);
-  std::vector<invariant_sum> sums(invariants.size());
+  std::vector<invariant_sum> sums(invariants.size() + constants.size());
+  for (size_t j = 0; j < sums.size(); ++j) {
+    bool entered = j < invariants.size();
+    sums[j].inside =
+        entered ? endpoint{invariants[j], 0} : endpoint{constants[j - invariants.size()], 0};
+    sums[j].outside = entered ? g.at(invariants[j]).inputs[0] : sums[j].inside;
+  }
   std::map<int, std::pair<tensor_array, tensor_array>> arrays;  // per matmul
-  for (size_t j = 0; j < invariants.size(); ++j) {
+  for (size_t j = 0; j < sums.size(); ++j) {
     auto& s = sums[j];
-    s.enter = invariants[j];
     s.first_var = init.size();
+    if (j >= invariants.size()) {  // a constant: summed whole
+      init.push_back(zeros_like(output(&g, s.outside)));
+      shapes.push_back(init.back().dims());
+      continue;
+    }
     if (!matmuls[j].empty()) {
       s.matmuls = matmuls[j];
       for (int m : s.matmuls) {
@@ -249,7 +281,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
       continue;
     }
     s.row_reads = rows[j];
-    init.push_back(zeros_like(output(&g, g.at(s.enter).inputs[0])));
+    init.push_back(zeros_like(output(&g, s.outside)));
     shapes.push_back(init.back().dims());
   }
   auto resolver = g.frame_resolver_scope(
@@ -266,7 +298,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     for (auto& s : sums) {
       s.first_x = xs.size();
       for (int m : s.matmuls) xs.push_back(out(m));
-      if (s.matmuls.empty() && s.row_reads.empty()) xs.push_back(out(s.enter));
+      if (s.matmuls.empty() && s.row_reads.empty()) xs.push_back(output(&g, s.inside));
       for (int read : s.row_reads) xs.push_back(out(read));
     }
     auto grads = ys.empty() ? std::vector<output>(xs.size()) : gradients(ys, xs, grad_ys);
@@ -323,7 +355,7 @@ std::vector<std::pair<endpoint, output>> loop_gradient(graph& g, int frame,
     if (between[size_t(in.node)]) result.emplace_back(in, backward[1 + j]);
   }
   for (auto& s : sums) {
-    endpoint in = g.at(s.enter).inputs[0];
+    endpoint in = s.outside;
     if (s.matmuls.empty()) {
       result.emplace_back(in, backward[s.first_var]);
       continue;

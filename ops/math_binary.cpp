@@ -2,6 +2,7 @@
 // logical and/or, select; and the operators on `output`.
 #include <cmath>
 
+#include "ops/bfloat16_widen.hpp"
 #include "ops/math.hpp"
 #include "ops/math_detail.hpp"
 #include "ops/op_util.hpp"
@@ -208,12 +209,32 @@ void select_grad(grad_context& c) {
                    sum_to_shape_of(select(cond, zero, dy), c.input(2))};
 }
 
+// add takes bfloat16 too, through float32 (ops/bfloat16_widen.hpp): the
+// gradient driver sums with it the gradients of a bfloat16 value that several
+// ops read (a weight cast once and used by two matmuls).
+std::vector<tensor_spec> infer_add(const shape_context& c) {
+  auto& a = c.inputs[0];
+  auto& b = c.inputs[1];
+  if (a.type == dtype::bfloat16 && b.type == dtype::bfloat16)
+    return {{a.type, broadcast_partial({a.dims, b.dims}, c.op)}};
+  return infer_binary<dtypes::numeric, false>(c);
+}
+
+kernel_fn add_kernel() {
+  auto numeric =
+      elementwise_kernel<dtypes::numeric, false>(wrapping([](auto x, auto y) { return x + y; }));
+  return [numeric](kernel_context& ctx) {
+    if (ctx.input(0).type() == dtype::bfloat16 && ctx.input(1).type() == dtype::bfloat16)
+      return run_widened_to_float32(ctx, numeric);
+    numeric(ctx);
+  };
+}
+
 const op_registrar registrations[] = {
     op_registrar({.name = "add",
                   .num_inputs = 2,
-                  .infer = infer_binary<dtypes::numeric, false>,
-                  .kernel = elementwise_kernel<dtypes::numeric, false>(
-                      wrapping([](auto x, auto y) { return x + y; })),
+                  .infer = infer_add,
+                  .kernel = add_kernel(),
                   .summary = "a + b, broadcasting",
                   .gradient = add_grad}),
     op_registrar({.name = "sub",

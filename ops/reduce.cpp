@@ -13,6 +13,7 @@
 
 #include "ops/array.hpp"
 #include "ops/array_util.hpp"
+#include "ops/bfloat16_widen.hpp"
 #include "ops/geometry/reduce_plan.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
@@ -379,6 +380,9 @@ std::vector<tensor_spec> sum_to_infer(const shape_context& c) {
 }
 
 void sum_to_kernel(kernel_context& ctx) {
+  // bfloat16 (matmul's gradient over broadcast batch dims) sums in float32;
+  // input 1 gives only its shape.
+  if (ctx.input(0).type() == dtype::bfloat16) return run_widened_to_float32(ctx, sum_to_kernel, 1);
   const tensor& x = ctx.input(0);
   check_numeric(x.type(), ctx.op, x.dims());
   const shape& to = ctx.input(1).dims();
@@ -395,10 +399,12 @@ std::vector<tensor_spec> l2_loss_infer(const shape_context& c) {
   return {{x.type, shape{}}};
 }
 
+// Each square is halved before the sum, as TensorFlow's L2Loss does: a sum
+// of squares that would pass the float's range halved stays in it.
 template <class T>
-struct sum_squares_op {
+struct sum_half_squares_op {
   static T combine(T a, T b) { return a + b; }
-  static T redux(const row_map<T>& m) { return m.square().sum(); }
+  static T redux(const row_map<T>& m) { return (m.square() * T(0.5)).sum(); }
 };
 
 // One row of all the elements, reduced as a sum's: in blocks fixed by the
@@ -409,8 +415,8 @@ void l2_loss_kernel(kernel_context& ctx) {
     using T = decltype(tag);
     T total = 0;
     if (x.num_elements() > 0)
-      reduce_rows<T, sum_squares_op<T>>(x.data<T>(), &total, 1, x.num_elements());
-    ctx.allocate_output(0, x.type(), shape{}).template mutable_data<T>()[0] = total / T(2);
+      reduce_rows<T, sum_half_squares_op<T>>(x.data<T>(), &total, 1, x.num_elements());
+    ctx.allocate_output(0, x.type(), shape{}).template mutable_data<T>()[0] = total;
   });
 }
 

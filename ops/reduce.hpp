@@ -33,8 +33,10 @@ ACTORFLOW_API output reduce_prod(output x, std::vector<int64_t> axes = {}, bool 
 ACTORFLOW_API output argmax(output x, int64_t axis = 0, const std::string& name = "");
 /// Index (int64) of the smallest value along `axis`; the first one on ties or NaN.
 ACTORFLOW_API output argmin(output x, int64_t axis = 0, const std::string& name = "");
-/// sum(x^2) / 2 over all elements of a float tensor, as a scalar (TensorFlow's
-/// tf.nn.l2_loss): one pass over x, no squared copy; the gradient is x * dy.
+/// sum(x^2 / 2) over all elements of a float tensor, as a scalar (TensorFlow's
+/// tf.nn.l2_loss, which halves each square before the sum, so that it stays
+/// finite where the plain sum of squares would overflow): one pass over x, no
+/// squared copy; the gradient is x * dy.
 ACTORFLOW_API output l2_loss(output x, const std::string& name = "");
 /// Sums x over the dims that broadcasting `like`'s shape to x's shape added or
 /// stretched, so the result has like's shape (read at run time: -1 dims work).

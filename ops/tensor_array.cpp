@@ -187,41 +187,6 @@ void write_kernel(kernel_context& ctx) {
 
 // ---- read, gather --------------------------------------------------------------
 
-std::vector<tensor_spec> read_infer(const shape_context& c) {
-  check_array_spec(c);
-  bool gather = c.op == "tensor_array_gather";
-  check_index_spec(c, 2, gather ? 1 : 0);
-  shape element = element_shape_of(c.inputs[0].dims);
-  return {{c.inputs[0].type, gather ? with_rows(c.inputs[2].dims[0], element) : element}};
-}
-
-void read_kernel(kernel_context& ctx) {
-  bool gather = ctx.op == "tensor_array_gather";
-  const tensor& data = ctx.input(0);
-  const tensor& written = ctx.input(1);
-  check_array(ctx, data, written);
-  check_index_type(ctx.input(2).type(), ctx.op);
-  auto idx = index_values(ctx.input(2));
-  int64_t capacity = data.dims()[0];
-  const bool* was = written.data<bool>();
-  for (int64_t i : idx) {
-    if (i < 0 || i >= capacity)
-      fail_array(ctx, "read past the end: index " + std::to_string(i) + ", size " +
-                          std::to_string(capacity));
-    if (!was[i]) fail_array(ctx, "read of index " + std::to_string(i) + " that was never written");
-  }
-  shape element = element_shape_of(data.dims());
-  tensor& out = ctx.allocate_output(
-      0, data.type(), gather ? with_rows(static_cast<int64_t>(idx.size()), element) : element);
-  size_t bytes = row_bytes(data);
-  const auto* src = static_cast<const std::byte*>(data.raw_data());
-  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
-  for (size_t j = 0; j < idx.size(); ++j)
-    copy_rows(dst + j * bytes, src + static_cast<size_t>(idx[j]) * bytes, 1, bytes);
-}
-
-// ---- stack, size ---------------------------------------------------------------
-
 // TensorFlow's size: the capacity of a fixed array; for a dynamic one, the
 // size it was made with or one past the highest written index, if higher
 // (the capacity grows ahead of it).
@@ -235,6 +200,45 @@ int64_t array_size(const kernel_context& ctx, const tensor& data, const tensor& 
   return std::max(end, ctx.attr_or<int64_t>("initial_size", 0));
 }
 
+std::vector<tensor_spec> read_infer(const shape_context& c) {
+  check_array_spec(c);
+  bool gather = c.op == "tensor_array_gather";
+  check_index_spec(c, 2, gather ? 1 : 0);
+  shape element = element_shape_of(c.inputs[0].dims);
+  return {{c.inputs[0].type, gather ? with_rows(c.inputs[2].dims[0], element) : element}};
+}
+
+// An index below the size that was never written reads as zeros of the
+// element shape (always known here), as TensorFlow's TensorArrayV3 reads one
+// when its element shape is known.
+void read_kernel(kernel_context& ctx) {
+  bool gather = ctx.op == "tensor_array_gather";
+  const tensor& data = ctx.input(0);
+  const tensor& written = ctx.input(1);
+  check_index_type(ctx.input(2).type(), ctx.op);
+  auto idx = index_values(ctx.input(2));
+  int64_t size = array_size(ctx, data, written), capacity = data.dims()[0];
+  for (int64_t i : idx)
+    if (i < 0 || i >= size)
+      fail_array(
+          ctx, "read past the end: index " + std::to_string(i) + ", size " + std::to_string(size));
+  shape element = element_shape_of(data.dims());
+  tensor& out = ctx.allocate_output(
+      0, data.type(), gather ? with_rows(static_cast<int64_t>(idx.size()), element) : element);
+  size_t bytes = row_bytes(data);
+  const auto* src = static_cast<const std::byte*>(data.raw_data());
+  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
+  const bool* was = written.data<bool>();
+  for (size_t j = 0; j < idx.size(); ++j) {
+    if (idx[j] < capacity && was[idx[j]])
+      copy_rows(dst + j * bytes, src + static_cast<size_t>(idx[j]) * bytes, 1, bytes);
+    else if (bytes > 0)
+      std::memset(dst + j * bytes, 0, bytes);
+  }
+}
+
+// ---- stack, size ---------------------------------------------------------------
+
 std::vector<tensor_spec> stack_infer(const shape_context& c) {
   check_array_spec(c);
   const auto& data = c.inputs[0];
@@ -242,19 +246,28 @@ std::vector<tensor_spec> stack_infer(const shape_context& c) {
   return {{data.type, with_rows(shape::unknown, element_shape_of(data.dims))}};
 }
 
+// Rows below the size that were never written stack as zeros, as a read
+// of them gives.
 void stack_kernel(kernel_context& ctx) {
   tensor data = std::move(ctx.inputs[0]);
   const tensor& written = ctx.input(1);
   int64_t size = array_size(ctx, data, written), capacity = data.dims()[0];
   const bool* was = written.data<bool>();
-  for (int64_t i = 0; i < size; ++i)
-    if (i >= capacity || !was[i])
-      fail_array(ctx, "stack of index " + std::to_string(i) + " that was never written (size " +
-                          std::to_string(size) + ")");
+  bool all_written = size <= capacity;
+  for (int64_t i = 0; all_written && i < size; ++i) all_written = was[i];
   // A full array is its stack: pass the buffer on, no copy.
-  if (size == capacity) return ctx.set_output(0, std::move(data));
+  if (all_written && size == capacity) return ctx.set_output(0, std::move(data));
   tensor& out = ctx.allocate_output(0, data.type(), with_rows(size, element_shape_of(data.dims())));
-  copy_rows(out.raw_mutable_data(), data.raw_data(), size, row_bytes(data));
+  size_t bytes = row_bytes(data);
+  const auto* src = static_cast<const std::byte*>(data.raw_data());
+  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
+  for (int64_t i = 0; i < size; ++i) {
+    auto* row = dst + static_cast<size_t>(i) * bytes;
+    if (i < capacity && was[i])
+      copy_rows(row, src + static_cast<size_t>(i) * bytes, 1, bytes);
+    else if (bytes > 0)
+      std::memset(row, 0, bytes);
+  }
 }
 
 std::vector<tensor_spec> size_infer(const shape_context& c) {
@@ -422,20 +435,20 @@ const op_registrar registrations[] = {
                   .num_inputs = 3,
                   .infer = read_infer,
                   .kernel = read_kernel,
-                  .summary = "the element at the scalar index, which must have been written",
+                  .summary = "the element at the scalar index below the size (zeros if unwritten)",
                   .gradient = read_grad}),
     op_registrar({.name = "tensor_array_gather",
                   .num_inputs = 3,
                   .infer = read_infer,
                   .kernel = read_kernel,
-                  .summary = "the elements at indices [k], which must have been written",
+                  .summary = "the elements at indices [k] below the size (zeros where unwritten)",
                   .gradient = read_grad}),
     op_registrar({.name = "tensor_array_stack",
                   .num_inputs = 2,
                   .infer = stack_infer,
                   .kernel = stack_kernel,
-                  .summary = "the elements below the size, all written (attrs dynamic_size, "
-                             "initial_size)",
+                  .summary = "the elements below the size, zeros where unwritten (attrs "
+                             "dynamic_size, initial_size)",
                   .gradient = stack_grad}),
     op_registrar({.name = "tensor_array_size",
                   .num_inputs = 2,

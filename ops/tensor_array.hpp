@@ -26,8 +26,9 @@
 //   TF's: max(initial size, highest written index + 1).
 // - Reads may repeat (TF's clear_after_read=false); there is no
 //   multiple_writes_aggregate: a second write to an index always fails.
-// - stack fails on an unwritten index below the size, as TF does; read and
-//   gather of an unwritten index fail too (TF V3 does the same).
+// - read, gather and stack of an index below the size that was never
+//   written give zeros of the element shape, as TF V3 does when it knows the
+//   element shape (here it always does); an index at or past the size fails.
 // - unstack_to_tensor_array makes a new array; TF's unstack writes into an
 //   existing one (use scatter with indices 0..n-1 for that).
 #pragma once
@@ -60,9 +61,10 @@ struct ACTORFLOW_API tensor_array {
   /// Fails at run time for a negative index, an index written before, or
   /// (fixed size) an index past the end.
   tensor_array write(output index, output value) const;
-  /// The element at index; fails for an index out of range or never written.
+  /// The element at index (zeros if it was never written); fails for an
+  /// index that is negative or not below the size.
   output read(output index) const;
-  /// All elements, [size, element dims...]; fails if one below the size is unwritten.
+  /// All elements, [size, element dims...]; zeros where one was never written.
   output stack() const;
   /// The size as an int32 scalar: the capacity of a fixed array; for a dynamic
   /// one max(initial_size, highest written index + 1).

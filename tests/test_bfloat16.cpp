@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <random>
 
 #include "actors/checkpoint.hpp"
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
+#include "ops/conv.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/pool.hpp"
@@ -202,8 +204,8 @@ TEST_CASE("bfloat16 tensors print their values") {
 TEST_CASE("ops without a bfloat16 kernel say so") {
   auto t = tensor::from_vector<bfloat16>({to_bfloat16(1.0f), to_bfloat16(2.0f)});
   CHECK(error_of([&] {
-          run_kernel("add", {t, t});
-        }) == "[add] has no bfloat16 kernel (cast to float32 around it)");
+          run_kernel("sub", {t, t});
+        }) == "[sub] has no bfloat16 kernel (cast to float32 around it)");
   CHECK(error_of([&] { run_kernel("exp", {t}); }) ==
         "[exp] has no bfloat16 kernel (cast to float32 around it)");
   CHECK(error_of([&] { run_kernel("sum", {t}); }).find("has no bfloat16 kernel") !=
@@ -211,8 +213,8 @@ TEST_CASE("ops without a bfloat16 kernel say so") {
   graph g;
   auto p = placeholder(g, dtype::bfloat16, {2}, "p");
   // At build time already, naming the node.
-  CHECK(error_of([&] { add(p, p); }) ==
-        "[add] has no bfloat16 kernel (cast to float32 around it) (node 'add', inputs: "
+  CHECK(error_of([&] { sub(p, p); }) ==
+        "[sub] has no bfloat16 kernel (cast to float32 around it) (node 'sub', inputs: "
         "bfloat16(2), bfloat16(2))");
   // Ops whose float checks would take bfloat16 refuse it at build time too.
   auto images = placeholder(g, dtype::bfloat16, {1, 4, 4, 1}, "images");
@@ -297,6 +299,102 @@ tensor bf16_values(std::vector<float> v, shape dims) {
   std::vector<bfloat16> b;
   for (float f : v) b.push_back(to_bfloat16(f));
   return tensor::from_vector<bfloat16>(b, std::move(dims));
+}
+
+// The gradients of float32 inputs through a model computed in `compute`:
+// the inputs cast to it, its outputs cast back to float32.
+using model_fn = std::function<output(graph&, const std::vector<output>& in, dtype compute)>;
+
+std::vector<tensor> gradients_in(dtype compute, const model_fn& model,
+                                 const std::vector<tensor>& values) {
+  graph g;
+  std::vector<output> xs;
+  feed_list feeds;
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string name = "x";
+    name += std::to_string(i);
+    xs.push_back(placeholder(g, dtype::float32, values[i].dims(), name));
+    feeds.push_back({xs.back(), values[i]});
+  }
+  auto grads = gradients({model(g, xs, compute)}, xs);
+  session s(g);
+  auto first = s.run(feeds, grads);
+  auto again = s.run(feeds, grads);  // a second run gives the same
+  for (size_t i = 0; i < first.size(); ++i) CHECK(again[i].equals(first[i]));
+  return first;
+}
+
+// Float32 values already rounded to bfloat16, so both models see the same operands.
+tensor rounded_values(shape dims, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(dims.num_elements()));
+  for (auto& x : v) x = to_float(to_bfloat16(dist(rng)));
+  return tensor::from_vector<float>(v, dims);
+}
+
+// Each bfloat16 gradient within a few bfloat16 roundings (2^-6) of the
+// tensor's largest float32 gradient.
+void check_near_float32(const model_fn& model, const std::vector<tensor>& values) {
+  auto got = gradients_in(dtype::bfloat16, model, values);
+  auto want = gradients_in(dtype::float32, model, values);
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(got[i].dims() == want[i].dims());
+    auto g = got[i].to_vector<float>(), w = want[i].to_vector<float>();
+    float scale = 0;
+    for (float x : w) scale = std::max(scale, std::abs(x));
+    for (size_t k = 0; k < g.size(); ++k)
+      CHECK_MESSAGE(std::abs(g[k] - w[k]) <= std::ldexp(scale, -6),
+                    "element " << k << ": " << g[k] << " vs " << w[k]);
+  }
+}
+
+// loss = sum(y * r): r (fixed, not all ones) makes each gradient element differ.
+output weighted_sum(graph& g, output y, dtype compute) {
+  auto y32 = compute == dtype::float32 ? y : cast(y, dtype::float32);
+  std::vector<float> r(static_cast<size_t>(y32.dims().num_elements()));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = 0.25f * float(i % 7) - 0.5f;
+  return reduce_sum(mul(y32, constant(g, tensor::from_vector<float>(r, y32.dims()))));
+}
+
+output in_type(output x, dtype compute) { return compute == dtype::float32 ? x : cast(x, compute); }
+
+TEST_CASE("bfloat16 gradients on matmul's and conv2d's paths match float32's within rounding") {
+  std::mt19937 rng(11);
+  SUBCASE("matmul with broadcast batch dims: (1,3,4) x (2,4,5)") {
+    check_near_float32(
+        [](graph& g, const std::vector<output>& in, dtype t) {
+          return weighted_sum(g, matmul(in_type(in[0], t), in_type(in[1], t)), t);
+        },
+        {rounded_values({1, 3, 4}, rng), rounded_values({2, 4, 5}, rng)});
+  }
+  SUBCASE("matmul with transposes and broadcast batch dims: (2,1,4,3)^T x (3,5,4)^T") {
+    check_near_float32(
+        [](graph& g, const std::vector<output>& in, dtype t) {
+          return weighted_sum(g, matmul(in_type(in[0], t), in_type(in[1], t), true, true), t);
+        },
+        {rounded_values({2, 1, 4, 3}, rng), rounded_values({3, 5, 4}, rng)});
+  }
+  SUBCASE("one bfloat16 weight read by two matmuls: its gradients summed") {
+    check_near_float32(
+        [](graph& g, const std::vector<output>& in, dtype t) {
+          auto w = in_type(in[2], t);
+          auto y = add(matmul(in_type(in[0], t), w), matmul(in_type(in[1], t), w));
+          return weighted_sum(g, y, t);
+        },
+        {rounded_values({6, 8}, rng), rounded_values({6, 8}, rng), rounded_values({8, 3}, rng)});
+  }
+  SUBCASE("one bfloat16 filter read by two conv2d") {
+    check_near_float32(
+        [](graph& g, const std::vector<output>& in, dtype t) {
+          auto f = in_type(in[2], t);
+          auto a = conv2d(in_type(in[0], t), f, {1, 1}, "SAME");
+          auto b = conv2d(in_type(in[1], t), f, {2, 2}, "VALID");
+          return add(weighted_sum(g, a, t), weighted_sum(g, b, t));
+        },
+        {rounded_values({2, 7, 7, 3}, rng), rounded_values({1, 9, 9, 3}, rng),
+         rounded_values({3, 3, 3, 4}, rng)});
+  }
 }
 
 TEST_CASE("a bfloat16 variable saves to a checkpoint and restores exactly") {

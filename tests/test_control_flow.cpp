@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -183,6 +184,114 @@ TEST_CASE("gradients through a cond agree with finite differences on both sides"
     check_close(analytic[1].to_vector<double>(),
                 numeric_gradient(s, loss, w, wv, {{b.pred, truth(p)}, {b.x, doubles(xv)}}));
   }
+}
+
+// Each input used by one branch only: the gradient of the branch not taken
+// is a live zero. Known shapes (which the graph optimizer folds zeros_like
+// of) and unknown ones; placeholders, variables and constants; nested two
+// deep; every step twice, since a first run may differ from later ones.
+struct one_branch_case {
+  const char* label;
+  std::function<output(output p, output q, output x, output w, output v)> build;
+};
+
+const one_branch_case one_branch_cases[] = {
+    {"x * w | x + v",
+     [](output p, output, output x, output w, output v) {
+       return cond(
+           p, [&] { return x * w; }, [&] { return x + v; });
+     }},
+    {"x * w | v passed straight through",
+     [](output p, output, output x, output w, output v) {
+       return cond(
+           p, [&] { return x * w; }, [&] { return v; });
+     }},
+    {"w passed straight through | tanh(v) * x",
+     [](output p, output, output x, output w, output v) {
+       return cond(
+           p, [&] { return w; }, [&] { return tanh(v) * x; });
+     }},
+    {"nested: (q ? x * w : exp(v)) | v * 3",
+     [](output p, output q, output x, output w, output v) {
+       return cond(
+           p,
+           [&] {
+             return cond(
+                 q, [&] { return x * w; }, [&] { return exp(v); }, "inner");
+           },
+           [&] { return v * 3.0; });
+     }},
+    {"nested in the false branch: x | (q ? w : v * x)",
+     [](output p, output q, output x, output w, output v) {
+       return cond(
+           p, [&] { return x; },
+           [&] {
+             return cond(
+                 q, [&] { return w; }, [&] { return v * x; }, "inner");
+           });
+     }},
+};
+
+TEST_CASE("gradients through a cond reach inputs used by one branch only, as live zeros") {
+  std::vector<double> xv{0.3, -0.7, 1.1}, wv{0.5, 2.0, -1.5}, vv{0.25, -0.5, 0.75};
+  for (auto& c : one_branch_cases)
+    for (int64_t dim : {int64_t{3}, int64_t{-1}}) {
+      CAPTURE(c.label);
+      CAPTURE(dim);
+      graph g;
+      auto p = placeholder(g, dtype::boolean, {}, "p");
+      auto q = placeholder(g, dtype::boolean, {}, "q");
+      auto x = placeholder(g, dtype::float64, {dim}, "x");
+      auto w = placeholder(g, dtype::float64, {dim}, "w");
+      auto v = placeholder(g, dtype::float64, {dim}, "v");
+      auto loss = reduce_sum(c.build(p, q, x, w, v) * x);
+      auto grads = gradients({loss}, {x, w, v});
+      session s(g);
+      for (int run = 0; run < 2; ++run)
+        for (bool pv : {true, false})
+          for (bool qv : {true, false}) {
+            CAPTURE(run);
+            CAPTURE(pv);
+            CAPTURE(qv);
+            feed_list flags{{p, truth(pv)}, {q, truth(qv)}};
+            auto with = [&](std::vector<std::pair<output, std::vector<double>>> values) {
+              auto f = flags;
+              for (auto& [o, d] : values) f.push_back({o, doubles(d)});
+              return f;
+            };
+            auto got = s.run(with({{x, xv}, {w, wv}, {v, vv}}), grads);
+            check_close(got[0].to_vector<double>(),
+                        numeric_gradient(s, loss, x, xv, with({{w, wv}, {v, vv}})));
+            check_close(got[1].to_vector<double>(),
+                        numeric_gradient(s, loss, w, wv, with({{x, xv}, {v, vv}})));
+            check_close(got[2].to_vector<double>(),
+                        numeric_gradient(s, loss, v, vv, with({{x, xv}, {w, wv}})));
+          }
+    }
+}
+
+TEST_CASE("gradients through a cond reach variables and constants that one branch reads") {
+  graph g;
+  auto p = placeholder(g, dtype::boolean, {}, "p");
+  auto x = make_variable(constant(g, doubles({1, 2})), "x").value();
+  auto w = make_variable(constant(g, doubles({3, 4})), "w").value();
+  auto v = constant(g, doubles({5, 6}));
+  auto c = constant(g, doubles({7, 8}));
+  auto y = cond(
+      p, [&] { return x * w; }, [&] { return x * c + v; });
+  auto grads = gradients({reduce_sum(y)}, {x, w, v, c});
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  for (int run = 0; run < 2; ++run)
+    for (bool pv : {true, false}) {
+      CAPTURE(pv);
+      auto got = s.run({{p, truth(pv)}}, grads);
+      using d = std::vector<double>;
+      CHECK(got[0].to_vector<double>() == (pv ? d{3, 4} : d{7, 8}));
+      CHECK(got[1].to_vector<double>() == (pv ? d{1, 2} : d{0, 0}));
+      CHECK(got[2].to_vector<double>() == (pv ? d{0, 0} : d{1, 1}));
+      CHECK(got[3].to_vector<double>() == (pv ? d{0, 0} : d{1, 2}));
+    }
 }
 
 TEST_CASE("gradients through nested conds agree with finite differences") {

@@ -36,14 +36,18 @@ bool no_loop_state_left() {
 
 tensor f64s(std::vector<double> v, shape dims) { return tensor::from_vector<double>(v, dims); }
 
-// Checks d loss / d each of `xs` (fed with `values`) against finite differences.
+// Checks d loss / d each of `xs` (fed with `values`) against finite
+// differences. The step runs twice first, with the same result: a resource or
+// a bound constant that the first run changes shows in the second.
 void check_gradients(graph& g, const output& loss, const std::vector<output>& xs,
                      const std::vector<tensor>& values, feed_list rest) {
   auto grads = gradients({loss}, xs);
   session s(g);
   feed_list feeds = rest;
   for (size_t i = 0; i < xs.size(); ++i) feeds.push_back({xs[i], values[i]});
+  auto first = s.run(feeds, grads);
   auto got = s.run(feeds, grads);
+  for (size_t i = 0; i < xs.size(); ++i) CHECK(got[i].equals(first[i]));
   for (size_t i = 0; i < xs.size(); ++i) {
     feed_list others = rest;
     for (size_t j = 0; j < xs.size(); ++j)
@@ -196,6 +200,52 @@ TEST_CASE("the gradient of a cond inside a loop") {
   CHECK(no_loop_state_left());
 }
 
+// Inside a loop, the branch taken changes from one iteration to the next;
+// w is read by one branch only, v by the other, c (a constant) by one too.
+TEST_CASE("the gradient of a cond inside a loop, each input read by one branch only") {
+  graph g;
+  auto x0 = placeholder(g, dtype::float64, {2}, "x0");
+  auto w = placeholder(g, dtype::float64, {2}, "w");
+  auto v = placeholder(g, dtype::float64, {2}, "v");
+  auto c = constant(g, f64s({0.5, -1.5}, {2}));
+  auto outs =
+      while_loop([&](const std::vector<output>& it) { return less(it[0], scalar<int64_t>(g, 5)); },
+                 [&](const std::vector<output>& it) {
+                   auto x = it[1];
+                   auto odd = less(it[2], scalar<double>(g, 0));  // the sign flips every iteration
+                   auto y = cond(
+                       odd, [&] { return tanh(x * w); }, [&] { return x * 0.5 + v * c; });
+                   return std::vector<output>{it[0] + scalar<int64_t>(g, 1), y, -it[2]};
+                 },
+                 {scalar<int64_t>(g, 0), x0, scalar<double>(g, 1)});
+  auto loss = reduce_sum(square(outs[1]));
+  check_gradients(g, loss, {x0, w, v},
+                  {f64s({0.3, 0.4}, {2}), f64s({0.9, -0.7}, {2}), f64s({0.2, 0.6}, {2})}, {});
+  CHECK(no_loop_state_left());
+}
+
+TEST_CASE("the gradient of a constant that a loop body reads") {
+  graph g;
+  auto x0 = placeholder(g, dtype::float64, {2}, "x0");
+  auto c = constant(g, f64s({0.5, -1.5}, {2}));
+  auto outs =
+      while_loop([&](const std::vector<output>& it) { return less(it[0], scalar<int64_t>(g, 3)); },
+                 [&](const std::vector<output>& it) {
+                   return std::vector<output>{it[0] + scalar<int64_t>(g, 1), it[1] * c};
+                 },
+                 {scalar<int64_t>(g, 0), x0});
+  auto grads = gradients({reduce_sum(outs[1])}, {x0, c});
+  REQUIRE(grads[1].valid());
+  session s(g);
+  for (int run = 0; run < 2; ++run) {
+    auto got = s.run({{x0, f64s({2, 3}, {2})}}, grads);
+    // x0 c^3: d/dx0 = c^3, d/dc = 3 x0 c^2.
+    check_close(values_of(got[0]), {0.125, -3.375});
+    check_close(values_of(got[1]), {3 * 2 * 0.25, 3 * 3 * 2.25});
+  }
+  CHECK(no_loop_state_left());
+}
+
 TEST_CASE("steps in flight each get their own saved values") {
   graph g;
   auto n = placeholder(g, dtype::int64, {}, "n");
@@ -245,6 +295,43 @@ TEST_CASE("the gradient of a loop over tensor arrays (read each step, write each
                   {f64s({0.1, 0.2, -0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 0.2, 0.1, -0.4}, {4, 3}),
                    f64s({0.5, -0.7, 1.1}, {3})},
                   {});
+  CHECK(no_loop_state_left());
+}
+
+// A dynamic array made empty grows in the loop; every run starts from the
+// same empty array (a write moves its input out, and an empty constant has
+// no buffer to tell it from what is left).
+TEST_CASE("a dynamic array of initial size 0, filled in a loop, the same in every run") {
+  for (int64_t initial : {int64_t{0}, int64_t{1}}) {
+    CAPTURE(initial);
+    graph g;
+    auto x = placeholder(g, dtype::float64, {3}, "x");
+    auto n = placeholder(g, dtype::int32, {}, "n");
+    auto results = make_tensor_array(g, dtype::float64, initial, shape{3}, true, "dyn0");
+    auto outs = while_loop(
+        [&](const std::vector<output>& v) { return less(v[0], n); },
+        [&](const std::vector<output>& v) {
+          auto t = v[0];
+          auto h = tanh(v[1] * x);
+          auto written = results.with(v[2], v[3]).write(t, h);
+          return std::vector<output>{t + scalar<int32_t>(g, 1), h, written.data, written.written};
+        },
+        {scalar<int32_t>(g, 0), x, results.data, results.written},
+        {.shape_invariants = {shape{}, shape{3}, shape{-1, 3}, shape{-1}}});
+    auto stacked = results.with(outs[2], outs[3]).stack();
+    session s(g);
+    feed_list feeds{{x, f64s({0.5, -0.25, 1.0}, {3})}, {n, tensor::scalar<int32_t>(4)}};
+    auto once = s.run(feeds, {stacked})[0];
+    CHECK(once.dims() == shape{4, 3});
+    for (int run = 0; run < 3; ++run) CHECK(s.run(feeds, {stacked})[0].equals(once));
+    // No iterations: the initial size's rows, never written, are zeros.
+    auto none = s.run({feeds[0], {n, tensor::scalar<int32_t>(0)}}, {stacked})[0];
+    CHECK(none.dims() == shape{initial, 3});
+    CHECK(values_of(none) == std::vector<double>(size_t(3 * initial), 0.0));
+    auto loss = reduce_sum(square(stacked));
+    check_gradients(g, loss, {x}, {f64s({0.5, -0.25, 1.0}, {3})},
+                    {{n, tensor::scalar<int32_t>(4)}});
+  }
   CHECK(no_loop_state_left());
 }
 

@@ -121,6 +121,7 @@ class optimizer {
   std::vector<int> data_uses_, last_reader_;
   std::vector<std::vector<int>> control_readers_;
   std::vector<bool> kept_, will_fold_;
+  std::vector<bool> may_be_dead_;           // by node: whether its outputs can be dead in a step
   std::vector<fusion> fusion_at_;           // by head; product < 0: none
   std::vector<int> product_of_update_;      // by apply_sgd node: the matmul it takes in; -1: none
   std::vector<bool> absorbed_;              // made part of a fused node (a layer's or a chain's)
@@ -158,6 +159,51 @@ class optimizer {
     for (auto& e : sig_.feeds) kept_[index(e.node)] = true;
     for (auto& e : sig_.fetches) kept_[index(e.node)] = true;
     for (int t : sig_.targets) kept_[index(t)] = true;
+    find_dead_values();
+  }
+
+  // Which nodes may have dead outputs (a cond's untaken side): a node that
+  // reads only the shape of such a value must stay a node, since a constant
+  // would be live in every step. A merge of such values then takes the
+  // constant as live, where the value it stood for was dead (the gradient of
+  // a switch fills its untaken side with zeros_like of that side). Nodes are
+  // in topological order but for loop back edges, which do not change
+  // liveness: a loop's exits are dead exactly when what entered it was.
+  void find_dead_values() {
+    may_be_dead_.assign(in_.size(), false);
+    std::vector<bool> frame_may_be_dead(in_.loop_frames().size(), false);
+    for (auto& n : in_.nodes()) {
+      bool any = false, all = !n.inputs.empty();
+      for (auto& e : n.inputs) {
+        any |= may_be_dead_[index(e.node)];
+        all = all && may_be_dead_[index(e.node)];
+      }
+      for (int c : n.control_inputs) any |= may_be_dead_[index(c)];
+      const int frame = in_.frame_of(n.id);
+      bool dead = any;
+      switch (n.def->role) {
+        case op_role::switch_value:
+          dead = frame == -1 || any;
+          break;  // a cond's switch
+        case op_role::recv:
+          dead = true;
+          break;  // carries its send's liveness
+        case op_role::merge_values:
+          dead = frame == -1 ? all : any;
+          break;
+        case op_role::enter_frame:
+          if (frame >= 0 && any) frame_may_be_dead[index(frame)] = true;
+          break;
+        case op_role::exit_frame: {
+          const int left = in_.frame_of(n.inputs[0].node);
+          dead = left >= 0 && frame_may_be_dead[index(left)];
+          break;
+        }
+        default:
+          break;
+      }
+      may_be_dead_[index(n.id)] = dead;
+    }
   }
 
   // --- fusion ---
@@ -423,7 +469,9 @@ class optimizer {
         continue;
       }
       auto& spec = src.outputs[index(inputs[i].index)];
-      if (!reads_only_shape(n.op, i) || !small_enough_to_fold(spec)) return false;
+      if (!reads_only_shape(n.op, i) || !small_enough_to_fold(spec) ||
+          may_be_dead_[index(n.inputs[i].node)])
+        return false;
       values.push_back(tensor(spec.type, spec.dims));  // only its shape is read
     }
     for (auto& spec : n.outputs)

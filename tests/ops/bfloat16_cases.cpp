@@ -101,6 +101,24 @@ TEST_CASE("bfloat16 batched matmul broadcasts like float32") {
                        doctest::Contains("different dtypes"), error);
 }
 
+TEST_CASE("bfloat16 add and sum_to_shape_of are the float32 kernels' results, rounded once") {
+  std::mt19937 rng(9);
+  // add broadcasting, as the gradient driver's sums and a user's graph use it.
+  tensor a = random_bf16({4, 1, 37}, rng), b = random_bf16({3, 37}, rng);
+  auto sum = run_kernel("add", {a, b})[0];
+  auto sum32 = run_kernel("add", {cast_to(a, dtype::float32), cast_to(b, dtype::float32)})[0];
+  CHECK(sum.dims() == shape{4, 3, 37});
+  CHECK(compare_rounded(sum, sum32, 4.0) == "");
+  // sum_to_shape_of: the sum over broadcast batch dims of matmul's gradient,
+  // large enough to run in blocks on the pool; `like` gives only its shape.
+  tensor x = random_bf16({6, 50, 40, 30}, rng);
+  tensor like = tensor::zeros(dtype::bfloat16, {1, 40, 30});
+  auto to = run_kernel("sum_to_shape_of", {x, like})[0];
+  auto to32 = run_kernel("sum_to_shape_of", {cast_to(x, dtype::float32), like})[0];
+  CHECK(to.dims() == shape{1, 40, 30});
+  CHECK(compare_rounded(to, to32, 2.0 * 300) == "");
+}
+
 TEST_CASE("bfloat16 conv2d and its backprops are the float32 kernels' results, rounded once") {
   std::mt19937 rng(8);
   struct conv_case {

@@ -232,6 +232,17 @@ const op_case_registrar cases({
      .label = "matrix",
      .inputs = {make<float>({2, 2}, {1, -2, 3, 0.5f})},
      .expected = {scalar_of<float>(7.125f)}},
+    // Each square halved before the sum, as TensorFlow's: the sum of the
+    // squares would overflow float32 here (2.25 * 2^127 each, twice), the sum
+    // of the halves (1.125 * 2^127) does not.
+    {.op = "l2_loss",
+     .label = "near float32's range: squares halved before the sum",
+     .inputs = {make<float>({2}, {0x1.8p63f, -0x1.8p63f})},
+     .expected = {scalar_of<float>(0x1.2p127f)}},
+    {.op = "l2_loss",
+     .label = "TensorFlow's {1.5e19, -1.5e19, 1e19} gives 2.75e38",
+     .inputs = {make<float>({3}, {1.5e19f, -1.5e19f, 1e19f})},
+     .expected = {scalar_of<float>(2.75e38f)}},
     {.op = "l2_loss",
      .label = "empty gives 0",
      .inputs = {tensor(dtype::float64, {0, 3})},
