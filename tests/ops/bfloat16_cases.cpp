@@ -5,6 +5,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -117,6 +118,30 @@ TEST_CASE("bfloat16 add and sum_to_shape_of are the float32 kernels' results, ro
   auto to32 = run_kernel("sum_to_shape_of", {cast_to(x, dtype::float32), like})[0];
   CHECK(to.dims() == shape{1, 40, 30});
   CHECK(compare_rounded(to, to32, 2.0 * 300) == "");
+}
+
+// The ops the gradients of matmul and conv2d (and of their gradients) build
+// besides those two: each takes bfloat16 and moves its elements exactly.
+TEST_CASE("the other ops on matmul's and conv2d's bfloat16 gradient paths take bfloat16") {
+  std::mt19937 rng(10);
+  tensor x = random_bf16({2, 1, 3}, rng);
+  tensor wide = tensor::zeros(dtype::bfloat16, {2, 4, 3});
+  auto spread = run_kernel("broadcast_like", {x, wide})[0];
+  auto spread32 = run_kernel("broadcast_like", {cast_to(x, dtype::float32), wide})[0];
+  CHECK(compare_rounded(spread, spread32, 1.0) == "");
+  auto flat = run_kernel("reshape", {x}, {{"shape", std::vector<int64_t>{3, 2}}})[0];
+  CHECK(flat.dims() == shape{3, 2});
+  CHECK(std::memcmp(flat.raw_data(), x.raw_data(), x.size_bytes()) == 0);
+  auto swapped = run_kernel("transpose", {x}, {{"perm", std::vector<int64_t>{2, 1, 0}}})[0];
+  auto swapped32 = run_kernel("transpose", {cast_to(x, dtype::float32)},
+                              {{"perm", std::vector<int64_t>{2, 1, 0}}})[0];
+  CHECK(compare_rounded(swapped, swapped32, 1.0) == "");
+  for (const char* op : {"zeros_like", "ones_like", "identity"}) {
+    CAPTURE(op);
+    auto out = run_kernel(op, {x})[0];
+    CHECK(out.type() == dtype::bfloat16);
+    CHECK(out.dims() == x.dims());
+  }
 }
 
 TEST_CASE("bfloat16 conv2d and its backprops are the float32 kernels' results, rounded once") {
