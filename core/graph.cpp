@@ -224,7 +224,8 @@ bool graph::fits_every_frame(int id) const {
 // that gates it), for shape inference; empty for any other node.
 tensor graph::constant_value(int id) const {
   const node* n = &nodes_[static_cast<size_t>(id)];
-  if (n->def->role == op_role::switch_value) n = &nodes_[static_cast<size_t>(n->inputs[0].node)];
+  while (n->def->role == op_role::switch_value)  // nested conds switch it once each
+    n = &nodes_[static_cast<size_t>(n->inputs[0].node)];
   auto value = n->attrs.find("value");
   if (n->def->role != op_role::constant || value == n->attrs.end()) return tensor();
   return std::get<tensor>(value->second);

@@ -182,13 +182,13 @@ class optimizer {
       const int frame = in_.frame_of(n.id);
       bool dead = any;
       switch (n.def->role) {
-        case op_role::switch_value:
+        case op_role::switch_value:  // a cond's switch kills one side
           dead = frame == -1 || any;
-          break;  // a cond's switch
-        case op_role::recv:
+          break;
+        case op_role::recv:  // carries its send's liveness, unknown here
           dead = true;
-          break;  // carries its send's liveness
-        case op_role::merge_values:
+          break;
+        case op_role::merge_values:  // a cond's merge is live if one side is
           dead = frame == -1 ? all : any;
           break;
         case op_role::enter_frame:
