@@ -6,6 +6,7 @@
 
 #include "actors/session.hpp"
 #include "core/gradients.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
@@ -108,6 +109,43 @@ TEST_CASE("a write to an array made empty runs the same in every run") {
       }
     }
   }
+}
+
+// Constants from outside enter a cond's branches through switches; their
+// values still inform shape inference there (a dynamic array's capacity
+// after a write at a constant index).
+TEST_CASE("a write at a constant index inside nested conds keeps the capacity known") {
+  graph g;
+  auto p = placeholder(g, dtype::boolean, {}, "p");
+  auto q = placeholder(g, dtype::boolean, {}, "q");
+  auto value = placeholder(g, dtype::float32, {2}, "value");
+  auto ta = make_tensor_array(g, dtype::float32, 0, {2}, true, "dyn");
+  auto at = scalar(g, int32_t{2});
+  output data;
+  auto rows = cond(
+      p,
+      [&] {
+        return cond(
+            q,
+            [&] {
+              auto w = ta.write(at, value);
+              data = w.data;
+              return w.stack();
+            },
+            [&] { return ta.write(at, value * 2.0f).stack(); }, "inner");
+      },
+      [&] { return ta.stack(); });
+  CHECK(data.dims() == shape{3, 2});
+  session s(g);
+  auto out = s.run(
+      {{p, tensor::scalar<bool>(true)}, {q, tensor::scalar<bool>(true)}, {value, floats({1, 2})}},
+      {rows})[0];
+  CHECK(out.dims() == shape{3, 2});
+  CHECK(values(out) == std::vector<float>{0, 0, 0, 0, 1, 2});
+  out = s.run(
+      {{p, tensor::scalar<bool>(false)}, {q, tensor::scalar<bool>(true)}, {value, floats({1, 2})}},
+      {rows})[0];
+  CHECK(out.dims() == shape{0, 2});
 }
 
 TEST_CASE("unstack, gather and scatter") {
