@@ -49,10 +49,11 @@ ACTORFLOW_API std::vector<output> merge(const std::vector<output>& inputs,
 /// of `false_fn`; only the taken branch runs. Both branches must return as
 /// many outputs, with the same dtypes; a dim the two disagree on is unknown
 /// in the result. Tensors from outside that a branch uses are gated by a
-/// switch; a stateful op (an update) or an output that depends on no gated
-/// tensor (a constant) waits on the branch's pivot, so neither happens in
-/// an untaken branch; constants themselves stay folded into their
-/// consumers. Build-time errors name the cond ("[cond] ...").
+/// switch, constants too (as TensorFlow's are); a stateful op (an update) or
+/// an output that depends on no gated tensor (a constant made in the branch)
+/// waits on the branch's pivot, so neither happens in an untaken branch.
+/// Gradients reach every input either branch reads: zeros for one that only
+/// the untaken branch reads. Build-time errors name the cond ("[cond] ...").
 ACTORFLOW_API std::vector<output> cond(output pred,
                                        const std::function<std::vector<output>()>& true_fn,
                                        const std::function<std::vector<output>()>& false_fn,
