@@ -40,10 +40,10 @@ for internal in 'actorflow::node_plan' 'actorflow::loop_gate' 'actorflow::spinni
   fi
 done
 # An upper bound on the exports: 594 when it was set (x86-64, a build with the
-# CUDA device; the README said 591 before). Hidden visibility alone left 1252 and neither it nor the
-# version script (cmake/actorflow.map) 4438, so losing either trips this;
-# the ~18% above today's count is room for public API added on purpose,
-# which raises the bound in the same change, saying why.
+# CUDA device). Without hidden visibility (the version script alone,
+# cmake/actorflow.map) there were 1252, with neither 4438, so losing either
+# trips this; the ~18% above today's count is room for public API added on
+# purpose, which raises the bound in the same change, saying why.
 max_exports=700
 exports=$(wc -l < "$scratch/exports.txt")
 echo "libactorflow exports $exports symbols (at most $max_exports)"
