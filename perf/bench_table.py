@@ -205,8 +205,11 @@ def main():
 
     model, cores, has, lacks = cpu_facts()
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no"):
-        commit += " (with uncommitted changes)"
+    changed = [line.split(maxsplit=1)[-1] for line in git("status", "--porcelain", "--untracked-files=no").split("\n")
+               if line.strip()]
+    if changed:
+        commit += f" (with uncommitted changes to {', '.join(changed[:5])}" + (
+            ", ..." if len(changed) > 5 else "") + ")"
     torch_version = python_version("/usr/bin/python3", "torch")
     tf_version = python_version(args.tf_python, "tensorflow") if args.tf_python else None
     command = "python3 perf/bench_table.py" + "".join(
