@@ -20,7 +20,7 @@ namespace {
 // The Python that imports TensorFlow: $ACTORFLOW_TF_PYTHON, else python3 if it does.
 std::optional<std::string> tensorflow_python() {
   if (const char* p = std::getenv("ACTORFLOW_TF_PYTHON"); p != nullptr && *p) return p;
-  if (std::system("python3 -c 'import tensorflow' >/dev/null 2>&1") == 0) return "python3";
+  if (python_runs("python3", "import tensorflow")) return "python3";
   return std::nullopt;
 }
 

@@ -1,11 +1,12 @@
 // Distributed-runtime benchmarks ("dist" group): real actorflow-node tasks on
 // 127.0.0.1, started and reaped by the benchmark.
 //
-// - The TensorFlow paper's null-model step (OSDI 2016, section 6.3): each
-//   worker reads one scalar variable from each of 2 PS tasks, computes a
-//   trivial update and applies it there; with 1 worker, and with 4 workers in
-//   lockstep (each its own runtime: a distinct CAF node with its own TCP
-//   connections); beside the round trip of a bare CAF message to a PS task.
+// - The TensorFlow paper's null-model step (OSDI 2016, section 6.2, the
+//   synchronous replica microbenchmark): each worker reads one scalar
+//   variable from each of 2 PS tasks, computes a trivial update and applies
+//   it there; with 1 worker, and with 4 workers in lockstep (each its own
+//   runtime: a distinct CAF node with its own TCP connections); beside the
+//   round trip of a bare CAF message to a PS task.
 // - A 64 MiB float32 tensor fed on the worker and consumed on a PS task,
 //   beside a plain TCP loopback copy of the same bytes.
 // - The 1-worker null step and the transfer again over mutual TLS.

@@ -30,6 +30,7 @@
 #include "perf/bench_gemm.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
+#include "perf/reference_launch.hpp"
 
 using namespace actorflow;
 using namespace actorflow::bench;
@@ -163,9 +164,10 @@ void add_lstm_lm_rows(add_row_fn& add_row, add_failure_fn& add_failure) {
 }
 
 int main(int argc, char** argv) {
-  // oneDNN runs on OpenMP (one thread per caller, devices/cpu/gemm_library.cpp);
-  // should any OpenMP thread idle, it must not spin while the session runs.
-  setenv("OMP_WAIT_POLICY", "passive", 0);
+  // The caller's environment is captured first, for the references
+  // (perf/reference_launch.hpp); then the bench sets its own variables.
+  capture_caller_environment();
+  set_bench_environment();
   CLI::App app{"actorflow benchmarks: runtime overhead and kernels, beside their references"};
   bool json = false;
   bool skip_torch = false;

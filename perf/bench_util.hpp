@@ -3,8 +3,6 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -14,6 +12,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "perf/reference_launch.hpp"
 
 namespace actorflow::bench {
 
@@ -82,17 +82,35 @@ inline std::optional<std::string> reference_script(const std::string& script,
   return path;
 }
 
-/// What `python <path> <args>` prints, or nothing when it fails.
+/// The words of `args`, split on spaces (the benchmarks' arguments hold none).
+inline std::vector<std::string> split_args(const std::string& args) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : args + ' ') {
+    if (c != ' ') {
+      word += c;
+    } else if (!word.empty()) {
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  return words;
+}
+
+/// What `python <path> <args>` prints, or nothing when it fails. It runs in
+/// the environment the user started the bench with (reference_launch.hpp),
+/// not in the bench's own.
 inline std::optional<std::string> run_reference_script(const std::string& python,
                                                        const std::string& path,
                                                        const std::string& args) {
-  FILE* p = popen((python + " " + path + " " + args + " 2>/dev/null").c_str(), "r");
-  if (!p) return std::nullopt;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  if (pclose(p) != 0) return std::nullopt;
-  return out;
+  std::vector<std::string> argv{python, path};
+  for (auto& a : split_args(args)) argv.push_back(a);
+  return run_child_output(argv);
+}
+
+/// Whether `python -c <code>` exits 0, in the caller's environment.
+inline bool python_runs(const std::string& python, const std::string& code) {
+  return run_child_output({python, "-c", code}).has_value();
 }
 
 /// Runs PyTorch reference `script` (see reference_script) with `args` and
@@ -102,7 +120,7 @@ inline std::optional<double> run_torch_reference(const std::string& script, cons
                                                  const std::regex& pattern) {
   auto path = reference_script(script, "PyTorch");
   if (!path) return std::nullopt;
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+  if (!python_runs("/usr/bin/python3", "import torch")) {
     say_once("PyTorch reference skipped: /usr/bin/python3 cannot import torch (python3-torch)");
     return std::nullopt;
   }

@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
   openssl
   clang-format                               # test_clang_format
+  python3 python3-venv                       # test_bench_launch; TensorBoard's venv (tensorboard_venv.sh)
   dataset-fashion-mnist fortunes
 )
 missing=()

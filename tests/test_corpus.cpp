@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "actors/input/fortunes.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
 namespace fs = std::filesystem;
@@ -167,9 +168,10 @@ TEST_CASE("bptt_batcher: positions resume at a step; bad sizes are errors") {
   }
 }
 
-TEST_CASE("load_fortunes reads Debian's fortunes package") {
+TEST_CASE("load_fortunes reads Debian's fortunes package" * doctest::test_suite("fortunes")) {
   if (!fs::is_directory(fortunes_dir)) {
-    MESSAGE("skipped: " << fortunes_dir << " not found (apt-get install fortunes)");
+    testing::skip_check("fortunes",
+                        std::string(fortunes_dir) + " not found (apt-get install fortunes)");
     return;
   }
   auto c = load_fortunes();

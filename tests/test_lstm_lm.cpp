@@ -19,6 +19,7 @@
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
+#include "test_util.hpp"
 
 using namespace actorflow;
 namespace fs = std::filesystem;
@@ -141,9 +142,9 @@ namespace {
 
 bool have_fortunes() {
   if (fs::is_directory(fortunes_dir)) return true;
-  MESSAGE("skipped: " << fortunes_dir
-                      << " not found: Debian's fortunes package is missing (scripts/setup.sh "
-                         "installs it; apt-get install fortunes)");
+  testing::skip_check("fortunes", std::string(fortunes_dir) +
+                                      " not found: Debian's fortunes package is missing "
+                                      "(scripts/setup.sh installs it; apt-get install fortunes)");
   return false;
 }
 
@@ -169,7 +170,8 @@ double mean(const std::vector<float>& v, size_t from, size_t to) {
 
 }  // namespace
 
-TEST_CASE("an epoch on a slice of fortunes lowers the loss and the perplexity") {
+TEST_CASE("an epoch on a slice of fortunes lowers the loss and the perplexity" *
+          doctest::test_suite("fortunes")) {
   if (!have_fortunes()) return;
   auto corpus = load_fortunes();
   for (bool full : {false, true}) {
@@ -188,7 +190,8 @@ TEST_CASE("an epoch on a slice of fortunes lowers the loss and the perplexity") 
   }
 }
 
-TEST_CASE("a resumed lstm_lm run repeats the uninterrupted run's losses exactly") {
+TEST_CASE("a resumed lstm_lm run repeats the uninterrupted run's losses exactly" *
+          doctest::test_suite("fortunes")) {
   if (!have_fortunes()) return;
   auto corpus = load_fortunes();
   auto dir = fs::temp_directory_path() / "actorflow-resume-lstm_lm";

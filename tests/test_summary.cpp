@@ -1,7 +1,8 @@
 // TensorBoard output: the protobuf wire format, CRC32C and TFRecord framing,
 // event files written and read back (every summary kind and the graph), summary
 // ops run by a session, PNG images decoded again, damaged files, write errors,
-// and - where a Python with tensorboard exists - TensorBoard's own reader.
+// and TensorBoard's own reader (the suite "tensorboard", test_summary_tensorboard
+// in ctest: Skipped where no Python imports tensorboard).
 #include <doctest/doctest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -16,6 +17,8 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "actors/session.hpp"
 #include "actors/trace/summary_writer.hpp"
@@ -31,6 +34,7 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::skip_check;
 namespace fs = std::filesystem;
 
 namespace {
@@ -493,9 +497,12 @@ TEST_CASE("write errors: an unwritable directory names the path; a full disk is 
   CHECK(error_of([&] {
           event_file_writer w(event_file_path{under_file});
         }).find("cannot open '" + under_file + "': ") != std::string::npos);
+}
 
+TEST_CASE("write errors: a full disk is recorded, never thrown" *
+          doctest::test_suite("full_disk")) {
   if (!fs::exists("/dev/full")) {
-    MESSAGE("/dev/full missing: the full-disk case skipped");
+    skip_check("full_disk", "/dev/full missing");
     return;
   }
   summary_writer w(event_file_path{"/dev/full"});
@@ -510,14 +517,33 @@ TEST_CASE("write errors: an unwritable directory names the path; a full disk is 
   CHECK(w.last_error().find("non-finite value") != std::string::npos);
 }
 
-TEST_CASE("TensorBoard's own reader loads what we write") {
-  std::string python;
-  if (const char* env = std::getenv("ACTORFLOW_TB_PYTHON"); env && *env)
-    python = env;
-  else if (std::system("python3 -c 'import tensorboard' >/dev/null 2>&1") == 0)
-    python = "python3";
+namespace {
+
+// A Python that imports tensorboard: $ACTORFLOW_TB_PYTHON, else the one CMake
+// was told of (ACTORFLOW_TENSORBOARD_PYTHON, by default the virtual
+// environment scripts/tensorboard_venv.sh makes in the build folder), else
+// python3 on PATH; "" when none does.
+std::string tensorboard_python() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("ACTORFLOW_TB_PYTHON"); env && *env) candidates.push_back(env);
+  candidates.push_back(ACTORFLOW_TENSORBOARD_PYTHON);
+  candidates.push_back("python3");
+  for (const auto& python : candidates)
+    if (!python.empty() &&
+        std::system(("'" + python + "' -c 'import tensorboard' >/dev/null 2>&1").c_str()) == 0)
+      return python;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("TensorBoard's own reader loads what we write" * doctest::test_suite("tensorboard")) {
+  const std::string python = tensorboard_python();
   if (python.empty()) {
-    MESSAGE("tensorboard not importable: skipped");
+    skip_check(
+        "tensorboard",
+        "no Python that imports tensorboard ($ACTORFLOW_TB_PYTHON, " ACTORFLOW_TENSORBOARD_PYTHON
+        ", python3); bash scripts/tensorboard_venv.sh makes one");
     return;
   }
   temp_dir dir("tensorboard");
@@ -532,8 +558,8 @@ TEST_CASE("TensorBoard's own reader loads what we write") {
     w.add_text("note", "hello tensorboard", 1);
     REQUIRE(w.last_error().empty());
   }
-  const std::string cmd = python + " " ACTORFLOW_TB_CHECK_SCRIPT " " + dir.path.string() + " " +
-                          std::to_string(g.size()) + " 2>&1";
+  const std::string cmd = "'" + python + "' " ACTORFLOW_TB_CHECK_SCRIPT " " + dir.path.string() +
+                          " " + std::to_string(g.size()) + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
   std::string out;

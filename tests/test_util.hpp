@@ -1,8 +1,11 @@
 // Helpers shared by the test suites.
 #pragma once
+#include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
 
 #include "core/error.hpp"
@@ -66,5 +69,30 @@ struct temp_dir {
   std::string file(const std::string& name) const { return (path / name).string(); }
   std::string operator/(const std::string& name) const { return file(name); }
 };
+
+/// Whether $ACTORFLOW_REQUIRE_CHECKS (a comma-separated list of checks, or
+/// "all") names `check`: CI requires the checks whose needs it installs.
+inline bool check_required(const std::string& check) {
+  const char* env = std::getenv("ACTORFLOW_REQUIRE_CHECKS");
+  if (env == nullptr) return false;
+  const std::string list = "," + std::string(env) + ",";
+  return list == ",all," || contains(list, "," + check + ",");
+}
+
+/// Says that `check` cannot run on this machine (something it needs is
+/// missing: `why`), in the line that its ctest entry's SKIP_REGULAR_EXPRESSION
+/// looks for ("skipped check: "), so that ctest reports it as Skipped, never
+/// as Passed. Such a check is a doctest suite of its own, run as an entry of
+/// its own (actorflow_skippable_suites in tests/CMakeLists.txt); it calls this
+/// first thing and returns. Where $ACTORFLOW_REQUIRE_CHECKS names it, the
+/// check fails instead.
+inline void skip_check(const std::string& check, const std::string& why) {
+  if (check_required(check)) {
+    FAIL_CHECK("the " << check << " check cannot run (" << why
+                      << ") and $ACTORFLOW_REQUIRE_CHECKS requires it");
+    return;
+  }
+  std::cout << "skipped check: " << check << ": " << why << std::endl;
+}
 
 }  // namespace actorflow::testing

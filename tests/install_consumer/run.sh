@@ -39,7 +39,16 @@ for internal in 'actorflow::node_plan' 'actorflow::loop_gate' 'actorflow::spinni
     fail "libactorflow exports an internal: $internal"
   fi
 done
-echo "libactorflow exports $(wc -l < "$scratch/exports.txt") symbols"
+# An upper bound on the exports: 594 when it was set (x86-64, a build with the
+# CUDA device). Without hidden visibility (the version script alone,
+# cmake/actorflow.map) there were 1252, with neither 4438, so losing either
+# trips this; the ~18% above today's count is room for public API added on
+# purpose, which raises the bound in the same change, saying why.
+max_exports=700
+exports=$(wc -l < "$scratch/exports.txt")
+echo "libactorflow exports $exports symbols (at most $max_exports)"
+[ "$exports" -le "$max_exports" ] ||
+  fail "libactorflow exports $exports symbols, more than $max_exports: an internal leaked (hidden visibility, cmake/actorflow.map), or raise the bound for new public API"
 if grep -rn '#include "' "$inc" > "$scratch/quoted.txt"; then
   fail "installed headers with quoted includes: $(head -3 "$scratch/quoted.txt")"
 fi
