@@ -204,7 +204,7 @@ TEST_CASE("proto_wire: hostile buffers are errors naming the offset, not crashes
                  "abc")
             .find("runs past the end (3 bytes left)") != std::string::npos);
   CHECK(read_all("\x08\x80") == "[hostile] truncated varint at offset 1");
-  CHECK(read_all("\x08" + std::string(11, '\x80') + "\x01") ==
+  CHECK(read_all(std::string("\x08").append(11, '\x80').append("\x01")) ==
         "[hostile] varint longer than 10 bytes at offset 1");
   CHECK(read_all(std::string("\x00\x01", 2)) == "[hostile] invalid field number 0 at offset 0");
   CHECK(read_all("\x0b") == "[hostile] unsupported wire type 3 of field 1 at offset 0");
