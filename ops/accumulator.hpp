@@ -30,8 +30,9 @@ ACTORFLOW_API operation accumulator_apply_gradient(output acc, output local_step
 /// increments the global step. Waiting takes are served in arrival order.
 ACTORFLOW_API output accumulator_take_gradient(output acc, output num_required,
                                                const std::string& name = "");
-/// Sets the global step to `new_step` (int64 scalar) when it is larger; a
-/// smaller one is ignored.
+/// Sets the global step to `new_step` (int64 scalar), a smaller one too, as
+/// TensorFlow's does (it logs a warning then): a chief restarted from an
+/// older checkpoint brings the step back, and gradients of that step count.
 ACTORFLOW_API operation accumulator_set_global_step(output acc, output new_step,
                                                     const std::string& name = "");
 /// The number of gradients accumulated since the last take (int32 scalar).

@@ -87,20 +87,25 @@ TEST_CASE("a take increments the global step, so gradients of older steps are dr
   CHECK(t.count_in(s) == 0);
 }
 
-TEST_CASE("set_global_step raises the global step and never lowers it") {
+// TensorFlow's ConditionalAccumulator sets a smaller step too (checked
+// against TensorFlow 2.21: set 10, apply at 5 dropped; set 3, apply at 5 counts).
+TEST_CASE("set_global_step sets the global step, lowering it too, as TensorFlow's") {
   accumulator_graph t;
   session s(t.g);
   t.set_step_in(s, 10);
   t.apply_in(s, 9, {1, 1});  // stale
   CHECK(t.count_in(s) == 0);
-  t.set_step_in(s, 3);       // smaller: ignored
-  t.apply_in(s, 9, {1, 1});  // still stale
-  CHECK(t.count_in(s) == 0);
   t.apply_in(s, 10, {5, 7});
   CHECK(t.count_in(s) == 1);
   CHECK(t.take_in(s, 1) == std::vector<float>{5, 7});  // global step 10 -> 11
-  t.apply_in(s, 10, {1, 1});
+  t.apply_in(s, 10, {1, 1});                           // stale now
   CHECK(t.count_in(s) == 0);
+  t.set_step_in(s, 3);       // a chief restarted from an older checkpoint
+  t.apply_in(s, 2, {1, 1});  // older than that: stale
+  CHECK(t.count_in(s) == 0);
+  t.apply_in(s, 9, {2, 4});  // counts again
+  CHECK(t.count_in(s) == 1);
+  CHECK(t.take_in(s, 1) == std::vector<float>{2, 4});  // global step 3 -> 4
 }
 
 TEST_CASE("a take waits until enough gradients arrive; waiting takes are served in order") {

@@ -1,5 +1,6 @@
 #include "actors/resources/accumulator_actor.hpp"
 
+#include <iostream>
 #include <unordered_map>
 #include <variant>
 
@@ -162,7 +163,13 @@ class accumulator_actor : public caf::event_based_actor {
 
   reply set_global_step(const tensor& new_step) {
     auto step = scalar_input<int64_t>(new_step, "new_global_step");
-    if (step > global_step_) global_step_ = step;  // never back: TensorFlow only warns
+    // Lower too, as TensorFlow's does (with a warning): a chief restarted
+    // from an older checkpoint sets the step back, and must not find every
+    // new gradient dropped as stale.
+    if (step < global_step_)
+      std::cerr << "[accumulator] '" << name_ << "': global step set back from " << global_step_
+                << " to " << step << "\n";
+    global_step_ = step;
     return update_result{};
   }
 
