@@ -3,9 +3,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/cluster.hpp"
 #include "actors/resources/resource_table.hpp"
 #include "actors/run/messages.hpp"
 #include "actors/session.hpp"
+#include "core/device_name.hpp"
 
 namespace actorflow {
 
@@ -20,10 +22,35 @@ std::vector<const node*> variable_nodes(const graph& g) {
 
 std::string spec_text(const tensor& t) { return tensor_spec{t.type(), t.dims()}.to_string(); }
 
+// A cluster session's variables placed on other tasks live in those tasks'
+// processes: this one's actors would only shadow them. Saving or restoring
+// them from here fails, naming them, rather than touching the shadows (a
+// restore that seems to work and changes nothing). Each task saves and
+// restores its own shard instead (actorflow-node --checkpoint-dir).
+void refuse_remote_variables(const graph& g, const cluster_connection* cluster, const char* what) {
+  if (cluster == nullptr) return;
+  std::vector<std::string> remote;
+  std::string task;
+  for (const node* n : variable_nodes(g)) {
+    auto placed = device_name::parse(n->device).task_name(cluster->local_task());
+    if (placed == cluster->local_task()) continue;
+    remote.push_back(n->name);
+    task = placed;
+  }
+  if (remote.empty()) return;
+  fail("session", std::string(what) + ": " + (remote.size() == 1 ? "variable " : "variables ") +
+                      quoted_list(remote) + " live on other tasks (" + task +
+                      (remote.size() > 1 ? " and others" : "") +
+                      "), not in this process; a cluster session cannot " + what +
+                      " them from here: each task saves and restores its own shard "
+                      "(actorflow-node --checkpoint-dir)");
+}
+
 }  // namespace
 
 std::map<std::string, variable_state> session::snapshot_variables(
     std::chrono::milliseconds timeout) {
+  refuse_remote_variables(graph_, cluster_.get(), "save");
   std::vector<std::string> names;
   for (const node* n : variable_nodes(graph_)) names.push_back(n->name);
   return resources_->snapshot(names, timeout);
@@ -32,6 +59,7 @@ std::map<std::string, variable_state> session::snapshot_variables(
 void session::restore_variables(const std::map<std::string, variable_state>& states,
                                 std::chrono::milliseconds timeout) {
   // Check everything before changing any actor.
+  refuse_remote_variables(graph_, cluster_.get(), "restore");
   auto vars = variable_nodes(graph_);
   std::vector<std::string> missing, problems;
   for (const node* n : vars) {

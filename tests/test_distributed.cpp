@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actors/caf_ext/network_backend.hpp"
+#include "actors/checkpoint.hpp"
 #include "actors/cluster/cluster.hpp"
 #include "actors/cluster/distributed_executable.hpp"
 #include "actors/compile/partition.hpp"
@@ -674,6 +675,20 @@ TEST_CASE("a killed ps task fails the step at once; restarted, it restores its s
   auto path = cluster->save_shard("/job:ps/task:0", 3);
   CHECK(std::filesystem::exists(path));
   auto loss_at_save = *s.run(batch_for(m, 3), {m.loss}).at(0).data<float>();
+
+  // The session-level checkpoint API cannot reach the ps task's variables
+  // from the client: an error naming them, never a silent success.
+  auto client_dir = temp_dir("client-ckpt");
+  auto saved = error_of([&] { save_checkpoint(s, client_dir + "/ckpt", 3); });
+  CHECK_MESSAGE(saved.find("save: variables") != std::string::npos, saved);
+  CHECK_MESSAGE(saved.find("live on other tasks (/job:ps/task:0") != std::string::npos, saved);
+  CHECK_FALSE(std::filesystem::exists(client_dir + "/ckpt"));
+  auto restored = error_of([&] { restore_checkpoint(s, path); });
+  CHECK_MESSAGE(
+      restored.find("a cluster session cannot restore them from here") != std::string::npos,
+      restored);
+  CHECK(*s.run(batch_for(m, 3), {m.loss}).at(0).data<float>() == loss_at_save);
+  std::filesystem::remove_all(client_dir);
 
   ps->kill_now();  // kill -9
   auto start = std::chrono::steady_clock::now();
