@@ -135,7 +135,7 @@ TEST_CASE("a write at a constant index inside nested conds keeps the capacity kn
             [&] { return ta.write(at, value * 2.0f).stack(); }, "inner");
       },
       [&] { return ta.stack(); });
-  CHECK(data.dims() == shape{3, 2});
+  CHECK_MESSAGE((data.dims() == shape{3, 2}), data.dims().to_string());
   session s(g);
   auto out = s.run(
       {{p, tensor::scalar<bool>(true)}, {q, tensor::scalar<bool>(true)}, {value, floats({1, 2})}},
