@@ -221,6 +221,17 @@ const one_branch_case one_branch_cases[] = {
            },
            [&] { return v * 3.0; });
      }},
+    {"nested, the inner predicate computed inside the outer branch from x",
+     [](output p, output, output x, output w, output v) {
+       return cond(
+           p,
+           [&] {
+             auto inner = greater(reduce_sum(x), scalar_like(x, 0.0));
+             return cond(
+                 inner, [&] { return w * x; }, [&] { return v; }, "inner");
+           },
+           [&] { return x * 2.0; });
+     }},
     {"nested in the false branch: x | (q ? w : v * x)",
      [](output p, output q, output x, output w, output v) {
        return cond(
