@@ -149,7 +149,11 @@ class ACTORFLOW_API tensor {
   tensor reshaped(shape dims) const;
   /// True when no other tensor shares this buffer (safe to write in place).
   bool is_unique() const { return !data_ || refs().load(std::memory_order_acquire) == 1; }
-  bool shares_buffer_with(const tensor& other) const { return data_ == other.data_; }
+  /// Whether both hold the same buffer. An empty tensor (and one moved from)
+  /// holds none, which it shares with no other.
+  bool shares_buffer_with(const tensor& other) const {
+    return data_ != nullptr && data_ == other.data_;
+  }
 
   /// Readable text, e.g. "tensor<float32 (2,2)> [[1, 2], [3, 4]]"; at most max_elements shown.
   std::string to_string(int64_t max_elements = 64) const;

@@ -30,6 +30,12 @@ TEST_CASE("tensor basics") {
   CHECK(c.equals(t));
   CHECK_FALSE(c.shares_buffer_with(t));
   CHECK(t.reshaped({3, 2}).shares_buffer_with(t));
+  // An empty tensor holds no buffer, and shares none: not with another
+  // empty one, not with what is left of one moved from.
+  CHECK_FALSE(z.shares_buffer_with(tensor::zeros(dtype::int64, {0})));
+  auto moved = z;
+  auto taken = std::move(moved);
+  CHECK_FALSE(moved.shares_buffer_with(z));
   CHECK_THROWS_AS(t.reshaped({4}), error);
   CHECK_THROWS_AS(tensor(dtype::float32, {-1, 2}), error);
   CHECK_THROWS_AS(tensor(dtype::float32, {int64_t{1} << 40, int64_t{1} << 30}), error);

@@ -227,17 +227,15 @@ namespace {
 // stays referenced, and keeps the folded constants for the next firing: a
 // firing then neither copies them nor bumps their reference counts, which
 // all consumers of one constant share. Kernels only read their inputs; one
-// that replaced a constant anyway gets the plan's copy back. An empty
-// constant has no buffer, as a tensor moved from has none: a kernel that
-// moved it out (a tensor array's write) left an invalid tensor that seems to
-// share it, so an empty one is always put back.
+// that replaced a constant anyway, or moved it out (a tensor array's write),
+// gets the plan's copy back.
 void release_arrived_inputs(const node_plan& plan, std::vector<tensor>& inputs) {
   if (inputs.size() != plan.bound_inputs.size()) return inputs.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const tensor& bound = plan.bound_inputs[i];
     if (!bound.valid())
       inputs[i] = tensor();
-    else if (!inputs[i].shares_buffer_with(bound) || bound.size_bytes() == 0)
+    else if (!inputs[i].shares_buffer_with(bound))
       inputs[i] = bound;
   }
 }

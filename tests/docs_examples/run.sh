@@ -7,17 +7,7 @@
 set -euo pipefail
 build=$1
 src=$2
-scratch=$(mktemp -d)
-node_pid=""
-cleanup() {
-  if [ -n "$node_pid" ]; then
-    kill -9 "$node_pid" 2>/dev/null || true
-    wait "$node_pid" 2>/dev/null || true
-  fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$src/tests/support/scratch_install.sh"
 python3 "$src/tests/docs_examples/extract.py" "$src" "$scratch/examples"
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 # Compiled without optimization: the examples are small and this is faster.
@@ -28,25 +18,6 @@ if ! cmake --build "$scratch/build" -j 2 > "$scratch/build.log" 2>&1; then
   fail "an example does not compile (the page and line are the first line of its .cpp)"
 fi
 export LD_LIBRARY_PATH="$scratch/prefix/lib:${LD_LIBRARY_PATH:-}"
-
-start_ps_task() {
-  for attempt in 1 2 3; do
-    ps_port=$((20000 + RANDOM % 20000))
-    worker_port=$((20000 + RANDOM % 20000))
-    "$scratch/prefix/bin/actorflow-node" --job ps --task 0 --ps-hosts "127.0.0.1:$ps_port" \
-      --worker-hosts "127.0.0.1:$worker_port" --threads 1 > "$scratch/node.txt" 2>&1 &
-    node_pid=$!
-    for _ in $(seq 1 100); do
-      grep -q 'serving on' "$scratch/node.txt" && return 0
-      kill -0 "$node_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$node_pid" 2>/dev/null || true
-    wait "$node_pid" 2>/dev/null || true
-    node_pid=""
-  done
-  fail "the installed actorflow-node did not start: $(cat "$scratch/node.txt")"
-}
 
 ran=0
 compiled=0
@@ -61,11 +32,7 @@ while read -r name mode where; do
     cat "$scratch/$name.out" | tail -20
     fail "the example at $where failed"
   fi
-  if [ -n "$node_pid" ]; then
-    kill "$node_pid" 2>/dev/null || true
-    wait "$node_pid" 2>/dev/null || true
-    node_pid=""
-  fi
+  stop_ps_task
   ran=$((ran + 1))
   echo "ok: $where ($name)"
 done < "$scratch/examples/examples.txt"

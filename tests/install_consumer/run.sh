@@ -8,17 +8,7 @@
 set -euo pipefail
 build=$1
 src=$2
-scratch=$(mktemp -d)
-node_pid=""
-cleanup() {
-  if [ -n "$node_pid" ]; then
-    kill -9 "$node_pid" 2>/dev/null || true
-    wait "$node_pid" 2>/dev/null || true
-  fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$src/tests/support/scratch_install.sh"
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 inc="$scratch/prefix/include/actorflow"
 [ -f "$inc/actorflow.hpp" ] || fail "no umbrella header"
@@ -84,22 +74,7 @@ export LD_LIBRARY_PATH="$scratch/prefix/lib:${LD_LIBRARY_PATH:-}"
 "$scratch/build/consumer"
 
 # The cluster client against a ps task of the installed actorflow-node.
-for attempt in 1 2 3; do
-  ps_port=$((20000 + RANDOM % 20000))
-  worker_port=$((20000 + RANDOM % 20000))
-  "$scratch/prefix/bin/actorflow-node" --job ps --task 0 --ps-hosts "127.0.0.1:$ps_port" \
-    --worker-hosts "127.0.0.1:$worker_port" --threads 1 > "$scratch/node.txt" 2>&1 &
-  node_pid=$!
-  for _ in $(seq 1 100); do
-    grep -q 'serving on' "$scratch/node.txt" && break
-    kill -0 "$node_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  grep -q 'serving on' "$scratch/node.txt" && break
-  kill -9 "$node_pid" 2>/dev/null || true
-  node_pid=""
-done
-[ -n "$node_pid" ] || fail "the installed actorflow-node did not start: $(cat "$scratch/node.txt")"
+start_ps_task
 timeout 60 "$scratch/build/cluster_client" "127.0.0.1:$ps_port" "127.0.0.1:$worker_port" ||
   fail "the cluster client failed; the node said: $(cat "$scratch/node.txt")"
 echo "install: both outside applications ran"
