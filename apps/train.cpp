@@ -24,6 +24,7 @@
 #include "apps/lib/cluster_training.hpp"
 #include "apps/lib/flag_checks.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/lm_cluster_training.hpp"
 #include "apps/lib/lm_training.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
@@ -186,6 +187,25 @@ void add_lm_flags(CLI::App& app, train_config& c) {
                  "use only the first N validation tokens (0: all)")
       ->check(apps::whole_at_least<int64_t>(0))
       ->group(group);
+  app.add_option("--vocab", c.vocab,
+                 "keep the N most frequent training words (the rest become <unk>); fortunes "
+                 "has 30,945 distinct ones")
+      ->check(apps::whole_at_least<int64_t>(1))
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--embedding", c.embedding, "the embedding's width")
+      ->check(apps::whole_between(1, 65536))
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--hidden", c.hidden, "the LSTM's width")
+      ->check(apps::whole_between(1, 65536))
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--vocab-shards", c.vocab_shards,
+                 "split the embedding and softmax by rows into N shards, word i on shard i % N "
+                 "(default: one per ps task in a cluster, 1 in one process)")
+      ->check(apps::whole_at_least<int64_t>(1))
+      ->group(group);
 }
 
 }  // namespace
@@ -205,9 +225,13 @@ int main(int argc, char** argv) {
       app.add_option("--batch", c.batch, "examples per step (lstm_lm: streams, default 32)")
           ->check(apps::whole_between(1, 60000))
           ->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
-      ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
-      ->capture_default_str();
+  auto* optimizer =
+      app.add_option("--optimizer", c.optimizer,
+                     "sgd, momentum, nesterov, adam, lazy_adam, rmsprop or adagrad (lstm_lm in "
+                     "a cluster: lazy_adam unless given)")
+          ->check(CLI::IsMember(
+              {"sgd", "momentum", "nesterov", "adam", "lazy_adam", "rmsprop", "adagrad"}))
+          ->capture_default_str();
   app.add_option("--precision", c.precision,
                  "mlp and cnn: fp32, or bf16 (products in bfloat16, weights and the rest in "
                  "float32)")
@@ -282,6 +306,7 @@ int main(int argc, char** argv) {
               << " needs --checkpoint-dir\n";
     return 2;
   }
+  c.optimizer_given = optimizer->count() > 0;
   if (c.model == "lstm_lm") {
     if (!batch->count()) c.batch = 32;
     if (!data_dir->count()) c.data_dir = fortunes_dir;
@@ -290,14 +315,14 @@ int main(int argc, char** argv) {
     auto setup = apps::resolve_cluster(cluster);
     if (c.device != "cpu" && (setup.enabled() || c.model == "lstm_lm"))
       fail("train", "--device " + c.device + " is for mlp and cnn in one process, for now");
-    if (c.model == "lstm_lm") {
-      if (setup.enabled()) fail("train", "--model lstm_lm runs in one process only, for now");
-      if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
-      return apps::train_lstm_lm(c);
-    }
     // A ps task only serves; its shards go to --checkpoint-dir.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);
+    if (c.model == "lstm_lm") {
+      if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
+      if (setup.enabled()) return apps::train_lstm_lm_in_cluster(c, setup);
+      return apps::train_lstm_lm(c);
+    }
     if (setup.enabled()) return apps::train_in_cluster(c, setup);
     return train(c);
   } catch (const std::exception& e) {

@@ -17,7 +17,8 @@ constexpr int64_t token_capacity = int64_t{1} << 40;
 }  // namespace
 
 sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_aggregate,
-                                int total_replicas, const std::string& worker_device) {
+                                int total_replicas, const std::string& worker_device,
+                                std::vector<variable> vars) {
   if (total_replicas < 1 || replicas_to_aggregate < 1 || replicas_to_aggregate > total_replicas)
     fail("sync_replicas", "needs 1 <= replicas_to_aggregate (" +
                               std::to_string(replicas_to_aggregate) + ") <= total_replicas (" +
@@ -25,7 +26,7 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
   graph& g = loss.owner();
   sync_replicas_ops ops;
   ops.global_step = global_step(g);
-  auto pairs = opt.compute_gradients(loss);
+  auto pairs = opt.compute_gradients(loss, std::move(vars));
   const std::string& step_device = ops.global_step.value().node().device;
   {
     auto on_worker = g.device_scope(worker_device);

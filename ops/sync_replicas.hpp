@@ -44,9 +44,12 @@ struct ACTORFLOW_API sync_replicas_ops {
 /// Builds the synchronous training of `loss` with `opt`: `total_replicas` (n)
 /// workers of which the first `replicas_to_aggregate` (m, 1 <= m <= n) of each
 /// step count. `worker_device` is this worker's device ("/job:worker/task:1"),
-/// where its local step lives.
+/// where its local step lives. `vars`: the variables to train, as for
+/// optimizer::compute_gradients (default: every float variable the loss
+/// depends on).
 ACTORFLOW_API sync_replicas_ops sync_replicas(optimizer& opt, output loss,
                                               int replicas_to_aggregate, int total_replicas,
-                                              const std::string& worker_device);
+                                              const std::string& worker_device,
+                                              std::vector<variable> vars = {});
 
 }  // namespace actorflow

@@ -80,6 +80,19 @@ void report_failure(const peer_address& peer, connection_role role, const std::s
   failures_by_port[peer.port] = {reason, clock_type::now()};
 }
 
+// ---- bytes carried, by peer ------------------------------------------------------
+
+std::mutex traffic_mutex;
+std::map<std::string, traffic_bytes> traffic;
+
+void count_traffic(const peer_address& peer, size_t sent, size_t received) {
+  if (sent == 0 && received == 0) return;
+  std::lock_guard<std::mutex> lock(traffic_mutex);
+  auto& t = traffic[peer.to_string()];
+  t.sent += sent;
+  t.received += received;
+}
+
 // ---- closing connections that do not complete their handshakes in time ---------
 
 // Shuts down (without closing: the multiplexer owns the descriptor) the
@@ -193,6 +206,7 @@ class guard_policy {
           "or speak another protocol");
     if (state == rw_state::success && !track_messages(fd, static_cast<unsigned char*>(buf), result))
       return rw_state::failure;
+    count_traffic(peer_, 0, result);
     return state;
   }
 
@@ -201,7 +215,11 @@ class guard_policy {
   rw_state write_some(size_t& result, native_socket fd, const void* buf, size_t len) {
     result = 0;
     if (!start(fd)) return rw_state::failure;
-    if (phase_ == phase::open) return caf::policy::tcp::write_some(result, fd, buf, len);
+    if (phase_ == phase::open) {
+      auto state = caf::policy::tcp::write_some(result, fd, buf, len);
+      count_traffic(peer_, result, 0);
+      return state;
+    }
     if (held_back_.size() + len > connection_limits::handshake_message_bytes)
       return fail("wrote too much before the handshake completed");
     held_back_.append(static_cast<const char*>(buf), len);
@@ -443,6 +461,20 @@ std::optional<std::string> handshake_failure_since(uint16_t port, clock_type::ti
   auto it = failures_by_port.find(port);
   if (it == failures_by_port.end() || it->second.when < since) return std::nullopt;
   return it->second.reason;
+}
+
+std::map<std::string, traffic_bytes> traffic_by_peer() {
+  std::lock_guard<std::mutex> lock(traffic_mutex);
+  return traffic;
+}
+
+traffic_bytes traffic_total() {
+  traffic_bytes total;
+  for (auto& [peer, t] : traffic_by_peer()) {
+    total.sent += t.sent;
+    total.received += t.received;
+  }
+  return total;
 }
 
 void report_handshake_failure(int fd, connection_role role, const std::string& reason) {

@@ -23,6 +23,7 @@
 #include <caf/io/scribe.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,21 @@ caf::io::scribe_ptr make_guarded_scribe(caf::io::network::default_multiplexer& m
 /// connection went away.
 std::optional<std::string> handshake_failure_since(uint16_t port,
                                                    std::chrono::steady_clock::time_point since);
+
+/// Bytes carried by this process's plain TCP connections (after the cluster
+/// handshake: BASP's messages, headers included), as the sockets saw them.
+struct traffic_bytes {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
+/// Since the process started, by peer address ("127.0.0.1:7001": for a
+/// connection this process made, the port the peer listens on; for one it
+/// accepted, the peer's own port). TLS connections bypass the guard and are
+/// not counted.
+std::map<std::string, traffic_bytes> traffic_by_peer();
+/// The same, summed over every peer.
+traffic_bytes traffic_total();
 
 /// Reports a connection closed in its handshake: logged (rate-limited) when
 /// a peer connected to us, kept for handshake_failure_since when we

@@ -2,15 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <cmath>
-#include <future>
 #include <iostream>
-#include <thread>
 
 #include "actors/input/dataset.hpp"
 #include "actors/input/reader_actor.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/cluster_steps.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
@@ -69,143 +67,6 @@ void require_finite_loss(float loss, int64_t step, const std::string& task) {
                             task, loss, step));
 }
 
-// Runs steps, riding out lost tasks: a step that fails because a task went
-// down (or is not back yet) is retried until the recovery deadline; the
-// session reconnects and registers its partitions again by itself.
-class recovering_runner {
- public:
-  recovering_runner(session& s, cluster_graph& t, bool chief, double recovery_seconds)
-      : s_(s), t_(t), chief_(chief), recovery_seconds_(recovery_seconds) {}
-
-  template <class F>
-  auto operator()(F&& step) {
-    double deadline = 0;
-    for (;;) {
-      try {
-        return step();
-      } catch (const error& e) {
-        if (!recoverable(e.code())) throw;
-        if (deadline == 0) {
-          deadline = now_seconds() + recovery_seconds_;
-          fmt::print(stderr, "warning: {}\n  retrying for up to {:.0f} s\n", e.what(),
-                     recovery_seconds_);
-        }
-        if (now_seconds() > deadline) throw;
-        repair(e.code());
-      }
-    }
-  }
-
-  // Until every variable is set (by the chief, or restored by the ps tasks):
-  // the chief's init sets them in no particular order.
-  void wait_initialized() {
-    double deadline = now_seconds() + recovery_seconds_;
-    while (!(*this)([&] { return s_.eval(t_.ready).item<bool>(); })) {
-      if (now_seconds() > deadline)
-        fail("cluster", fmt::format("the variables were not all set within {:.0f} s (is the chief "
-                                    "running?)",
-                                    recovery_seconds_));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-
- private:
-  // A task down or not back yet, a step that timed out on it, a variable it
-  // lost (restarted without a shard): worth retrying.
-  static bool recoverable(error_code code) {
-    return code == error_code::unavailable || code == error_code::deadline_exceeded ||
-           code == error_code::failed_precondition;
-  }
-
-  void repair(error_code code) {
-    if (code == error_code::failed_precondition) {
-      // A worker's own local step is its to set; what is still unset after
-      // that a ps task lost, and the chief sets the variables again.
-      if (t_.sync) try_run(t_.sync->local_step_init);
-      if (chief_ && !variables_ready()) try_run(t_.init);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-
-  // Whether every variable is set; true when that cannot be told now (a
-  // task down), so that nothing is set again on a guess.
-  bool variables_ready() {
-    try {
-      return s_.eval(t_.ready).item<bool>();
-    } catch (const error&) {
-      return true;
-    }
-  }
-
-  void try_run(operation op) {
-    try {
-      s_.run({op});
-    } catch (const error&) {
-      // Retried with the step.
-    }
-  }
-
-  session& s_;
-  cluster_graph& t_;
-  bool chief_;
-  double recovery_seconds_;
-};
-
-// The chief's side of synchronous training: one aggregation per global step,
-// until the last; then the token queue closes so that no worker waits on.
-void run_aggregation(session& s, cluster_graph& t, recovering_runner& run, int64_t last_step,
-                     std::atomic<bool>& failed, const std::atomic<bool>& stop) {
-  try {
-    for (;;) {
-      auto r = run([&] {
-        // Checked on every try, so that a stop also ends the retries.
-        if (stop) fail("train", "the chief's training loop stopped");
-        return s.run({}, {t.sync->chief_step}, {t.sync->chief_update});
-      });
-      if (r[0].item<int64_t>() >= last_step) break;
-    }
-    s.run({t.sync->close_tokens});
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: the aggregation stopped: {}\n", e.what());
-    failed = true;
-    try {
-      s.run({t.sync->close_tokens});
-    } catch (const error&) {
-    }
-  }
-}
-
-// Asks every ps task to save its shard, off the training loop: a ps task that
-// dies mid-save costs the saver its timeout, not the workers their steps.
-class shard_saver {
- public:
-  shard_saver(cluster_connection& cluster, int num_ps) : cluster_(cluster), num_ps_(num_ps) {}
-  ~shard_saver() { wait(); }
-
-  /// Starts saving step `step` unless a save is still running.
-  void save(int64_t step) {
-    if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      return;
-    pending_ = std::async(std::launch::async, [this, step] {
-      for (int i = 0; i < num_ps_; ++i) {
-        try {
-          cluster_.save_shard(task_name("ps", i), step);
-        } catch (const error& e) {
-          fmt::print(stderr, "warning: {}\n", e.what());
-        }
-      }
-    });
-  }
-  void wait() {
-    if (pending_.valid()) pending_.wait();
-  }
-
- private:
-  cluster_connection& cluster_;
-  int num_ps_;
-  std::future<void> pending_;
-};
-
 }  // namespace
 
 int train_in_cluster(const training_options& c, const cluster_setup& setup) {
@@ -240,49 +101,17 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   options.connect_timeout = std::chrono::seconds(int64_t(c.recovery_seconds));
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   session s(t.g, cluster);
-  recovering_runner run(s, t, chief, c.recovery_seconds);
+  recovering_runner run(s, {t.init, t.ready, t.sync ? t.sync->local_step_init : operation()}, chief,
+                        c.recovery_seconds);
   fmt::print("{}: {} training, {} workers ({} aggregated per step), {} ps tasks, until step {}\n",
              setup.task_name(), c.sync ? "synchronous" : "asynchronous", workers, aggregated,
              num_ps, last_step);
-
-  // Set up the variables: the chief initializes them unless the ps tasks
-  // restored them from their shards; the others wait until they are set.
-  if (chief) {
-    try {
-      s.eval(t.step.value());
-      fmt::print("variables restored by the ps tasks\n");
-    } catch (const error& e) {
-      if (e.code() != error_code::failed_precondition) throw;
-      run([&] {
-        s.run({t.init});
-        return 0;
-      });
-    }
-  }
-  run.wait_initialized();
-  if (t.sync)
-    run([&] {
-      s.run({t.sync->local_step_init});
-      return 0;
-    });
+  run.initialize_or_wait(t.step);
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
-  std::atomic<bool> aggregation_failed{false}, stop_aggregation{false};
-  std::thread aggregation;
+  std::unique_ptr<aggregation_thread> aggregation;
   if (chief && t.sync)
-    aggregation = std::thread(
-        [&] { run_aggregation(s, t, run, last_step, aggregation_failed, stop_aggregation); });
-  // Joined on every way out, errors included: a std::thread still joinable
-  // when destroyed ends the process. A stopped aggregation finishes within
-  // its current step (at most the step timeout).
-  struct joiner {
-    std::thread& thread;
-    std::atomic<bool>& stop;
-    ~joiner() {
-      stop = true;
-      if (thread.joinable()) thread.join();
-    }
-  } join_aggregation{aggregation, stop_aggregation};
+    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step);
 
   std::unique_ptr<train_report> report;
   if (chief) {
@@ -293,7 +122,8 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
         false);
   }
   int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
-  int64_t steps_run = 0, reported_epoch = step / steps_per_epoch, saved_at = step;
+  int64_t steps_run = 0, reported_epoch = step / steps_per_epoch;
+  save_schedule saves(c.checkpoint_every, step);
   shard_saver saver(*cluster, num_ps);
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
@@ -337,11 +167,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     ++steps_run;
     ++epoch_steps;
     // Other workers advance the step too: save on crossing a multiple.
-    if (chief && c.checkpoint_every > 0 &&
-        step / c.checkpoint_every > saved_at / c.checkpoint_every) {
-      saver.save(step);
-      saved_at = step;
-    }
+    if (chief && saves.due(step)) saver.save(step);
     if (chief && (step / steps_per_epoch > reported_epoch || step >= last_step)) {
       // The last, partial epoch gets the next number.
       reported_epoch = std::max(reported_epoch + 1, step / steps_per_epoch);
@@ -357,8 +183,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     }
   }
   reader.stop();
-  if (aggregation.joinable()) aggregation.join();  // it ends after the last step
-  if (aggregation_failed) return 1;
+  if (aggregation && !aggregation->join()) return 1;  // it ends after the last step
   double seconds = now_seconds() - start;
   double examples = seconds > 0 ? double(steps_run * c.batch) / seconds : 0;
   observer.finish(steps_run, std::cout);

@@ -15,25 +15,73 @@
 
 namespace actorflow::apps {
 
-lm::lm_config lm_config_from(const training_options& o, int64_t vocab) {
+lm::lm_config lm_config_from(const training_options& o, int64_t vocab,
+                             const std::string& default_optimizer, int64_t default_shards) {
   lm::lm_config c;
   c.vocab = vocab;
   c.streams = o.batch;
   c.full_softmax = o.full_softmax;
   c.lr = o.lr;
   c.seed = o.seed;
+  c.embedding = o.embedding;
+  c.hidden = o.hidden;
+  c.vocab_shards = o.vocab_shards > 0 ? o.vocab_shards : default_shards;
+  c.optimizer = o.optimizer_given ? o.optimizer : default_optimizer;
   return c;
 }
 
 lm_trainer::lm_trainer(const lm::lm_config& config, std::vector<int64_t> train_ids,
                        std::vector<int64_t> valid_ids, std::shared_ptr<runtime> rt)
-    : config_(config),
-      train_(std::move(train_ids), {.streams = config.streams, .steps = config.steps}),
-      valid_(std::move(valid_ids), {.streams = config.streams, .steps = config.steps}),
-      vars_(lm::make_lm_variables(graph_, config_)),
-      train_graph_(lm::make_training_graph(graph_, vars_, config_)),
-      eval_graph_(lm::make_eval_graph(graph_, vars_, config_)),
-      session_(graph_, std::move(rt)) {}
+    : lm_trainer(config, std::move(train_ids), std::move(valid_ids),
+                 lm_placement{.rt = std::move(rt)}) {}
+
+lm_trainer::lm_trainer(lm::lm_config config, std::vector<int64_t> train_ids,
+                       std::vector<int64_t> valid_ids, const lm_placement& placement)
+    : config_(std::move(config)),
+      train_(std::move(train_ids), {.streams = config_.streams, .steps = config_.steps}),
+      valid_(std::move(valid_ids), {.streams = config_.streams, .steps = config_.steps}) {
+  if (!placement.in_cluster()) {
+    vars_ = lm::make_lm_variables(graph_, config_);
+    train_graph_ = lm::make_training_graph(graph_, vars_, config_);
+    eval_graph_ = lm::make_eval_graph(graph_, vars_, config_);
+    session_ = std::make_unique<session>(graph_, placement.rt);
+    return;
+  }
+  build(placement);
+  session_ = std::make_unique<session>(graph_, placement.cluster);
+}
+
+// Between-graph replication: every worker builds the same graph; the
+// variables go to the ps tasks (the vocabulary's shards explicitly, one per
+// task in turn), the rest to this worker.
+void lm_trainer::build(const lm_placement& p) {
+  auto& g = graph_;
+  const std::string worker_device = task_name("worker", p.worker);
+  for (int k = 0; k < p.num_ps; ++k) config_.shard_devices.push_back(task_name("ps", k));
+  config_.state_prefix = "worker_" + std::to_string(p.worker);
+  auto placement = g.device_function_scope(replica_device_setter(p.num_ps, worker_device));
+  {
+    auto on_first_ps = g.device_scope(task_name("ps", 0));
+    cluster_.sizes = make_variable(
+        constant(g, tensor::from_vector<int64_t>(lm::model_sizes(config_), {4})), "model_sizes");
+  }
+  vars_ = lm::make_lm_variables(g, config_);
+  lm::lm_update update;
+  if (p.sync_aggregated > 0)
+    update = [&](optimizer& opt, output loss, std::vector<variable> vars) {
+      cluster_.sync = std::make_unique<sync_replicas_ops>(
+          sync_replicas(opt, loss, p.sync_aggregated, p.workers, worker_device, std::move(vars)));
+      return cluster_.sync->worker_train;
+    };
+  train_graph_ = lm::make_training_graph(g, vars_, config_, update);
+  if (cluster_.sync) cluster_.new_local_step = output(&g, {cluster_.sync->worker_train.id(), 0});
+  eval_graph_ = lm::make_eval_graph(g, vars_, config_);
+  cluster_.state_set = logical_and(is_variable_initialized(train_graph_.state_h),
+                                   is_variable_initialized(train_graph_.state_c));
+  global_step(g);
+  cluster_.init = global_variables_initializer(g);
+  cluster_.ready = global_variables_initialized(g);
+}
 
 float lm_trainer::run_step(int64_t step) {
   step_observer none({});
@@ -42,12 +90,23 @@ float lm_trainer::run_step(int64_t step) {
 
 float lm_trainer::run_step(int64_t step, step_observer& observer) {
   const auto& t = train_graph_;
-  if (step % steps_per_epoch() == 0) session_.run({t.reset_state});
+  if (step % steps_per_epoch() == 0) sess().run({t.reset_state});
   auto batch = train_.batch(train_.position_at_step(step));
   return observer
-      .run(session_, step + 1, {{t.inputs, batch[0]}, {t.targets, batch[1]}}, {t.loss},
-           {t.train})[0]
+      .run(sess(), step + 1, {{t.inputs, batch[0]}, {t.targets, batch[1]}}, {t.loss}, {t.train})[0]
       .item<float>();
+}
+
+lm_step lm_trainer::run_segment(int64_t position, int64_t trace_step, step_observer& observer) {
+  const auto& t = train_graph_;
+  if (position % steps_per_epoch() == 0) sess().run({t.reset_state});
+  auto batch = train_.batch(train_.position_at_step(position));
+  const bool sync = cluster_.sync != nullptr;
+  auto step = sync ? cluster_.new_local_step : global_step(graph_).value();
+  auto out = observer.run(sess(), trace_step, {{t.inputs, batch[0]}, {t.targets, batch[1]}},
+                          {t.loss, step}, {t.train});
+  // Asynchronous: the step read beside the update, which adds one.
+  return {out[0].item<float>(), out[1].item<int64_t>() + (sync ? 0 : 1)};
 }
 
 double lm_trainer::validation_perplexity() {
@@ -58,8 +117,8 @@ double lm_trainer::validation_perplexity() {
   dataset_position pos;
   for (int64_t k = 0; k < valid_.segments_per_epoch(); ++k, pos = valid_.next(pos)) {
     auto batch = valid_.batch(pos);
-    auto out = session_.run({{e.inputs, batch[0]}, {e.targets, batch[1]}, {e.h0, h}, {e.c0, c}},
-                            {e.nll_sum, e.final_state.h, e.final_state.c});
+    auto out = sess().run({{e.inputs, batch[0]}, {e.targets, batch[1]}, {e.h0, h}, {e.c0, c}},
+                          {e.nll_sum, e.final_state.h, e.final_state.c});
     nll += double(out[0].item<float>());
     words += batch[1].num_elements();
     h = out[1], c = out[2];
@@ -73,9 +132,17 @@ void keep_first(std::vector<int64_t>& ids, int64_t limit) {
   if (limit > 0 && int64_t(ids.size()) > limit) ids.resize(size_t(limit));
 }
 
-fortunes_corpus load_corpus(const training_options& o) {
+}  // namespace
+
+fortunes_corpus load_lm_corpus(const training_options& o) {
   double t0 = now_seconds();
-  auto corpus = load_fortunes(o.data_dir);
+  auto corpus = load_fortunes(o.data_dir, o.vocab);
+  // The vocabulary holds the words kept, then <unk>.
+  const int64_t words = corpus.vocab_size() - 1;
+  if (words < o.vocab)
+    fail("train", fmt::format("--vocab {} asks for more words than the training text of {} has: "
+                              "{} distinct ones",
+                              o.vocab, o.data_dir, words));
   keep_first(corpus.train, o.max_train_tokens);
   keep_first(corpus.valid, o.max_valid_tokens);
   fmt::print("loaded fortunes from {} in {:.2f} s: {} training, {} validation tokens, {} words\n",
@@ -83,6 +150,8 @@ fortunes_corpus load_corpus(const training_options& o) {
              corpus.vocab_size());
   return corpus;
 }
+
+namespace {
 
 struct epoch_run {
   double loss_sum = 0;
@@ -111,8 +180,9 @@ epoch_run run_epoch(lm_trainer& lm, const training_options& o, int64_t& step, in
 }
 
 std::string report_title(const lm::lm_config& c) {
-  return fmt::format("lstm_lm on fortunes: {} softmax, adam lr={} streams={} seed={}",
-                     c.full_softmax ? "full" : "sampled", c.lr, c.streams, c.seed);
+  return fmt::format("lstm_lm on fortunes: {} softmax, {} lr={} streams={} seed={}, {}",
+                     c.full_softmax ? "full" : "sampled", c.optimizer, c.lr, c.streams, c.seed,
+                     lm::describe_sizes(lm::model_sizes(c)));
 }
 
 }  // namespace
@@ -121,7 +191,7 @@ int train_lstm_lm(const training_options& o) {
   auto ckpt = prepare_outputs(o);
   auto rt = std::make_shared<runtime>(
       runtime_options{.scheduler_threads = o.threads, .compute_threads = o.threads});
-  auto corpus = load_corpus(o);
+  auto corpus = load_lm_corpus(o);
   lm_trainer lm(lm_config_from(o, corpus.vocab_size()), std::move(corpus.train),
                 std::move(corpus.valid), rt);
   auto& s = lm.sess();

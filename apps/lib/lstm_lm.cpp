@@ -1,5 +1,7 @@
 #include "apps/lib/lstm_lm.hpp"
 
+#include <fmt/format.h>
+
 #include <Eigen/Dense>
 #include <random>
 
@@ -106,22 +108,76 @@ output uniform_init(graph& g, shape dims, int64_t seed, int64_t stream) {
 
 }  // namespace
 
+namespace {
+
+// Rows of the vocabulary: plain with one shard, else partitioned (mod) over
+// the shard devices; either way initialized from the whole `initial`, so that
+// every shard count starts from the same values.
+partitioned_variable vocab_rows(output initial, const lm_config& c, const std::string& name) {
+  if (c.vocab_shards <= 1) {
+    partitioned_variable v;
+    v.shards = {make_variable(initial, name)};
+    v.dims = initial.dims();
+    v.row_offsets = {0, v.dims[0]};
+    return v;
+  }
+  std::vector<std::string> devices;
+  for (int64_t k = 0; k < c.vocab_shards && !c.shard_devices.empty(); ++k)
+    devices.push_back(c.shard_devices[size_t(k) % c.shard_devices.size()]);
+  return make_partitioned_variable(initial, int(c.vocab_shards), name, devices,
+                                   partition_strategy::mod);
+}
+
+// The rows of `ids` (any shape): a plain gather for one shard (no Part and
+// Stitch to pay for), embedding_lookup otherwise.
+output lookup(const partitioned_variable& v, output ids) {
+  if (v.num_shards() == 1) return gather(v.shards[0].value(), ids);
+  return embedding_lookup(v, ids);
+}
+
+}  // namespace
+
+std::vector<variable> lm_variables::all() const {
+  std::vector<variable> vars;
+  for (auto* p : {&embedding, &softmax_w, &softmax_b})
+    vars.insert(vars.end(), p->shards.begin(), p->shards.end());
+  vars.push_back(kernel);
+  vars.push_back(bias);
+  return vars;
+}
+
+std::vector<int64_t> model_sizes(const lm_config& c) {
+  return {c.vocab, c.embedding, c.hidden, c.vocab_shards};
+}
+
+std::string describe_sizes(const std::vector<int64_t>& s) {
+  if (s.size() != 4) return fmt::format("{} sizes", s.size());
+  return fmt::format("vocab {}, embedding {}, hidden {}, {} vocabulary shard{}", s[0], s[1], s[2],
+                     s[3], s[3] == 1 ? "" : "s");
+}
+
 lm_variables make_lm_variables(graph& g, const lm_config& c) {
   const int64_t e = c.embedding, h = c.hidden, s = c.seed;
+  if (c.vocab < 1 || e < 1 || h < 1)
+    fail("lstm_lm",
+         fmt::format("the model's sizes must be positive: {}", describe_sizes(model_sizes(c))));
+  if (c.vocab_shards < 1 || c.vocab_shards > c.vocab)
+    fail("lstm_lm", fmt::format("{} vocabulary shards cannot split {} words: choose 1 to {}",
+                                c.vocab_shards, c.vocab, c.vocab));
   // Keras: Embedding and the reference's softmax_w uniform in +-0.05; the
   // LSTM's input kernel Glorot-uniform, its recurrent kernel orthogonal.
   auto input_kernel = glorot_uniform(g, {e, 4 * h}, s * 4 + 1);
   auto recurrent_kernel = constant(g, orthogonal_rows(h, 4 * h, s));
-  return {make_variable(uniform_init(g, {c.vocab, e}, s, 2), "embedding"),
+  return {vocab_rows(uniform_init(g, {c.vocab, e}, s, 2), c, "embedding"),
           make_variable(concat({input_kernel, recurrent_kernel}, 0), "lstm_kernel"),
           make_variable(constant(g, lstm_initial_bias(h)), "lstm_bias"),
-          make_variable(uniform_init(g, {c.vocab, h}, s, 3), "softmax_w"),
-          make_variable(fill(g, {c.vocab}, 0.0), "softmax_b")};
+          vocab_rows(uniform_init(g, {c.vocab, h}, s, 3), c, "softmax_w"),
+          vocab_rows(fill(g, {c.vocab}, 0.0), c, "softmax_b")};
 }
 
 lm_forward run_lm(const lm_variables& v, output ids, output targets, lstm_state initial) {
   // Time-major, as the unroll slices it: [steps, streams].
-  auto embedded = gather(v.embedding.value(), transpose(ids, {1, 0}));
+  auto embedded = lookup(v.embedding, transpose(ids, {1, 0}));
   auto seq = lstm_over_time(embedded, initial.h, initial.c, v.kernel.value(), v.bias.value());
   const int64_t hidden = v.kernel.dims().dim(1) / 4;
   return {reshape(seq.outputs, {-1, hidden}),
@@ -131,43 +187,64 @@ lm_forward run_lm(const lm_variables& v, output ids, output targets, lstm_state 
 
 namespace {
 
-cross_entropy full_softmax(const lm_variables& v, const lm_forward& f) {
-  auto logits = bias_add(matmul(f.hidden, v.softmax_w.value(), false, true), v.softmax_b.value());
-  return sparse_softmax_cross_entropy_with_logits(logits, f.labels);
+// The full softmax's loss per word: computed where the shards live when the
+// softmax is partitioned.
+output full_softmax_loss(const lm_variables& v, const lm_forward& f) {
+  if (v.softmax_w.num_shards() > 1)
+    return sharded_softmax_cross_entropy(v.softmax_w, v.softmax_b, f.hidden, f.labels);
+  auto logits = bias_add(matmul(f.hidden, v.softmax_w.shards[0].value(), false, true),
+                         v.softmax_b.shards[0].value());
+  return sparse_softmax_cross_entropy_with_logits(logits, f.labels).loss;
 }
 
 output training_loss(graph& g, const lm_variables& v, const lm_forward& f, const lm_config& c) {
-  if (c.full_softmax) return reduce_mean(full_softmax(v, f).loss);
+  if (c.full_softmax) return reduce_mean(full_softmax_loss(v, f));
   // The global step draws the candidates, so a resumed run draws the same ones.
   auto counter = global_step(g).value();
-  return reduce_mean(sampled_softmax_loss(v.softmax_w.value(), v.softmax_b.value(),
-                                          expand_dims(f.labels, 1), f.hidden, c.sampled, c.vocab,
-                                          counter, {.seed = c.seed}));
+  auto labels = expand_dims(f.labels, 1);
+  const sampled_softmax_options options{.seed = c.seed};
+  if (v.softmax_w.num_shards() > 1)
+    return reduce_mean(sampled_softmax_loss(v.softmax_w, v.softmax_b, labels, f.hidden, c.sampled,
+                                            c.vocab, counter, options));
+  return reduce_mean(sampled_softmax_loss(v.softmax_w.shards[0].value(),
+                                          v.softmax_b.shards[0].value(), labels, f.hidden,
+                                          c.sampled, c.vocab, counter, options));
 }
 
 operation op_of(const output& o) { return operation(&o.owner(), o.ref().node); }
 
-variable zero_state_variable(graph& g, const lm_config& c, const std::string& name) {
-  return make_variable(fill(g, {c.streams, c.hidden}, 0.0), name);
+// The carried state: in one process an ordinary variable; in a cluster this
+// worker's own, set by reset_state rather than by the chief's initializer.
+variable state_variable(graph& g, const lm_config& c, const std::string& name) {
+  if (c.state_prefix.empty()) return make_variable(fill(g, {c.streams, c.hidden}, 0.0), name);
+  return make_variable(g, dtype::float32, {c.streams, c.hidden}, c.state_prefix + "/" + name);
 }
 
 }  // namespace
 
 output full_softmax_nll_sum(const lm_variables& v, const lm_forward& f) {
-  return reduce_sum(full_softmax(v, f).loss);
+  return reduce_sum(full_softmax_loss(v, f));
 }
 
-lm_training_graph make_training_graph(graph& g, const lm_variables& v, const lm_config& c) {
+std::unique_ptr<optimizer> make_lm_optimizer(const lm_config& c) {
+  // Keras's Adam: epsilon 1e-7; global_clipnorm 5.
+  const optimizer_options o{.clip_global_norm = c.clip_norm};
+  if (c.optimizer == "adam") return std::make_unique<adam>(c.lr, 0.9, 0.999, 1e-7, o);
+  if (c.optimizer == "lazy_adam") return std::make_unique<lazy_adam>(c.lr, 0.9, 0.999, 1e-7, o);
+  return make_optimizer(c.optimizer, c.lr, o);
+}
+
+lm_training_graph make_training_graph(graph& g, const lm_variables& v, const lm_config& c,
+                                      const lm_update& make_update) {
   lm_training_graph t;
   t.inputs = placeholder(g, dtype::int64, {c.streams, c.steps}, "inputs");
   t.targets = placeholder(g, dtype::int64, {c.streams, c.steps}, "targets");
-  t.state_h = zero_state_variable(g, c, "state_h");
-  t.state_c = zero_state_variable(g, c, "state_c");
+  t.state_h = state_variable(g, c, "state_h");
+  t.state_c = state_variable(g, c, "state_c");
   auto f = run_lm(v, t.inputs, t.targets, {t.state_h.value(), t.state_c.value()});
   t.loss = training_loss(g, v, f, c);
-  // Keras's Adam: epsilon 1e-7; global_clipnorm 5.
-  adam opt(c.lr, 0.9, 0.999, 1e-7, {.clip_global_norm = c.clip_norm});
-  auto update = opt.minimize(t.loss, v.all());
+  auto opt = make_lm_optimizer(c);
+  auto update = make_update ? make_update(*opt, t.loss, v.all()) : opt->minimize(t.loss, v.all());
   t.train = group(g,
                   {update, op_of(assign(t.state_h, f.final_state.h)),
                    op_of(assign(t.state_c, f.final_state.c))},

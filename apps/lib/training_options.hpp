@@ -13,6 +13,7 @@ struct training_options {
   int epochs = 10;
   int batch = 128;
   std::string optimizer = "adam";
+  bool optimizer_given = false;    // --optimizer on the command line (the LM's default differs)
   std::string precision = "fp32";  // mlp and cnn: fp32, or bf16 products (mixed precision)
   double lr = 1e-3;
   int64_t seed = 0;
@@ -36,6 +37,10 @@ struct training_options {
   bool full_softmax = false;     // train with the full softmax (default: sampled)
   int64_t max_train_tokens = 0;  // use only the first N training tokens (0: all)
   int64_t max_valid_tokens = 0;  // the same for validation
+  int64_t vocab = 10000;         // the most frequent training words kept (plus <unk>)
+  int64_t embedding = 256;       // embedding width
+  int64_t hidden = 256;          // the LSTM's width
+  int64_t vocab_shards = 0;  // embedding and softmax shards (0: one per ps task; 1 in one process)
   // In a cluster:
   bool sync = false;              // synchronous steps (default: asynchronous)
   int backup_workers = 0;         // with sync: each step drops the slowest b workers

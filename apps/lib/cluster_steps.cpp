@@ -1,0 +1,133 @@
+#include "apps/lib/cluster_steps.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace actorflow::apps {
+
+void recovering_runner::wait_initialized() {
+  double deadline = now_seconds() + recovery_seconds_;
+  while (!(*this)([&] { return s_.eval(ops_.ready).item<bool>(); })) {
+    if (now_seconds() > deadline)
+      fail("cluster", fmt::format("the variables were not all set within {:.0f} s (is the chief "
+                                  "running?)",
+                                  recovery_seconds_));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void recovering_runner::initialize_or_wait(const variable& global_step) {
+  if (chief_) {
+    try {
+      s_.eval(global_step.value());
+      fmt::print("variables restored by the ps tasks\n");
+    } catch (const error& e) {
+      if (e.code() != error_code::failed_precondition) throw;
+      (*this)([&] {
+        s_.run({ops_.init});
+        return 0;
+      });
+    }
+  }
+  wait_initialized();
+  if (ops_.set_local)
+    (*this)([&] {
+      ops_.set_local(s_);
+      return 0;
+    });
+}
+
+double recovering_runner::start_retrying(const error& e) const {
+  fmt::print(stderr, "warning: {}\n  retrying for up to {:.0f} s\n", e.what(), recovery_seconds_);
+  return now_seconds() + recovery_seconds_;
+}
+
+void recovering_runner::repair(error_code code) {
+  if (code == error_code::failed_precondition) {
+    // A worker's own variables are its to set; what is still unset after
+    // that a ps task lost, and the chief sets the variables again.
+    if (ops_.set_local) try_set_local();
+    if (chief_ && !variables_ready()) try_run(ops_.init);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+}
+
+// Whether every variable is set; true when that cannot be told now (a task
+// down), so that nothing is set again on a guess.
+bool recovering_runner::variables_ready() {
+  try {
+    return s_.eval(ops_.ready).item<bool>();
+  } catch (const error&) {
+    return true;
+  }
+}
+
+void recovering_runner::try_set_local() {
+  try {
+    ops_.set_local(s_);
+  } catch (const error&) {
+    // Retried with the step.
+  }
+}
+
+void recovering_runner::try_run(operation op) {
+  try {
+    s_.run({op});
+  } catch (const error&) {
+    // Retried with the step.
+  }
+}
+
+aggregation_thread::aggregation_thread(session& s, const sync_replicas_ops& sync,
+                                       recovering_runner& run, int64_t last_step)
+    : thread_([this, &s, &sync, &run, last_step] { loop(s, sync, run, last_step); }) {}
+
+aggregation_thread::~aggregation_thread() {
+  // A std::thread still joinable when destroyed ends the process.
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool aggregation_thread::join() {
+  if (thread_.joinable()) thread_.join();
+  return !failed_;
+}
+
+void aggregation_thread::loop(session& s, const sync_replicas_ops& sync, recovering_runner& run,
+                              int64_t last_step) {
+  try {
+    for (;;) {
+      auto r = run([&] {
+        // Checked on every try, so that a stop also ends the retries.
+        if (stop_) fail("train", "the chief's training loop stopped");
+        return s.run({}, {sync.chief_step}, {sync.chief_update});
+      });
+      if (r[0].item<int64_t>() >= last_step) break;
+    }
+    s.run({sync.close_tokens});
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: the aggregation stopped: {}\n", e.what());
+    failed_ = true;
+    try {
+      s.run({sync.close_tokens});
+    } catch (const error&) {
+    }
+  }
+}
+
+void shard_saver::save(int64_t step) {
+  if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  pending_ = std::async(std::launch::async, [this, step] {
+    for (int i = 0; i < num_ps_; ++i) {
+      try {
+        cluster_.save_shard(task_name("ps", i), step);
+      } catch (const error& e) {
+        fmt::print(stderr, "warning: {}\n", e.what());
+      }
+    }
+  });
+}
+
+}  // namespace actorflow::apps

@@ -1,0 +1,134 @@
+// What every cluster trainer of actorflow-train shares (the image models'
+// cluster_training.cpp and the language model's lm_cluster_training.cpp):
+// steps that ride out a lost task, the chief's synchronous aggregation loop,
+// and the chief's requests to the ps tasks to save their shards.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "actors/cluster/cluster.hpp"
+#include "actors/session.hpp"
+#include "apps/lib/train_report.hpp"
+#include "ops/sync_replicas.hpp"
+
+namespace actorflow::apps {
+
+/// What a worker runs to (re)establish the shared state after a task came
+/// back: the chief's initializer, its readiness test, and what sets the
+/// worker's own variables (its local step in synchronous mode).
+struct recovery_ops {
+  operation init;  ///< sets every shared variable (the chief runs it)
+  output ready;    ///< true once every variable `init` sets is set
+  /// Optional: sets this worker's own variables; run at the start, and again
+  /// when a step finds one unset (a ps task restarted without them).
+  std::function<void(session&)> set_local;
+};
+
+/// Runs steps, riding out lost tasks: a step that fails because a task went
+/// down (or is not back yet) is retried until the recovery deadline; the
+/// session reconnects and registers its partitions again by itself.
+class recovering_runner {
+ public:
+  recovering_runner(session& s, recovery_ops ops, bool chief, double recovery_seconds)
+      : s_(s), ops_(std::move(ops)), chief_(chief), recovery_seconds_(recovery_seconds) {}
+
+  template <class F>
+  auto operator()(F&& step) {
+    double deadline = 0;
+    for (;;) {
+      try {
+        return step();
+      } catch (const error& e) {
+        if (!recoverable(e.code())) throw;
+        if (deadline == 0) deadline = start_retrying(e);
+        if (now_seconds() > deadline) throw;
+        repair(e.code());
+      }
+    }
+  }
+
+  /// Until every variable is set (by the chief, or restored by the ps
+  /// tasks): the chief's init sets them in no particular order.
+  void wait_initialized();
+  /// The chief: initializes the variables unless the ps tasks restored them
+  /// (the global step readable); the others wait until they are set.
+  void initialize_or_wait(const variable& global_step);
+
+ private:
+  // A task down or not back yet, a step that timed out on it, a variable it
+  // lost (restarted without a shard): worth retrying.
+  static bool recoverable(error_code code) {
+    return code == error_code::unavailable || code == error_code::deadline_exceeded ||
+           code == error_code::failed_precondition;
+  }
+  double start_retrying(const error& e) const;
+  void repair(error_code code);
+  bool variables_ready();
+  void try_run(operation op);
+  void try_set_local();
+
+  session& s_;
+  recovery_ops ops_;
+  bool chief_;
+  double recovery_seconds_;
+};
+
+/// The chief's side of synchronous training: one aggregation per global
+/// step, on its own thread, until the last; then the token queue closes so
+/// that no worker waits on. Stopped (and joined) on every way out.
+class aggregation_thread {
+ public:
+  aggregation_thread(session& s, const sync_replicas_ops& sync, recovering_runner& run,
+                     int64_t last_step);
+  /// On a way out before the last step (an error): stops the loop within
+  /// its current step (at most the step timeout) and joins it.
+  ~aggregation_thread();
+  /// Waits for the aggregation to end after the last step; false when it failed.
+  bool join();
+
+ private:
+  void loop(session& s, const sync_replicas_ops& sync, recovering_runner& run, int64_t last_step);
+
+  std::atomic<bool> failed_{false}, stop_{false};
+  std::thread thread_;
+};
+
+/// Asks every ps task to save its shard, off the training loop: a ps task
+/// that dies mid-save costs the saver its timeout, not the workers their steps.
+class shard_saver {
+ public:
+  shard_saver(cluster_connection& cluster, int num_ps) : cluster_(cluster), num_ps_(num_ps) {}
+  ~shard_saver() { wait(); }
+
+  /// Starts saving step `step` unless a save is still running.
+  void save(int64_t step);
+  void wait() {
+    if (pending_.valid()) pending_.wait();
+  }
+
+ private:
+  cluster_connection& cluster_;
+  int num_ps_;
+  std::future<void> pending_;
+};
+
+/// A chief's save schedule: `every` steps (0: never), counted in global
+/// steps, which other workers advance too.
+class save_schedule {
+ public:
+  save_schedule(int64_t every, int64_t step) : every_(every), saved_at_(step) {}
+  /// Whether `step` crossed a multiple of `every` since the last save.
+  bool due(int64_t step) {
+    if (every_ <= 0 || step / every_ <= saved_at_ / every_) return false;
+    saved_at_ = step;
+    return true;
+  }
+
+ private:
+  int64_t every_, saved_at_;
+};
+
+}  // namespace actorflow::apps

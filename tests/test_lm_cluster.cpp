@@ -1,0 +1,307 @@
+// The language model across parameter servers (apps/lib/lm_cluster_training.hpp),
+// on the real corpus and across real processes on 127.0.0.1: the sharded
+// model's losses against the single-process run's, the bytes a step moves,
+// the actorflow-train command line in a cluster (sync with a backup worker,
+// async with a ps task killed and restarted, every task stopped and resumed),
+// and the errors at start for sizes that cannot work. Every process started
+// here is stopped by the test that starts it.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "actors/caf_ext/guarded_connection.hpp"
+#include "actors/input/fortunes.hpp"
+#include "apps/lib/lm_cluster_training.hpp"
+#include "apps/lib/lm_training.hpp"
+#include "schema/event_file.hpp"
+#include "tests/cluster_fixture.hpp"
+#include "tests/test_util.hpp"
+#include "tests/train_cluster.hpp"
+
+using namespace actorflow;
+using actorflow::testing::child_process;
+using actorflow::testing::train_cluster;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+TEST_SUITE_BEGIN("fortunes");
+
+namespace {
+
+bool have_fortunes() {
+  if (fs::is_directory(fortunes_dir)) return true;
+  testing::skip_check("fortunes", std::string(fortunes_dir) +
+                                      " not found: Debian's fortunes package is missing "
+                                      "(scripts/setup.sh installs it; apt-get install fortunes)");
+  return false;
+}
+
+std::vector<int64_t> head(const std::vector<int64_t>& ids, int64_t n) {
+  return {ids.begin(), ids.begin() + std::min<int64_t>(n, int64_t(ids.size()))};
+}
+
+lm::lm_config small_config(const fortunes_corpus& corpus, bool full, int64_t shards) {
+  lm::lm_config c;
+  c.vocab = corpus.vocab_size();
+  c.streams = 8;
+  c.full_softmax = full;
+  c.seed = 3;
+  c.optimizer = "lazy_adam";
+  c.vocab_shards = shards;
+  return c;
+}
+
+// 8 streams x 35 steps x 24 segments.
+constexpr int64_t tokens = 8 * 35 * 24 + 1;
+
+std::vector<float> single_process_losses(const fortunes_corpus& corpus, bool full, int64_t shards,
+                                         int steps) {
+  apps::lm_trainer lm(small_config(corpus, full, shards), head(corpus.train, tokens),
+                      head(corpus.valid, tokens));
+  lm.sess().run({global_variables_initializer(lm.g())});
+  std::vector<float> losses;
+  for (int64_t step = 0; step < steps; ++step) losses.push_back(lm.run_step(step));
+  return losses;
+}
+
+bool close(float a, float b, double rel) {
+  return std::fabs(double(a) - double(b)) <= rel * std::max(1.0, std::fabs(double(b)));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the vocabulary's mod split spreads the Zipfian lookups evenly; contiguous ranges do not") {
+  if (!have_fortunes()) return;
+  auto corpus = load_fortunes();
+  auto loads = apps::vocabulary_shard_loads(corpus.train, corpus.vocab_size(), 4);
+  MESSAGE("mod: " << loads.mod[0] << " " << loads.mod[1] << " " << loads.mod[2] << " "
+                  << loads.mod[3] << "; contiguous: " << loads.contiguous[0] << " "
+                  << loads.contiguous[1] << " " << loads.contiguous[2] << " "
+                  << loads.contiguous[3]);
+  for (double share : loads.mod) CHECK(share < 0.4);
+  CHECK(loads.contiguous[0] > 0.8);  // the frequent words are the first ids
+}
+
+TEST_CASE("1 worker and 2 ps tasks: the sharded LM's losses are the single-process run's") {
+  if (!have_fortunes()) return;
+  auto corpus = load_fortunes();
+  const int steps = 20;
+  for (bool full : {false, true}) {
+    CAPTURE(full);
+    auto sharded = single_process_losses(corpus, full, 2, steps);
+    auto plain = single_process_losses(corpus, full, 1, steps);
+
+    testing::test_cluster c;
+    auto ps0 = c.start("ps", 0), ps1 = c.start("ps", 1);
+    apps::lm_trainer lm(small_config(corpus, full, 0), head(corpus.train, tokens),
+                        head(corpus.valid, tokens),
+                        {.cluster = c.connect(), .num_ps = 2, .worker = 0, .workers = 1});
+    REQUIRE(lm.config().vocab_shards == 2);
+    lm.sess().run({lm.cluster().init});
+    step_observer none({});
+    std::vector<float> cluster;
+    traffic_bytes before;
+    for (int64_t step = 0; step < steps; ++step) {
+      if (step == steps / 2) before = traffic_total();
+      auto r = lm.run_segment(step, step + 1, none);
+      CHECK(r.global_step == step + 1);
+      cluster.push_back(r.loss);
+    }
+    auto after = traffic_total();
+    int bit_for_bit = 0;
+    for (int i = 0; i < steps; ++i) {
+      CAPTURE(i);
+      CHECK(close(cluster[size_t(i)], sharded[size_t(i)], 1e-5));
+      CHECK(close(sharded[size_t(i)], plain[size_t(i)], 1e-4));
+      bit_for_bit += cluster[size_t(i)] == sharded[size_t(i)];
+    }
+    MESSAGE((full ? "full" : "sampled")
+            << " softmax: first loss " << cluster[0] << ", last " << cluster.back() << "; "
+            << bit_for_bit << " of " << steps << " losses bit for bit the single process's");
+    // What a step moves: the LSTM's dense weights and their gradients, the
+    // state, and rows of the vocabulary's tables; never a whole table.
+    const auto& cfg = lm.config();
+    const double table = double(cfg.vocab * cfg.hidden * 4);
+    const double lstm = double((cfg.embedding + cfg.hidden + 1) * 4 * cfg.hidden * 4);
+    const double sent = double(after.sent - before.sent) / (steps / 2);
+    const double received = double(after.received - before.received) / (steps / 2);
+    MESSAGE("per step: sent " << sent << " bytes, received " << received << " bytes; the LSTM's "
+                              << lstm << ", one vocabulary table " << table);
+    CHECK(sent < lstm + 0.3 * table);
+    CHECK(received < lstm + 0.3 * table);
+  }
+}
+
+namespace {
+
+std::vector<std::string> lm_flags(std::vector<std::string> extra) {
+  std::vector<std::string> flags{"--model",
+                                 "lstm_lm",
+                                 "--batch",
+                                 "8",
+                                 "--embedding",
+                                 "64",
+                                 "--hidden",
+                                 "64",
+                                 "--vocab",
+                                 "2000",
+                                 "--max-train-tokens",
+                                 "40000",
+                                 "--max-valid-tokens",
+                                 "4000"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+double valid_ppl(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("valid_ppl=([0-9.]+)"))) return -1;
+  return std::stod(m[1]);
+}
+
+// The chief's train/loss summaries by global step.
+std::map<int64_t, float> losses_in(const std::string& logdir) {
+  std::map<int64_t, float> losses;
+  for (auto& f : fs::directory_iterator(logdir))
+    if (f.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      for (auto& e : event_file_reader(f.path().string()).read_all())
+        for (auto& v : e.summary)
+          if (v.tag == "train/loss") losses[e.step] = v.simple_value;
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("actorflow-train --model lstm_lm: 2 ps + 3 workers, synchronous with a backup worker") {
+  if (!have_fortunes()) return;
+  train_cluster c(2, 3);
+  auto ps0 = c.ps(0), ps1 = c.ps(1);
+  auto flags = lm_flags({"--sync", "--backup-workers", "1", "--epochs", "1"});
+  auto w1 = c.worker(1, flags), w2 = c.worker(2, flags);
+  auto chief = c.worker(0, flags);
+  int status = chief->wait_exit(400s);
+  INFO("chief:\n" << chief->output() << "\nworker 1:\n" << w1->output());
+  REQUIRE(status == 0);
+  CHECK(w1->wait_exit(60s) == 0);
+  CHECK(w2->wait_exit(60s) == 0);
+  CHECK(chief->output().find("vocabulary shards' share") != std::string::npos);
+  double ppl = valid_ppl(chief->output());
+  CHECK(ppl > 1);
+  CHECK(ppl < 2001);
+  CHECK(fs::exists(c.out_dir + "/w0/metrics.csv"));
+}
+
+TEST_CASE("every task stopped, then started again: the losses go on as an uninterrupted run's") {
+  if (!have_fortunes()) return;
+  // Uninterrupted: 12 steps. Interrupted: 6 steps, every task stopped, the
+  // ps tasks restarted from their shards, 6 more. One worker, asynchronous:
+  // the worker's position in its stream is the global step.
+  auto run = [&](train_cluster& c, const std::string& tag, int64_t until) {
+    auto flags = lm_flags({"--max-steps", std::to_string(until), "--checkpoint-every", "6",
+                           "--logdir", c.out_dir + "/logs-" + tag, "--summary-every", "1"});
+    auto chief = c.worker(0, flags);
+    int status = chief->wait_exit(300s);
+    INFO(chief->output());
+    REQUIRE(status == 0);
+  };
+  auto shard_flags = [](train_cluster& c, const std::string& tag, int task) {
+    return std::vector<std::string>{"--checkpoint-dir",
+                                    c.out_dir + "/shards-" + tag + std::to_string(task)};
+  };
+  std::map<int64_t, float> whole, resumed;
+  {
+    train_cluster c(2, 1);
+    auto ps0 = c.ps(0, shard_flags(c, "a", 0)), ps1 = c.ps(1, shard_flags(c, "a", 1));
+    run(c, "a", 12);
+    whole = losses_in(c.out_dir + "/logs-a");
+  }
+  {
+    train_cluster c(2, 1);
+    {
+      auto ps0 = c.ps(0, shard_flags(c, "b", 0)), ps1 = c.ps(1, shard_flags(c, "b", 1));
+      run(c, "b", 6);
+    }  // every task stopped
+    auto ps0 = c.ps(0, shard_flags(c, "b", 0)), ps1 = c.ps(1, shard_flags(c, "b", 1));
+    CHECK(ps0->output().find("restored") != std::string::npos);
+    run(c, "c", 12);
+    resumed = losses_in(c.out_dir + "/logs-c");
+  }
+  REQUIRE(whole.size() == 12);
+  REQUIRE(resumed.size() == 6);
+  for (auto& [step, loss] : resumed) {
+    CAPTURE(step);
+    CHECK(loss == whole[step]);  // bit for bit
+  }
+}
+
+TEST_CASE("kill -9 of a ps task, asynchronous: restarted after 5 s, training finishes as well") {
+  if (!have_fortunes()) return;
+  auto flags = lm_flags({"--epochs", "2", "--checkpoint-every", "10"});
+  double undisturbed = 0;
+  {
+    train_cluster c(2, 1);
+    auto ps0 = c.ps(0), ps1 = c.ps(1);
+    auto chief = c.worker(0, flags);
+    REQUIRE(chief->wait_exit(300s) == 0);
+    undisturbed = valid_ppl(chief->output());
+  }
+  train_cluster c(2, 1);
+  auto shards = c.out_dir + "/shards1";
+  auto ps0 = c.ps(0), ps1 = c.ps(1, {"--checkpoint-dir", shards});
+  auto chief = c.worker(0, flags);
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(shards) || fs::is_empty(shards)))
+    std::this_thread::sleep_for(100ms);
+  REQUIRE(fs::exists(shards));
+  ps1->kill_now();
+  std::this_thread::sleep_for(5s);
+  ps1 = c.ps(1, {"--checkpoint-dir", shards});
+  CHECK(ps1->output().find("restored") != std::string::npos);
+  int status = chief->wait_exit(400s);
+  INFO("chief:\n" << chief->output() << "\nps 1:\n" << ps1->output());
+  REQUIRE(status == 0);
+  double ppl = valid_ppl(chief->output());
+  MESSAGE("validation perplexity: undisturbed " << undisturbed << ", ps task killed " << ppl);
+  CHECK(ppl < undisturbed * 1.05);
+}
+
+TEST_CASE("sizes that cannot work fail at start, naming the values; the ps tasks keep serving") {
+  if (!have_fortunes()) return;
+  auto out =
+      (fs::temp_directory_path() / ("actorflow-lm-bad-" + std::to_string(getpid()))).string();
+  auto single = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{ACTORFLOW_TRAIN_BINARY, "--out", out};
+    auto flags = lm_flags(std::move(extra));
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto p = std::make_unique<child_process>(argv);
+    CHECK(p->wait_exit(60s) != 0);
+    return p->output();
+  };
+  CHECK(single({"--vocab", "40000"}).find("--vocab 40000 asks for more words") !=
+        std::string::npos);
+  CHECK(single({"--vocab", "0"}).find("--vocab") != std::string::npos);
+  CHECK(
+      single({"--vocab", "5", "--vocab-shards", "7"}).find("7 vocabulary shards cannot split 6") !=
+      std::string::npos);
+
+  // A worker whose sizes differ from the model the ps tasks hold.
+  train_cluster c(1, 2);
+  auto ps = c.ps(0);
+  auto chief = c.worker(0, lm_flags({"--max-steps", "2"}));
+  REQUIRE(chief->wait_exit(300s) == 0);
+  auto other = c.worker(1, lm_flags({"--max-steps", "4", "--hidden", "32"}));
+  int status = other->wait_exit(120s);
+  INFO(other->output());
+  CHECK(status != 0);
+  CHECK(other->output().find("hidden 32") != std::string::npos);
+  CHECK(other->output().find("hidden 64") != std::string::npos);
+  CHECK(!ps->exited());
+  fs::remove_all(out);
+}
+
+TEST_SUITE_END();
