@@ -64,10 +64,6 @@ double while_us_per_iteration_4ops(int iterations) {
                           iterations);
 }
 
-namespace {
-
-// What TensorFlow reference `script` (bench_util.hpp's reference_script)
-// prints when TensorFlow's Python runs it.
 std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args) {
   auto path = reference_script(script, "TensorFlow");
   if (!path) return std::nullopt;
@@ -75,8 +71,6 @@ std::optional<std::string> run_tf_reference(const std::string& script, const std
   if (!python) return std::nullopt;
   return run_reference_script(*python, *path, args);
 }
-
-}  // namespace
 
 std::optional<tf_while_figures> tf_while_reference(int iterations) {
   auto out = run_tf_reference("tf_while.py", std::to_string(iterations));

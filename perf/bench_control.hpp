@@ -3,6 +3,7 @@
 // when a Python with TensorFlow is at hand.
 #pragma once
 #include <optional>
+#include <string>
 
 namespace actorflow::bench {
 
@@ -10,6 +11,12 @@ namespace actorflow::bench {
 double while_us_per_iteration(int iterations);
 /// Microseconds per iteration of `iterations` of tanh(x @ w + 1) * 0.5 on 64x64 float32.
 double while_us_per_iteration_4ops(int iterations);
+
+/// What TensorFlow reference `script` (bench_util.hpp's reference_script:
+/// a file of the reference directory, or a full path) prints when
+/// $ACTORFLOW_TF_PYTHON (or a python3 that imports tensorflow) runs it with
+/// `args`; nothing when the script or such a Python is not there, or it fails.
+std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args);
 
 struct tf_while_figures {
   double us_per_iteration;

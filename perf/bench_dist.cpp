@@ -27,6 +27,7 @@
 #include "ops/sync_replicas.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
+#include "perf/ps_cluster.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/test_certificates.hpp"
 
@@ -49,12 +50,6 @@ constexpr int min_block = 20;
 constexpr double block_seconds = 0.5;
 constexpr size_t transfer_bytes = size_t{64} << 20;
 
-std::string tail(const std::string& text, size_t n = 600) {
-  std::string t = text.size() > n ? "..." + text.substr(text.size() - n) : text;
-  std::replace(t.begin(), t.end(), '\n', ' ');
-  return t;
-}
-
 int block_for(double seconds_per_step) {
   if (!(seconds_per_step > 0)) return max_block;
   return std::clamp(static_cast<int>(block_seconds / seconds_per_step), min_block, max_block);
@@ -65,72 +60,6 @@ cluster_options bench_options() {
   o.connect_timeout = 10s;
   o.step_timeout = 20s;
   return o;
-}
-
-// ---- the PS tasks ------------------------------------------------------------
-
-std::string hosts(const std::vector<uint16_t>& ports) {
-  std::string out;
-  for (auto p : ports) {
-    if (!out.empty()) out += ',';
-    out += fmt::format("127.0.0.1:{}", p);
-  }
-  return out;
-}
-
-// Two actorflow-node PS tasks; the cluster lists 4 workers, which need not
-// serve (the bench process is one of them, or four). The destructor stops
-// and reaps the tasks.
-struct ps_cluster {
-  std::vector<uint16_t> ps_ports, worker_ports;
-  cluster_spec spec;
-  std::vector<std::unique_ptr<child_process>> tasks;
-
-  ~ps_cluster() {
-    for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) (*it)->stop();
-  }
-};
-
-// `extra` flags go to every task (TLS files, say).
-std::unique_ptr<ps_cluster> start_ps_cluster(const std::vector<std::string>& extra = {}) {
-  const std::string binary = ACTORFLOW_NODE_BINARY;
-  if (access(binary.c_str(), X_OK) != 0)
-    throw std::runtime_error("actorflow-node not found at " + binary + " (build it)");
-  std::string failure;
-  // A free port can be taken between free_port() and the node's bind: then
-  // the whole cluster starts again on fresh ports.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    auto c = std::make_unique<ps_cluster>();
-    for (int i = 0; i < num_ps; ++i) c->ps_ports.push_back(free_port());
-    for (int i = 0; i < num_workers; ++i) c->worker_ports.push_back(free_port());
-    c->spec = cluster_spec::from_hosts(hosts(c->ps_ports), hosts(c->worker_ports));
-    bool up = true, port_taken = false;
-    for (int t = 0; t < num_ps && up; ++t) {
-      std::vector<std::string> argv{binary,
-                                    "--job",
-                                    "ps",
-                                    "--task",
-                                    std::to_string(t),
-                                    "--ps-hosts",
-                                    hosts(c->ps_ports),
-                                    "--worker-hosts",
-                                    hosts(c->worker_ports),
-                                    "--threads",
-                                    "1"};
-      argv.insert(argv.end(), extra.begin(), extra.end());
-      c->tasks.push_back(std::make_unique<child_process>(argv));
-      auto& p = *c->tasks.back();
-      if (!p.wait_for("serving on", 20s)) {
-        up = false;
-        port_taken = p.output().find("cannot listen") != std::string::npos;
-        failure = fmt::format("actorflow-node /job:ps/task:{} did not start within 20 s: {}", t,
-                              tail(p.output()));
-      }
-    }
-    if (up) return c;
-    if (!port_taken) break;
-  }
-  throw std::runtime_error(failure);
 }
 
 // One client of the cluster: its own runtime (its own CAF node, with its own
@@ -551,6 +480,7 @@ void measure_tls(dist_figures& out) {
   std::unique_ptr<ps_cluster> cluster;
   try {
     cluster = start_ps_cluster(
+        num_ps, num_workers,
         {"--tls-cert", node.certificate, "--tls-key", node.key, "--tls-ca", node.ca_file});
   } catch (const std::exception& e) {
     out.errors.push_back(std::string("TLS: ") + e.what());
@@ -571,7 +501,7 @@ void measure_secret(dist_figures& out) {
   client.secret = "bench-secret";
   std::unique_ptr<ps_cluster> cluster;
   try {
-    cluster = start_ps_cluster({"--secret", client.secret});
+    cluster = start_ps_cluster(num_ps, num_workers, {"--secret", client.secret});
   } catch (const std::exception& e) {
     out.errors.push_back(std::string("secret: ") + e.what());
   }
@@ -588,7 +518,7 @@ dist_figures dist_benchmarks() {
   dist_figures out;
   std::unique_ptr<ps_cluster> cluster;
   try {
-    cluster = start_ps_cluster();
+    cluster = start_ps_cluster(num_ps, num_workers);
   } catch (const std::exception& e) {
     out.errors.push_back(e.what());
   }

@@ -28,6 +28,7 @@
 #include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
 #include "perf/bench_gemm.hpp"
+#include "perf/bench_lm_cluster.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/reference_launch.hpp"
@@ -183,14 +184,12 @@ int main(int argc, char** argv) {
                  "the PyTorch and TensorFlow reference scripts' directory (perf-ref); "
                  "default $ACTORFLOW_PERF_REF; without either, those references are skipped")
       ->envname("ACTORFLOW_PERF_REF");
-  app.add_option(
-         "--only", only,
-         "run one group: runtime, control, gemm, conv, convnets, train, mlp, cnn, embedding, "
-         "devices, trace or "
-         "dist "
-         "(default: all)")
+  app.add_option("--only", only,
+                 "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
+                 "devices, trace, dist (default: all of these), or convnets or lm_cluster (long: "
+                 "only when named)")
       ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
-                             "cnn", "embedding", "devices", "trace", "dist"}));
+                             "cnn", "embedding", "devices", "trace", "dist", "lm_cluster"}));
   CLI11_PARSE(app, argc, argv);
   bench::reference_dir() = reference_dir;
 
@@ -390,6 +389,12 @@ int main(int argc, char** argv) {
       add_row("dist_mlp_ratio_of_single", *d.dist_mlp_examples_per_s / *d.mlp_examples_per_s, "x",
               "2 workers on the same 2 cores as one process");
     for (auto& e : d.errors) add_failure("dist", e);
+  }
+
+  if (only == "lm_cluster") {
+    auto lm = lm_cluster_benchmarks();
+    for (auto& r : lm.rows) add_row(r.key, r.value, r.unit, r.note);
+    for (auto& e : lm.errors) add_failure("lm_cluster", e);
   }
 
   std::ostream& table = json ? std::cerr : std::cout;
