@@ -205,8 +205,10 @@ int main(int argc, char** argv) {
       app.add_option("--batch", c.batch, "examples per step (lstm_lm: streams, default 32)")
           ->check(apps::whole_between(1, 60000))
           ->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "sgd, momentum, nesterov, adam, rmsprop or adagrad")
-      ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}))
+  app.add_option("--optimizer", c.optimizer,
+                 "sgd, momentum, nesterov, adam, lazy_adam, rmsprop or adagrad")
+      ->check(
+          CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "lazy_adam", "rmsprop", "adagrad"}))
       ->capture_default_str();
   app.add_option("--precision", c.precision,
                  "mlp and cnn: fp32, or bf16 (products in bfloat16, weights and the rest in "
