@@ -22,6 +22,18 @@ namespace actorflow {
 
 namespace {
 
+// The optional last input, clipping's gradient scale, at position `at`.
+void check_grad_scale(const shape_context& c, size_t at) {
+  if (c.inputs.size() > at + 1)
+    c.fail("takes at most " + std::to_string(at + 1) + " inputs, got " +
+           std::to_string(c.inputs.size()));
+  if (c.inputs.size() == at + 1) {
+    auto& scale = c.inputs[at];
+    if ((scale.type != dtype::float32 && scale.type != dtype::float64) || scale.dims.rank() != 0)
+      c.fail("gradient scale must be a float scalar, got " + scale.to_string());
+  }
+}
+
 std::vector<tensor_spec> optimizer_spec(const shape_context& c) {
   auto& var = c.inputs[0];
   auto& grad = c.inputs[1];
@@ -32,17 +44,16 @@ std::vector<tensor_spec> optimizer_spec(const shape_context& c) {
     c.fail("gradient " + grad.to_string() + " does not match variable " + var.to_string());
   if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
     c.fail("learning rate must be a float scalar, got " + lr.to_string());
-  if (c.inputs.size() > 4) c.fail("takes at most 4 inputs, got " + std::to_string(c.inputs.size()));
-  if (c.inputs.size() == 4) {
-    auto& scale = c.inputs[3];
-    if ((scale.type != dtype::float32 && scale.type != dtype::float64) || scale.dims.rank() != 0)
-      c.fail("gradient scale must be a float scalar, got " + scale.to_string());
-  }
+  check_grad_scale(c, 3);
   return {var};
 }
 
+// A float input of one element (the learning rate, clipping's scale); the
+// error names it and what came instead.
 double scalar_value(const tensor& t, kernel_context& ctx, const char* what) {
-  if (t.num_elements() != 1) ctx.fail(std::string(what) + " must be a scalar");
+  if ((t.type() != dtype::float32 && t.type() != dtype::float64) || t.num_elements() != 1)
+    ctx.fail(std::string(what) + " must be a float scalar, got " +
+             tensor_spec{t.type(), t.dims()}.to_string());
   return visit_floating(t.type(), ctx.op.c_str(),
                         [&](auto tag) { return double(t.data<decltype(tag)>()[0]); });
 }
@@ -248,9 +259,12 @@ void apply_adagrad(variable_state& v, kernel_context& ctx) {
 // A gradient that is rows of a gather from the variable (an embedding
 // shard's) arrives as those rows and their indices, and only those rows of
 // the variable and its slots are touched: the cost follows the batch, not
-// the variable. optimizer::apply_gradients uses them where they give exactly
-// the dense update (sgd, adagrad, without weight decay), so rows the batch
-// did not name would not have moved anyway.
+// the variable. Inputs: (variable, rows, indices, lr[, gradient scale]).
+// Repeated indices are summed first, as the dense gradient sums them; the
+// scale (global-norm clipping's) multiplies the summed rows in the update's
+// pass. sgd and adagrad give exactly the dense update (rows the batch did not
+// name would not have moved); Adam's rows (lazy_adam) do not: the moments of
+// unnamed rows do not decay.
 
 std::vector<tensor_spec> row_optimizer_spec(const shape_context& c) {
   auto& var = c.inputs[0];
@@ -267,11 +281,13 @@ std::vector<tensor_spec> row_optimizer_spec(const shape_context& c) {
            " into variable " + var.to_string());
   if ((lr.type != dtype::float32 && lr.type != dtype::float64) || lr.dims.rank() != 0)
     c.fail("learning rate must be a float scalar, got " + lr.to_string());
+  check_grad_scale(c, 4);
   return {var};
 }
 
 struct row_update_args {
   double lr;
+  double grad_scale;  // 1 without the optional input
   const tensor* rows;
   std::vector<int64_t> index;  // variable row of each gradient row, checked
   int64_t row_size;            // elements per variable row
@@ -294,9 +310,10 @@ row_update_args read_row_args(variable_state& v, kernel_context& ctx) {
              var_spec.to_string());
   double lr = scalar_value(ctx.inputs[2], ctx, "learning rate");
   if (!std::isfinite(lr)) ctx.fail("learning rate is not finite");
+  double scale = ctx.inputs.size() > 3 ? scalar_value(ctx.inputs[3], ctx, "gradient scale") : 1.0;
   int64_t row_size = 1;
   for (size_t k = 1; k < vd.size(); ++k) row_size *= vd[k];
-  return {lr, &rows,
+  return {lr, scale, &rows,
           detail::checked_indices(ctx, indices, 0, vd[0], "variable " + var_spec.to_string()),
           row_size};
 }
@@ -320,7 +337,7 @@ void apply_sgd_rows(variable_state& v, kernel_context& ctx) {
     auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
-      sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(1), T(a.lr), T(0));
+      sgd_loop<T>(a.row_size, w + r * a.row_size, g, T(a.grad_scale), T(a.lr), T(0));
     });
   });
   ctx.set_output(0, v.value);
@@ -337,7 +354,32 @@ void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
     T* w = v.mutable_value().template mutable_data<T>();
     for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
       int64_t at = r * a.row_size;
-      adagrad_loop<T>(a.row_size, w + at, g, T(1), acc + at, T(a.lr), T(0), T(eps));
+      adagrad_loop<T>(a.row_size, w + at, g, T(a.grad_scale), acc + at, T(a.lr), T(0), T(eps));
+    });
+  });
+  ctx.set_output(0, v.value);
+}
+
+// Lazy Adam: each named row moves as apply_adam moves it (adam_loop, the same
+// slots), so a row named in every step gets dense Adam's bits. The step count
+// adam/t is the variable's, one per apply, as TensorFlow's LazyAdam takes the
+// optimizer's iterations: a row's bias correction does not count its own updates.
+void apply_adam_rows(variable_state& v, kernel_context& ctx) {
+  auto a = read_row_args(v, ctx);
+  double b1 = ctx.attr<double>("beta1"), b2 = ctx.attr<double>("beta2");
+  double eps = ctx.attr<double>("epsilon");
+  int64_t t = next_step(v, "adam/t");
+  double c1 = 1.0 - std::pow(b1, double(t)), c2 = 1.0 - std::pow(b2, double(t));
+  visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);
+    T* m = slot_data<T>(v, "adam/m");
+    T* s = slot_data<T>(v, "adam/v");
+    T* w = v.mutable_value().template mutable_data<T>();
+    for_each_row(summed, a.row_size, [&](int64_t r, const T* g) {
+      int64_t at = r * a.row_size;
+      adam_loop<T>(a.row_size, w + at, g, T(a.grad_scale), m + at, s + at, T(0), T(b1), T(b2),
+                   T(a.lr / c1), T(1.0 / std::sqrt(c2)), T(eps));
     });
   });
   ctx.set_output(0, v.value);
@@ -417,7 +459,8 @@ void apply_sgd_matmul(variable_state& v, kernel_context& ctx) {
 
 op_def row_optimizer_op(const char* name, update_fn fn, const char* summary) {
   return {.name = name,
-          .num_inputs = 4,
+          .num_inputs = -1,  // (variable, rows, indices, lr[, gradient scale])
+          .min_inputs = 4,
           .infer = row_optimizer_spec,
           .update = std::move(fn),
           .stateful = true,
@@ -458,6 +501,9 @@ const op_registrar registrations[] = {
                                   "w[i] -= lr * g for the rows i named (repeats summed)")),
     op_registrar(row_optimizer_op("apply_adagrad_rows", apply_adagrad_rows,
                                   "AdaGrad on the rows named (slot adagrad/accumulator)")),
+    op_registrar(row_optimizer_op("apply_adam_rows", apply_adam_rows,
+                                  "lazy Adam: Adam on the rows named, other rows' moments kept "
+                                  "(slots adam/m, adam/v, adam/t)")),
 };
 
 }  // namespace

@@ -420,6 +420,55 @@ void l2_loss_kernel(kernel_context& ctx) {
   });
 }
 
+// ---- l2_loss_rows -------------------------------------------------------------
+// The l2_loss of the tensor that scatter-adding `rows` at `indices` makes (a
+// gathered gradient, scatter_add_like's) without making it: repeated indices
+// are summed first, as the scatter sums them, so that global-norm clipping
+// takes the true gradient's norm at the batch's cost, not the table's. Which
+// rows the indices name does not change the norm, so they are not range-checked.
+
+std::vector<tensor_spec> l2_loss_rows_infer(const shape_context& c) {
+  auto& rows = c.inputs[0];
+  auto& indices = c.inputs[1];
+  if (rows.type != dtype::float32 && rows.type != dtype::float64)
+    c.fail("expects float rows, got " + rows.to_string());
+  detail::check_index_type(indices.type, c.op);
+  bool fits = rows.dims.rank() >= indices.dims.rank();
+  for (int k = 0; fits && k < indices.dims.rank(); ++k)
+    fits = shape{rows.dims[k]}.compatible_with(shape{indices.dims[k]});
+  if (!fits)
+    c.fail("rows " + rows.to_string() + " do not start with the dims of indices " +
+           indices.to_string());
+  return {{rows.type, shape{}}};
+}
+
+void l2_loss_rows_kernel(kernel_context& ctx) {
+  const tensor &rows = ctx.input(0), &indices = ctx.input(1);
+  detail::check_index_type(indices.type(), ctx.op);
+  const auto& rd = rows.dims().dims();
+  const auto& id = indices.dims().dims();
+  if (rd.size() < id.size() || !std::equal(id.begin(), id.end(), rd.begin()))
+    ctx.fail("rows " + rows.dims().to_string() + " do not start with the dims of indices " +
+             indices.dims().to_string());
+  const int64_t n = indices.num_elements();
+  int64_t row_size = 1;
+  for (size_t k = id.size(); k < rd.size(); ++k) row_size *= rd[k];
+  std::vector<int64_t> index(static_cast<size_t>(n));
+  detail::visit_index(indices.type(), [&](auto tag) {
+    const auto* p = indices.data<decltype(tag)>();
+    std::copy(p, p + n, index.begin());
+  });
+  visit_floating(rows.type(), ctx.op.c_str(), [&](auto tag) {
+    using T = decltype(tag);
+    auto summed = detail::sum_repeated_rows<T>(rows, index, row_size);
+    T total = 0;
+    if (!summed.values.empty())
+      reduce_rows<T, sum_half_squares_op<T>>(summed.values.data(), &total, 1,
+                                             static_cast<int64_t>(summed.values.size()));
+    ctx.allocate_output(0, rows.type(), shape{}).template mutable_data<T>()[0] = total;
+  });
+}
+
 // ---- gradients -------------------------------------------------------------
 
 // t (an output of the reduction, or its gradient) with the reduced dims put back
@@ -510,6 +559,14 @@ const op_registrar registrations[] = {
                   .kernel = l2_loss_kernel,
                   .summary = "sum(x^2) / 2 over all elements (a float scalar)",
                   .gradient = [](grad_context& c) { c.input_grads = {c.input(0) * c.grad()}; }}),
+    op_registrar({.name = "l2_loss_rows",
+                  .num_inputs = 2,  // (rows, indices)
+                  .infer = l2_loss_rows_infer,
+                  .kernel = l2_loss_rows_kernel,
+                  .summary = "l2_loss of rows scatter-added at indices (repeats summed first), "
+                             "without the dense tensor: a gathered gradient's norm for clipping",
+                  // Made for clipping's norm, which the optimizer only reads.
+                  .not_differentiable = true}),
     op_registrar({.name = "argmax",
                   .num_inputs = 1,
                   .infer = arg_infer,
@@ -557,6 +614,9 @@ output reduce_prod(output x, std::vector<int64_t> axes, bool keep_dims, const st
 }
 
 output l2_loss(output x, const std::string& name) { return make_op("l2_loss", {x}, {}, name); }
+output l2_loss_rows(output rows, output indices, const std::string& name) {
+  return make_op("l2_loss_rows", {rows, indices}, {}, name);
+}
 
 output argmax(output x, int64_t axis, const std::string& name) {
   return make_op("argmax", {x}, {{"axis", axis}}, name);

@@ -38,6 +38,11 @@ ACTORFLOW_API output argmin(output x, int64_t axis = 0, const std::string& name 
 /// finite where the plain sum of squares would overflow): one pass over x, no
 /// squared copy; the gradient is x * dy.
 ACTORFLOW_API output l2_loss(output x, const std::string& name = "");
+/// l2_loss of the tensor that scatter-adding `rows` at `indices` (along axis
+/// 0; rows' dims start with indices') would make, without making it: rows at
+/// repeated indices are summed before they are squared. A gathered gradient's
+/// half squared norm (global_norm_clip_scale uses it). Not differentiable.
+ACTORFLOW_API output l2_loss_rows(output rows, output indices, const std::string& name = "");
 /// Sums x over the dims that broadcasting `like`'s shape to x's shape added or
 /// stretched, so the result has like's shape (read at run time: -1 dims work).
 ACTORFLOW_API output sum_to_shape_of(output x, output like, const std::string& name = "");

@@ -48,7 +48,8 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
     auto [rows, indices] = gathered_rows_of(grad, var);
     if (rows.valid() && opt.options().row_updates) {
       // An embedding's gradient: only its rows are accumulated. The average
-      // goes back into the form apply_gradients knows as rows.
+      // goes back into the form apply_gradients knows as rows (gathered_rows_of),
+      // so that a row update and clipping's norm read the averaged rows alone.
       auto acc = sparse_conditional_accumulator(g, grad.type(), var.dims(), acc_name);
       accumulators.push_back(acc);
       applies.push_back(

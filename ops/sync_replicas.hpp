@@ -15,8 +15,10 @@
 //
 // The gradient of an embedding (a gather from the variable) goes to a sparse
 // accumulator, which keeps only the rows the batches named; its average is
-// exactly the dense one, and sgd and adagrad then update only those rows.
-// optimizer_options::row_updates = false accumulates every gradient densely.
+// exactly the dense one, and sgd, adagrad and lazy_adam then update only
+// those rows (clipped by the norm of the averaged rows when the optimizer
+// clips). optimizer_options::row_updates = false accumulates every gradient
+// densely.
 #pragma once
 #include "core/export.hpp"
 #include "ops/train.hpp"

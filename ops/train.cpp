@@ -29,17 +29,22 @@ output apply_op(const char* op, const variable& v, output grad, output lr, outpu
 }
 
 output apply_rows_op(const char* op, const variable& v, output rows, output indices, output lr,
-                     attr_map attrs) {
-  return make_op(op, {v.value(), rows, indices, lr}, std::move(attrs), v.name() + "/" + op);
+                     output grad_scale, attr_map attrs) {
+  std::vector<output> inputs{v.value(), rows, indices, lr};
+  if (grad_scale.valid()) inputs.push_back(grad_scale);
+  return make_op(op, inputs, std::move(attrs), v.name() + "/" + op);
+}
+
+// Whether n scatters rows into a tensor along axis 0 (the gradient of a gather).
+bool scatters_rows(const node& n) {
+  return n.op == "scatter_add_like" && get_attr_or<int64_t>(n.attrs, "axis", n.op, 0) == 0;
 }
 
 }  // namespace
 
 std::pair<output, output> gathered_rows_of(const output& grad, const variable& v) {
   const node& n = grad.node();
-  if (n.op != "scatter_add_like" || get_attr_or<int64_t>(n.attrs, "axis", n.op, 0) != 0 ||
-      !(n.inputs[2] == v.value().ref()))
-    return {};
+  if (!scatters_rows(n) || !(n.inputs[2] == v.value().ref())) return {};
   graph* g = &grad.owner();
   return {output(g, n.inputs[0]), output(g, n.inputs[1])};
 }
@@ -135,10 +140,10 @@ operation optimizer::apply_gradients(const grads_and_vars& pairs, const std::str
   if (options_.clip_global_norm > 0)
     grad_scale = global_norm_clip_scale(grads, options_.clip_global_norm).scale;
   output lr = lr_.in(g);
-  bool rows_only =
-      options_.row_updates && options_.weight_decay == 0 && options_.clip_global_norm <= 0;
+  // Weight decay moves every row: it needs the dense update.
+  bool rows_only = options_.row_updates && options_.weight_decay == 0;
   // What each update reads: its gradient's rows where it updates rows only,
-  // else the whole gradient (and the clipping scale).
+  // else the whole gradient; and the clipping scale.
   std::vector<std::pair<output, output>> rows(pairs.size());
   std::vector<output> consumed{grad_scale};
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -156,7 +161,8 @@ operation optimizer::apply_gradients(const grads_and_vars& pairs, const std::str
     auto& v = pairs[i].second;
     auto after_readers = g.control_dependencies(readers_before_update(g, v, ancestors));
     output update;
-    if (rows[i].first.valid()) update = apply_rows(v, rows[i].first, rows[i].second, lr);
+    if (rows[i].first.valid())
+      update = apply_rows(v, rows[i].first, rows[i].second, lr, grad_scale);
     // An optimizer without row updates (its slots move every row) takes the
     // whole gradient, whose ancestors include the rows': no reader waited for
     // is one the update would not need.
@@ -177,8 +183,9 @@ output sgd::apply(const variable& v, output grad, output lr, output grad_scale) 
   return apply_op("apply_sgd", v, grad, lr, grad_scale, common_attrs());
 }
 
-output sgd::apply_rows(const variable& v, output rows, output indices, output lr) {
-  return apply_rows_op("apply_sgd_rows", v, rows, indices, lr, {});
+output sgd::apply_rows(const variable& v, output rows, output indices, output lr,
+                       output grad_scale) {
+  return apply_rows_op("apply_sgd_rows", v, rows, indices, lr, grad_scale, {});
 }
 
 output momentum::apply(const variable& v, output grad, output lr, output grad_scale) {
@@ -188,12 +195,20 @@ output momentum::apply(const variable& v, output grad, output lr, output grad_sc
   return apply_op("apply_momentum", v, grad, lr, grad_scale, std::move(attrs));
 }
 
+attr_map adam::adam_attrs() const {
+  return {{"beta1", beta1_}, {"beta2", beta2_}, {"epsilon", epsilon_}};
+}
+
 output adam::apply(const variable& v, output grad, output lr, output grad_scale) {
   auto attrs = common_attrs();
-  attrs["beta1"] = beta1_;
-  attrs["beta2"] = beta2_;
-  attrs["epsilon"] = epsilon_;
+  attrs.merge(adam_attrs());
   return apply_op("apply_adam", v, grad, lr, grad_scale, std::move(attrs));
+}
+
+// Row updates run without weight decay (apply_gradients sees to it).
+output lazy_adam::apply_rows(const variable& v, output rows, output indices, output lr,
+                             output grad_scale) {
+  return apply_rows_op("apply_adam_rows", v, rows, indices, lr, grad_scale, adam_attrs());
 }
 
 output rmsprop::apply(const variable& v, output grad, output lr, output grad_scale) {
@@ -211,8 +226,9 @@ output adagrad::apply(const variable& v, output grad, output lr, output grad_sca
   return apply_op("apply_adagrad", v, grad, lr, grad_scale, std::move(attrs));
 }
 
-output adagrad::apply_rows(const variable& v, output rows, output indices, output lr) {
-  return apply_rows_op("apply_adagrad_rows", v, rows, indices, lr,
+output adagrad::apply_rows(const variable& v, output rows, output indices, output lr,
+                           output grad_scale) {
+  return apply_rows_op("apply_adagrad_rows", v, rows, indices, lr, grad_scale,
                        {{"initial_accumulator", initial_}, {"epsilon", epsilon_}});
 }
 
@@ -222,10 +238,11 @@ std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate
   if (name == "momentum") return std::make_unique<momentum>(lr, 0.9, false, o);
   if (name == "nesterov") return std::make_unique<momentum>(lr, 0.9, true, o);
   if (name == "adam") return std::make_unique<adam>(lr, 0.9, 0.999, 1e-8, o);
+  if (name == "lazy_adam") return std::make_unique<lazy_adam>(lr, 0.9, 0.999, 1e-8, o);
   if (name == "rmsprop") return std::make_unique<rmsprop>(lr, 0.9, 1e-8, 0.0, o);
   if (name == "adagrad") return std::make_unique<adagrad>(lr, 0.1, 1e-10, o);
   fail("optimizer", "unknown optimizer '" + name +
-                        "' (choose sgd, momentum, nesterov, adam, rmsprop or adagrad)");
+                        "' (choose sgd, momentum, nesterov, adam, lazy_adam, rmsprop or adagrad)");
 }
 
 clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double clip_norm) {
@@ -235,17 +252,38 @@ clipped_gradients clip_by_global_norm(const std::vector<output>& grads, double c
   return out;
 }
 
+namespace {
+
+// Half of grad's squared norm, as TensorFlow's global_norm takes it: an
+// l2_loss (one pass, no squared copy). It runs where grad is made, so that
+// only the scalar travels to the sum: a gradient made on a parameter server
+// (beside its variable) is not sent elsewhere to be measured. A gathered
+// gradient is measured from its rows where they are made, without the dense
+// tensor (l2_loss_rows sums repeated rows first, as the scatter does).
+output half_squared_norm(const output& grad) {
+  graph& g = grad.owner();
+  const node& n = grad.node();
+  if (scatters_rows(n)) {
+    output rows(&g, n.inputs[0]), indices(&g, n.inputs[1]);
+    auto beside_rows = g.device_scope(rows.node().device);
+    return l2_loss_rows(rows, indices);
+  }
+  auto beside_grad = g.device_scope(n.device);
+  return l2_loss(grad);
+}
+
+}  // namespace
+
 global_norm_clip global_norm_clip_scale(const std::vector<output>& grads, double clip_norm) {
   if (grads.empty()) fail("clip_by_global_norm", "no gradients");
   if (!(clip_norm > 0)) fail("clip_by_global_norm", "clip_norm must be positive");
   dtype type = grads[0].type();
-  // As TensorFlow's global_norm: an l2_loss (one pass, no squared copy) per tensor.
   output half_sum_sq;
   for (auto& g : grads) {
     if (g.type() != type)
       fail("clip_by_global_norm",
            "gradients mix " + std::string(dtype_name(type)) + " and " + dtype_name(g.type()));
-    auto term = l2_loss(g);
+    auto term = half_squared_norm(g);
     half_sum_sq = half_sum_sq.valid() ? half_sum_sq + term : term;
   }
   global_norm_clip out;

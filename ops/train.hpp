@@ -34,12 +34,16 @@ class ACTORFLOW_API learning_rate {
 struct ACTORFLOW_API optimizer_options {
   /// L2 penalty: weight_decay * w is added to each gradient (as PyTorch does).
   double weight_decay = 0;
-  /// When > 0, gradients are scaled together so their global norm is at most this.
+  /// When > 0, gradients are scaled together so their global norm is at most
+  /// this. The norm is computed beside each gradient (a gathered one's from
+  /// its rows), so that only scalars travel to the sum.
   double clip_global_norm = 0;
   /// A variable whose gradient is rows of a gather from it (an embedding, or
-  /// one shard of a partitioned one) is updated in those rows only, where the
-  /// optimizer's row update gives exactly the dense result: sgd and adagrad,
-  /// without weight decay or clipping. The others update every row.
+  /// one shard of a partitioned one) is updated in those rows only by the
+  /// optimizers with a row update: sgd and adagrad, whose row update gives
+  /// exactly the dense result, and lazy_adam, whose purpose it is. Clipping's
+  /// scale folds into the row update; weight decay, which moves every row,
+  /// makes the update dense. The others update every row.
   /// sync_replicas also accumulates such gradients as rows. False makes
   /// every update and accumulation dense.
   bool row_updates = true;
@@ -75,9 +79,11 @@ class ACTORFLOW_API optimizer {
   /// their one pass over the variable instead of a pass that scales the
   /// gradient first.
   virtual output apply(const variable& v, output grad, output lr, output grad_scale) = 0;
-  /// Adds the update of v's rows `indices` by gradient `rows` (repeats add
-  /// up); an empty output where the optimizer has no row update.
-  virtual output apply_rows(const variable&, output /*rows*/, output /*indices*/, output /*lr*/) {
+  /// Adds the update of v's rows `indices` by gradient `rows` * grad_scale
+  /// (repeats add up; grad_scale as for apply); an empty output where the
+  /// optimizer has no row update.
+  virtual output apply_rows(const variable&, output /*rows*/, output /*indices*/, output /*lr*/,
+                            output /*grad_scale*/) {
     return output();
   }
   attr_map common_attrs() const { return {{"weight_decay", options_.weight_decay}}; }
@@ -94,7 +100,8 @@ class ACTORFLOW_API sgd : public optimizer {
 
  protected:
   output apply(const variable& v, output grad, output lr, output grad_scale) override;
-  output apply_rows(const variable& v, output rows, output indices, output lr) override;
+  output apply_rows(const variable& v, output rows, output indices, output lr,
+                    output grad_scale) override;
 };
 
 /// v = mu * v + g; w -= lr * v (Nesterov: w -= lr * (g + mu * v)).
@@ -120,9 +127,36 @@ class ACTORFLOW_API adam : public optimizer {
 
  protected:
   output apply(const variable& v, output grad, output lr, output grad_scale) override;
+  attr_map adam_attrs() const;
 
  private:
   double beta1_, beta2_, epsilon_;
+};
+
+/// TensorFlow's LazyAdamOptimizer (tf-addons) for embeddings: a gradient that
+/// is rows of a gather from the variable (gathered_rows_of) updates only the
+/// rows the batch named (apply_adam_rows; repeated indices summed first); a
+/// dense gradient gets adam's update exactly (apply_adam). A named row's w, m
+/// and v move by adam's formula (PyTorch's epsilon placement, not TF's
+/// epsilon-hat), with adam's slots adam/m, adam/v and adam/t. It differs from
+/// dense Adam in two ways, both TF's LazyAdam's:
+/// - the moments of rows not in the batch do not decay, and those rows do not
+///   move (dense Adam decays m and v with a zero gradient and moves every row
+///   whose m is not zero);
+/// - the bias correction 1 - beta^t takes t from the variable's apply count
+///   (adam/t, one per apply whichever rows it names), as TF's takes the
+///   optimizer's iterations, not from how often the row itself was updated.
+/// So a row named in every step moves exactly (bit for bit) as dense Adam
+/// moves it. Weight decay or row_updates = false make every update dense Adam.
+class ACTORFLOW_API lazy_adam : public adam {
+ public:
+  explicit lazy_adam(learning_rate lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+                     double epsilon = 1e-8, optimizer_options o = {})
+      : adam(std::move(lr), beta1, beta2, epsilon, o) {}
+
+ protected:
+  output apply_rows(const variable& v, output rows, output indices, output lr,
+                    output grad_scale) override;
 };
 
 /// ms = rho * ms + (1 - rho) g^2; w -= lr * g / (sqrt(ms) + eps), with optional momentum.
@@ -148,19 +182,24 @@ class ACTORFLOW_API adagrad : public optimizer {
 
  protected:
   output apply(const variable& v, output grad, output lr, output grad_scale) override;
-  output apply_rows(const variable& v, output rows, output indices, output lr) override;
+  output apply_rows(const variable& v, output rows, output indices, output lr,
+                    output grad_scale) override;
 
  private:
   double initial_, epsilon_;
 };
 
-/// "sgd", "momentum", "nesterov", "adam", "rmsprop" or "adagrad" with default
-/// hyper-parameters; throws naming the choices for any other name.
+/// "sgd", "momentum", "nesterov", "adam", "lazy_adam", "rmsprop" or "adagrad"
+/// with default hyper-parameters; throws naming the choices for any other name.
 ACTORFLOW_API std::unique_ptr<optimizer> make_optimizer(const std::string& name, learning_rate lr,
                                                         optimizer_options options = {});
 
 /// The global norm of some gradients (TensorFlow's global_norm) and the factor
-/// clip_norm / max(global_norm, clip_norm) that clips them.
+/// clip_norm / max(global_norm, clip_norm) that clips them. Each gradient's
+/// share (its l2_loss; a gathered gradient's from its rows, l2_loss_rows) is
+/// computed on its producer's device, so that with variables on parameter
+/// servers only scalars cross the network. The sum, the norm and the factor
+/// are built in the caller's device scope.
 struct ACTORFLOW_API global_norm_clip {
   output global_norm;
   output scale;

@@ -3,6 +3,9 @@
 // variable read with gather; clear errors; where the nodes are placed.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <set>
+
 #include "actors/session.hpp"
 #include "core/device_name.hpp"
 #include "ops/array.hpp"
@@ -11,6 +14,7 @@
 #include "ops/op_util.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
+#include "ops/state.hpp"
 #include "ops/sync_replicas.hpp"
 #include "ops/train.hpp"
 #include "test_util.hpp"
@@ -134,15 +138,21 @@ int count_ops(const graph& g, const std::string& op) {
 }
 
 // loss = sum((lookup(ids) - 1)^2) over a 3-shard table, trained by `opt`.
+// With dense_gradients, each gradient passes through an identity first, so
+// that nothing sees its rows: the updates are dense and clipping measures the
+// dense tensor (an independent reference for the rows' norm).
 struct row_model {
   graph g;
   output ids, loss, table;
   operation init, train;
-  explicit row_model(optimizer& opt) {
+  explicit row_model(optimizer& opt, bool dense_gradients = false) {
     ids = placeholder(g, dtype::int64, {-1}, "ids");
     auto parts = make_partitioned_variable(constant(g, table_values(11, 4)), 3, "table");
     loss = reduce_sum(square(sub(embedding_lookup(parts, ids), scalar(g, 1.0f))));
-    train = opt.minimize(loss);
+    auto pairs = opt.compute_gradients(loss);
+    if (dense_gradients)
+      for (auto& pair : pairs) pair.first = identity(pair.first);
+    train = opt.apply_gradients(pairs);
     init = global_variables_initializer(g);
     table = parts.value();
   }
@@ -177,25 +187,162 @@ TEST_CASE("embedding shards are updated in the named rows only, exactly as the d
   }
 }
 
-TEST_CASE("row updates are used only where they equal the dense update") {
-  // Momentum and Adam move rows the batch did not name (their slots decay).
+TEST_CASE("row updates are used where the optimizer has one and no weight decay moves every row") {
+  // Momentum, Adam and RMSProp move rows the batch did not name (their slots decay).
   for (std::string name : {"momentum", "adam", "rmsprop"}) {
     auto opt = make_optimizer(name, 0.1);
     row_model m(*opt);
     CHECK_MESSAGE(count_ops(m.g, "apply_" + name) == 3, name);
   }
-  // Weight decay moves every row; clipping rescales the whole gradient.
+  // Lazy Adam updates rows by design.
+  lazy_adam lazy(0.1);
+  row_model l(lazy);
+  CHECK(count_ops(l.g, "apply_adam_rows") == 3);
+  CHECK(count_ops(l.g, "apply_adam") == 0);
+  // Weight decay moves every row.
   optimizer_options decay;
   decay.weight_decay = 0.01;
-  sgd with_decay(0.1, decay);
-  row_model d(with_decay);
-  CHECK(count_ops(d.g, "apply_sgd") == 3);
-  CHECK(count_ops(d.g, "apply_sgd_rows") == 0);
+  for (std::string name : {"sgd", "lazy_adam"}) {
+    auto with_decay = make_optimizer(name, 0.1, decay);
+    row_model d(*with_decay);
+    std::string dense = name == "sgd" ? "apply_sgd" : "apply_adam";
+    CHECK_MESSAGE(count_ops(d.g, dense) == 3, name);
+    CHECK_MESSAGE(count_ops(d.g, dense + "_rows") == 0, name);
+  }
+  // Clipping's scale goes into the row update, and the norm is the rows'.
   optimizer_options clip;
   clip.clip_global_norm = 1.0;
   adagrad clipped(0.1, 0.1, 1e-10, clip);
   row_model c(clipped);
-  CHECK(count_ops(c.g, "apply_adagrad") == 3);
+  CHECK(count_ops(c.g, "apply_adagrad_rows") == 3);
+  CHECK(count_ops(c.g, "apply_adagrad") == 0);
+  CHECK(count_ops(c.g, "l2_loss_rows") == 3);
+  CHECK(count_ops(c.g, "l2_loss") == 0);
+  for (auto& n : c.g.nodes())
+    if (n.op == "apply_adagrad_rows") CHECK(n.inputs.size() == 5);
+}
+
+namespace {
+
+// Every batch names each of the 11 rows, some twice.
+const std::vector<std::vector<int64_t>> all_rows_batches = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 5, 0},
+    {10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+    {3, 3, 0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 3}};
+
+void check_near(const tensor& got, const tensor& want, double tolerance = 1e-6) {
+  auto a = got.to_vector<float>(), b = want.to_vector<float>();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK_MESSAGE(std::abs(double(a[i]) - double(b[i])) <= tolerance,
+                  "element " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+}  // namespace
+
+TEST_CASE("lazy_adam equals dense Adam bit for bit where every row is named") {
+  lazy_adam lazy(0.05);
+  adam dense(0.05);
+  row_model a(lazy), b(dense);
+  CHECK(count_ops(a.g, "apply_adam_rows") == 3);
+  CHECK(count_ops(b.g, "apply_adam") == 3);
+  session sa(a.g), sb(b.g);
+  sa.run({a.init});
+  sb.run({b.init});
+  for (size_t step = 0; step < 6; ++step) {
+    auto ids = ids_of(all_rows_batches[step % all_rows_batches.size()]);
+    auto la = sa.run({{a.ids, ids}}, {a.loss}, {a.train})[0].item<float>();
+    auto lb = sb.run({{b.ids, ids}}, {b.loss}, {b.train})[0].item<float>();
+    CHECK(la == lb);
+  }
+  CHECK(sa.eval(a.table).equals(sb.eval(b.table)));
+}
+
+TEST_CASE("lazy_adam moves the named rows by Adam's step and leaves the others, moments too") {
+  graph g;
+  const int64_t rows = 6, cols = 2;
+  auto w = make_variable(constant(g, table_values(rows, cols)), "w");
+  auto ids = placeholder(g, dtype::int32, {-1}, "ids");
+  auto loss = reduce_sum(square(sub(gather(w.value(), ids), scalar(g, 1.0f))));
+  const double lr = 0.1, b1 = 0.8, b2 = 0.95, eps = 1e-6;
+  auto train = lazy_adam(lr, b1, b2, eps).minimize(loss);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  // The reference in doubles: w, m and v move in the named rows only, with
+  // the gradients of repeated ids summed; t counts the applies.
+  auto init = table_values(rows, cols).to_vector<float>();
+  std::vector<double> ref(init.begin(), init.end()), m(ref.size(), 0.0), v(ref.size(), 0.0);
+  // Row 1 is named, left out, named again (its moments waited, undecayed);
+  // row 3 is named twice at once; row 5 never.
+  std::vector<std::vector<int32_t>> batches = {{1, 3, 3}, {0, 2}, {1, 4, 0, 1}, {2}};
+  for (size_t step = 0; step < batches.size(); ++step) {
+    CAPTURE(step);
+    const auto& batch = batches[step];
+    auto before = s.eval(w).to_vector<float>();
+    s.run({{ids, tensor::from_vector(batch, shape{int64_t(batch.size())})}}, {}, {train});
+    auto after = s.eval(w).to_vector<float>();
+    const double t = double(step + 1);
+    std::vector<double> grad(ref.size(), 0.0);
+    std::vector<bool> named(rows, false);
+    for (int32_t r : batch) {
+      named[size_t(r)] = true;
+      for (int64_t c = 0; c < cols; ++c) {
+        size_t i = size_t(r * cols + c);
+        grad[i] += 2 * (ref[i] - 1);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        size_t i = size_t(r * cols + c);
+        if (!named[size_t(r)]) {
+          CHECK(after[i] == before[i]);
+          continue;
+        }
+        m[i] = b1 * m[i] + (1 - b1) * grad[i];
+        v[i] = b2 * v[i] + (1 - b2) * grad[i] * grad[i];
+        ref[i] -=
+            lr * (m[i] / (1 - std::pow(b1, t))) / (std::sqrt(v[i] / (1 - std::pow(b2, t))) + eps);
+        CHECK(std::abs(after[i] - ref[i]) <= 1e-6);
+      }
+  }
+  CHECK(s.eval(w).to_vector<float>()[5 * cols] == init[5 * cols]);
+}
+
+TEST_CASE("row updates with clipping equal the dense update with clipping, repeats summed") {
+  // The dense reference measures the dense gradients (l2_loss), the row
+  // updates their rows (l2_loss_rows, repeats summed first).
+  std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}, {6, 6, 6}};
+  optimizer_options clip;
+  clip.clip_global_norm = 1.0;  // the gradients' norm is above 2: every step clips
+  optimizer_options dense_clip = clip;
+  dense_clip.row_updates = false;
+  // lazy_adam equals dense Adam where every row is named.
+  for (std::string name : {"sgd", "adagrad", "lazy_adam"}) {
+    CAPTURE(name);
+    const auto& feed = name == "lazy_adam" ? all_rows_batches : batches;
+    auto by_rows = make_optimizer(name, 0.1, clip);
+    auto dense = make_optimizer(name, 0.1, dense_clip);
+    auto unclipped = make_optimizer(name, 0.1);
+    row_model a(*by_rows), b(*dense, true), c(*unclipped);
+    std::string update = name == "lazy_adam" ? "apply_adam" : "apply_" + name;
+    CHECK(count_ops(a.g, update + "_rows") == 3);
+    CHECK(count_ops(a.g, "l2_loss_rows") == 3);
+    CHECK(count_ops(b.g, update) == 3);
+    CHECK(count_ops(b.g, "l2_loss") == 3);
+    session sa(a.g), sb(b.g), sc(c.g);
+    sa.run({a.init});
+    sb.run({b.init});
+    sc.run({c.init});
+    for (size_t step = 0; step < 6; ++step) {
+      auto ids = ids_of(feed[step % feed.size()]);
+      auto la = sa.run({{a.ids, ids}}, {a.loss}, {a.train})[0].item<float>();
+      auto lb = sb.run({{b.ids, ids}}, {b.loss}, {b.train})[0].item<float>();
+      sc.run({{c.ids, ids}}, {}, {c.train});
+      CHECK(la == doctest::Approx(lb).epsilon(1e-6));
+    }
+    check_near(sa.eval(a.table), sb.eval(b.table));
+    CHECK(sa.eval(a.table).to_string() != sc.eval(c.table).to_string());  // it clipped
+  }
 }
 
 namespace {
@@ -258,6 +405,68 @@ TEST_CASE("synchronous training accumulates embedding gradients as rows, exactly
   }
 }
 
+TEST_CASE(
+    "synchronous training with lazy_adam applies the averaged rows, with and without clipping") {
+  // The two replicas' batches name every row between them: lazy Adam's rows
+  // are then dense Adam's (bit for bit unclipped; clipping's norm is the same
+  // rows', within rounding).
+  std::vector<std::vector<int64_t>> first = {{0, 1, 2, 3, 4, 5, 5}, {6, 7, 8, 9, 10, 0}};
+  std::vector<std::vector<int64_t>> second = {{6, 7, 8, 9, 10, 10}, {0, 1, 2, 3, 4, 5, 1}};
+  for (double clip_norm : {0.0, 1.0}) {
+    CAPTURE(clip_norm);
+    optimizer_options o;
+    o.clip_global_norm = clip_norm;
+    auto lazy = make_optimizer("lazy_adam", 0.05, o);
+    auto dense = make_optimizer("adam", 0.05, o);
+    sync_row_model a(*lazy), b(*dense);
+    CHECK(count_ops(a.g, "sparse_accumulator_apply_gradient") == 3);
+    CHECK(count_ops(a.g, "apply_adam_rows") == 3);
+    CHECK(count_ops(a.g, "apply_adam") == 0);
+    CHECK(count_ops(b.g, "apply_adam") == 3);
+    CHECK(count_ops(a.g, "l2_loss_rows") == (clip_norm > 0 ? 3 : 0));
+    for (auto& n : a.g.nodes())
+      if (n.op == "apply_adam_rows") CHECK(n.inputs.size() == (clip_norm > 0 ? 5u : 4u));
+    session sa(a.g), sb(b.g);
+    for (auto [s, m] : {std::pair{&sa, &a}, std::pair{&sb, &b}}) {
+      s->run({m->init});
+      s->run({m->sync.local_step_init});
+    }
+    for (size_t step = 0; step < 4; ++step) {
+      auto ids_a = ids_of(first[step % 2]);
+      auto ids_b = ids_of(second[step % 2]);
+      auto la = a.step(sa, ids_a, ids_b);
+      auto lb = b.step(sb, ids_a, ids_b);
+      if (clip_norm == 0) {
+        CHECK(la == lb);
+      } else {
+        CHECK(la.first == doctest::Approx(lb.first).epsilon(1e-6));
+        CHECK(la.second == doctest::Approx(lb.second).epsilon(1e-6));
+      }
+    }
+    if (clip_norm == 0)
+      CHECK(sa.eval(a.table).equals(sb.eval(b.table)));
+    else
+      check_near(sa.eval(a.table), sb.eval(b.table));
+    CHECK(sa.eval(a.sync.global_step.value()).item<int64_t>() == 4);
+  }
+  // A row neither replica names keeps its value under lazy Adam, though its
+  // shard is updated; dense Adam moves it once its moment is not zero.
+  lazy_adam lazy(0.05);
+  sync_row_model c(lazy);
+  session sc(c.g);
+  sc.run({c.init});
+  sc.run({c.sync.local_step_init});
+  c.step(sc, ids_of({7, 6}), ids_of({0}));
+  for (int step = 0; step < 3; ++step) c.step(sc, ids_of({6, 8}), ids_of({0}));
+  auto before = sc.eval(c.table).to_vector<float>();
+  c.step(sc, ids_of({6}), ids_of({8}));
+  auto after = sc.eval(c.table).to_vector<float>();
+  for (int64_t k = 0; k < 4; ++k) {
+    CHECK(after[size_t(7 * 4 + k)] == before[size_t(7 * 4 + k)]);
+    CHECK(after[size_t(6 * 4 + k)] != before[size_t(6 * 4 + k)]);
+  }
+}
+
 TEST_CASE("row updates check their rows and indices, naming the node") {
   graph g;
   auto v = make_variable(constant(g, table_values(5, 2)), "v");
@@ -301,6 +510,63 @@ TEST_CASE("row updates check their rows and indices, naming the node") {
   auto after = s.eval(v);
   CHECK(after.data<float>()[2] == doctest::Approx(table_values(5, 2).data<float>()[2] - 1.5f));
   CHECK(after.data<float>()[0] == table_values(5, 2).data<float>()[0]);
+  // The optional gradient scale multiplies the summed rows: row 1 moves by
+  // 0.5 * 0.25 * (1 + 3) more.
+  auto scale = placeholder(g, dtype::float32, {}, "scale");
+  auto scaled = make_op("apply_sgd_rows", {v.value(), rows, indices, lr, scale}, {}, "scaled");
+  s.run({{rows, tensor::from_vector<float>({1, 1, 3, 3}, shape{2, 2})},
+         {indices, tensor::from_vector<int32_t>({1, 1}, shape{2})},
+         {scale, tensor::scalar<float>(0.25f)}},
+        {scaled});
+  CHECK(s.eval(v).data<float>()[2] == doctest::Approx(after.data<float>()[2] - 0.5f));
+  // A scale that is not a float scalar is refused, named, at build time.
+  for (const char* op : {"apply_sgd_rows", "apply_adagrad_rows", "apply_adam_rows"}) {
+    CAPTURE(op);
+    auto int_scale = scalar(g, int32_t{1});
+    auto vector_scale = constant(g, tensor::from_vector<float>({1, 1}, shape{2}));
+    CHECK(error_of([&] {
+            make_op(op, {v.value(), rows, indices, lr, int_scale});
+          }).find("gradient scale must be a float scalar, got int32()") != std::string::npos);
+    CHECK(error_of([&] {
+            make_op(op, {v.value(), rows, indices, lr, vector_scale});
+          }).find("gradient scale must be a float scalar, got float32(2)") != std::string::npos);
+    CHECK(error_of([&] {
+            make_op(op, {v.value(), rows, indices, lr, lr, lr});
+          }).find("takes at most 5 inputs, got 6") != std::string::npos);
+  }
+}
+
+TEST_CASE("clipped synchronous training measures the averaged rows on each shard's ps task") {
+  graph g;
+  auto setter = g.device_function_scope(replica_device_setter(2, "/job:worker/task:0"));
+  auto parts = make_partitioned_variable(
+      g, shape{10, 3}, 3,
+      [](graph& gr, shape dims, int k) {
+        return random_normal(gr, dims, dtype::float32, 0, 1, 7, k);
+      },
+      "emb");
+  auto ids = placeholder(g, dtype::int64, {-1}, "ids");
+  auto loss = reduce_sum(square(embedding_lookup(parts, ids)));
+  lazy_adam opt(0.1, 0.9, 0.999, 1e-8, {.clip_global_norm = 1.0});
+  sync_replicas(opt, loss, 2, 2, "/job:worker/task:0");
+  // Each shard's averaged rows are measured where the accumulator gives them
+  // (the shard's task); the sum of the three scalars, the norm and the scale
+  // on the worker; each row update reads the scale.
+  std::set<std::string> measured_on;
+  for (auto& n : g.nodes()) {
+    if (n.op == "l2_loss_rows") {
+      CHECK(n.device == g.at(n.inputs[0].node).device);
+      measured_on.insert(n.device);
+    }
+    if (n.op == "sqrt") CHECK(n.device == "/job:worker/task:0");
+    if (n.op == "apply_adam_rows") {
+      REQUIRE(n.inputs.size() == 5);
+      CHECK(g.at(n.inputs[4].node).device == "/job:worker/task:0");
+    }
+  }
+  CHECK(measured_on == std::set<std::string>{"/job:ps/task:0", "/job:ps/task:1"});
+  CHECK(count_ops(g, "l2_loss_rows") == 3);
+  CHECK(count_ops(g, "apply_adam_rows") == 3);
 }
 
 TEST_CASE("shards spread over ps tasks; lookups and their gradients run beside each shard") {

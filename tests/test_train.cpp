@@ -98,20 +98,24 @@ TEST_CASE("optimizers match their reference formulas") {
                       steps));
     }
   }
-  SUBCASE("adam") {
-    adam opt(0.01, 0.8, 0.95, 1e-6);
-    vec m(3, 0.0), v(3, 0.0);
-    check_close(run_optimizer(opt, steps), run_reference(
-                                               [&](vec& w, const vec& g, int t) {
-                                                 for (size_t i = 0; i < w.size(); ++i) {
-                                                   m[i] = 0.8 * m[i] + 0.2 * g[i];
-                                                   v[i] = 0.95 * v[i] + 0.05 * g[i] * g[i];
-                                                   double mhat = m[i] / (1 - std::pow(0.8, t));
-                                                   double vhat = v[i] / (1 - std::pow(0.95, t));
-                                                   w[i] -= 0.01 * mhat / (std::sqrt(vhat) + 1e-6);
-                                                 }
-                                               },
-                                               steps));
+  SUBCASE("adam, and lazy_adam on a dense gradient") {
+    adam dense(0.01, 0.8, 0.95, 1e-6);
+    lazy_adam lazy(0.01, 0.8, 0.95, 1e-6);
+    for (adam* opt : {&dense, static_cast<adam*>(&lazy)}) {
+      vec m(3, 0.0), v(3, 0.0);
+      check_close(run_optimizer(*opt, steps), run_reference(
+                                                  [&](vec& w, const vec& g, int t) {
+                                                    for (size_t i = 0; i < w.size(); ++i) {
+                                                      m[i] = 0.8 * m[i] + 0.2 * g[i];
+                                                      v[i] = 0.95 * v[i] + 0.05 * g[i] * g[i];
+                                                      double mhat = m[i] / (1 - std::pow(0.8, t));
+                                                      double vhat = v[i] / (1 - std::pow(0.95, t));
+                                                      w[i] -=
+                                                          0.01 * mhat / (std::sqrt(vhat) + 1e-6);
+                                                    }
+                                                  },
+                                                  steps));
+    }
   }
   SUBCASE("rmsprop with and without momentum") {
     for (double mu : {0.0, 0.5}) {
@@ -144,7 +148,8 @@ TEST_CASE("optimizers match their reference formulas") {
 }
 
 TEST_CASE("every optimizer converges on a float32 least-squares problem") {
-  for (std::string name : {"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}) {
+  for (std::string name :
+       {"sgd", "momentum", "nesterov", "adam", "lazy_adam", "rmsprop", "adagrad"}) {
     CAPTURE(name);
     graph g;
     auto w = make_variable(constant(g, tensor::from_vector<float>({3.0f, -3.0f}, {2})), "w");
@@ -194,7 +199,8 @@ TEST_CASE("clip_by_global_norm scales all gradients together") {
 
 TEST_CASE("clipping inside the update equals clipping the gradients first, for every optimizer") {
   // The gradient's norm starts near 5.4: clip_norm 1 scales every step.
-  for (std::string name : {"sgd", "momentum", "nesterov", "adam", "rmsprop", "adagrad"}) {
+  for (std::string name :
+       {"sgd", "momentum", "nesterov", "adam", "lazy_adam", "rmsprop", "adagrad"}) {
     INFO(name);
     auto folded = make_optimizer(name, 0.05, {.clip_global_norm = 1.0});
     auto folded_trace = run_optimizer(*folded, 4);
@@ -215,6 +221,41 @@ TEST_CASE("clipping inside the update equals clipping the gradients first, for e
     check_close(folded_trace, trace);
     CHECK(folded_trace[0] != run_optimizer(*make_optimizer(name, 0.05), 1)[0]);  // it clipped
   }
+}
+
+// With variables on parameter servers, clipping measures each gradient
+// where it is made (beside its variable here), so that only scalars cross to
+// the sum; the sum, the norm and the scale run where the optimizer is built,
+// and each update reads the scale.
+TEST_CASE("clipping measures each gradient on its producer's device") {
+  graph g;
+  auto on_ps = [&](const std::string& task, const std::string& name) {
+    auto scope = g.device_scope(task);
+    auto v = make_variable(constant(g, doubles({1, -2, 3})), name);
+    return std::pair{v, reduce_sum(square(v.value()))};
+  };
+  auto [a, loss_a] = on_ps("/job:ps/task:0", "a");
+  auto [b, loss_b] = on_ps("/job:ps/task:1", "b");
+  auto on_worker = g.device_scope("/job:worker/task:0");
+  momentum(0.1, 0.9, false, {.clip_global_norm = 1.0}).minimize(loss_a + loss_b);
+  std::set<std::string> measured_on;
+  int updates = 0;
+  for (auto& n : g.nodes()) {
+    if (n.op == "l2_loss") {
+      CHECK(n.device == g.at(n.inputs[0].node).device);
+      measured_on.insert(n.device);
+    }
+    if (n.op == "sqrt") CHECK(n.device == "/job:worker/task:0");
+    if (n.op == "add" && g.at(n.inputs[0].node).op == "l2_loss")
+      CHECK(n.device == "/job:worker/task:0");
+    if (n.op == "apply_momentum") {
+      REQUIRE(n.inputs.size() == 4);
+      CHECK(g.at(n.inputs[3].node).device == "/job:worker/task:0");
+      ++updates;
+    }
+  }
+  CHECK(measured_on == std::set<std::string>{"/job:ps/task:0", "/job:ps/task:1"});
+  CHECK(updates == 2);
 }
 
 TEST_CASE("learning-rate schedules follow the global step") {
@@ -323,8 +364,9 @@ TEST_CASE("minimize: errors name what is wrong") {
   CHECK(error_of([&] {
           sgd(0.1).minimize(loss, {w, other});
         }).find("variable 'other' does not affect") != std::string::npos);
-  CHECK(error_of([&] { make_optimizer("adamw", 0.1); }).find("unknown optimizer 'adamw'") !=
-        std::string::npos);
+  CHECK(error_of([&] { make_optimizer("adamw", 0.1); })
+            .find("unknown optimizer 'adamw' (choose sgd, momentum, nesterov, adam, lazy_adam, "
+                  "rmsprop or adagrad)") != std::string::npos);
   auto grad = constant(g, tensor::from_vector<float>({1, 1}, {2}));
   auto lr = scalar(g, 0.1f);
   CHECK(error_of([&] {

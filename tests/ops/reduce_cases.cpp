@@ -1,4 +1,5 @@
-// Cases for the reductions: sum, mean, max, min, prod, argmax, argmin, sum_to_shape_of.
+// Cases for the reductions: sum, mean, max, min, prod, l2_loss, l2_loss_rows, argmax, argmin,
+// sum_to_shape_of.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "ops/op_cases.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
+#include "test_util.hpp"
 
 namespace actorflow::testing {
 namespace {
@@ -251,6 +253,36 @@ const op_case_registrar cases({
      .label = "int32",
      .inputs = {make<int32_t>({1}, {2})},
      .expect_error = "float"},
+    // ---- l2_loss_rows: the l2_loss of scatter_add_like(rows, indices) ----
+    // Rows 0 and 2 name row 0: summed to (2,2) before squaring, then row 5's (3,4).
+    {.op = "l2_loss_rows",
+     .label = "repeated indices summed before squaring",
+     .inputs = {make<float>({3, 2}, {1, 2, 3, 4, 1, 0}), make<int32_t>({3}, {0, 5, 0})},
+     .expected = {scalar_of<float>(16.5f)}},
+    {.op = "l2_loss_rows",
+     .label = "indices (2,2), float64, int64",
+     .inputs = {make<double>({2, 2, 1}, {1, 2, 3, 4}), make<int64_t>({2, 2}, {1, 1, 2, 3})},
+     .expected = {scalar_of<double>(17.0)}},
+    {.op = "l2_loss_rows",
+     .label = "a scalar index names one row",
+     .inputs = {make<float>({3}, {1, 2, 3}), scalar_of<int64_t>(4)},
+     .expected = {scalar_of<float>(7.0f)}},
+    {.op = "l2_loss_rows",
+     .label = "no rows gives 0",
+     .inputs = {tensor(dtype::float32, {0, 3}), tensor(dtype::int32, {0})},
+     .expected = {scalar_of<float>(0.0f)}},
+    {.op = "l2_loss_rows",
+     .label = "int32 rows",
+     .inputs = {make<int32_t>({1}, {2}), make<int32_t>({1}, {0})},
+     .expect_error = "expects float rows"},
+    {.op = "l2_loss_rows",
+     .label = "float indices",
+     .inputs = {make<float>({1}, {2}), make<float>({1}, {0})},
+     .expect_error = "indices must be int32 or int64"},
+    {.op = "l2_loss_rows",
+     .label = "rows that do not start with the indices' dims",
+     .inputs = {make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), make<int32_t>({2}, {0, 1})},
+     .expect_error = "do not start with the dims of indices"},
     // ---- argmax / argmin ----
     {.op = "argmax",
      .label = "axis 1",
@@ -561,6 +593,26 @@ TEST_CASE("l2_loss of a large tensor matches a double-precision sum, the same bi
   auto out = run_kernel("l2_loss", {x}, {})[0];
   CHECK(std::abs(out.data<float>()[0] - expected / 2) / (expected / 2) < 1e-5);
   CHECK(run_kernel("l2_loss", {x}, {})[0].equals(out));
+}
+
+TEST_CASE("l2_loss_rows equals l2_loss of the scattered rows; the kernel checks the dims itself") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::uniform_int_distribution<int64_t> row(0, 19);
+  std::vector<float> v(300 * 7);
+  for (auto& e : v) e = dist(rng);
+  std::vector<int64_t> idx(300);
+  for (auto& i : idx) i = row(rng);  // many repeats
+  tensor rows = make<float>({300, 7}, v), indices = make<int64_t>({300}, idx);
+  auto dense = run_kernel("scatter_add_like", {rows, indices, tensor(dtype::float32, {20, 7})},
+                          {{"axis", int64_t{0}}})[0];
+  float want = run_kernel("l2_loss", {dense}, {})[0].item<float>();
+  float got = run_kernel("l2_loss_rows", {rows, indices}, {})[0].item<float>();
+  CHECK(std::abs(got - want) <= 1e-5f * want);
+  CHECK(
+      error_of([&] {
+        run_kernel_only("l2_loss_rows", {rows, make<int64_t>({299}, std::vector<int64_t>(299, 0))});
+      }).find("rows (300,7) do not start with the dims of indices (299)") != std::string::npos);
 }
 
 TEST_CASE("argmax and argmin on large inputs") {
