@@ -31,6 +31,7 @@
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/sampled_softmax.hpp"
+#include "ops/sharded_softmax.hpp"
 #include "ops/softmax.hpp"
 #include "ops/state.hpp"
 #include "ops/summary.hpp"

@@ -216,6 +216,13 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     for (auto& in : g.at(id).inputs) has_input_between |= bool(between[size_t(in.node)]);
     std::vector<output> out_grads(num_outputs);
     bool any = false;
+    // The terms of a node's gradient are summed where its gradient is built, on the node's
+    // device (TensorFlow sums them inside colocate_gradients_with_ops too): a [batch, classes]
+    // logits gradient on a parameter server then never leaves it to be summed. An x where the
+    // walk stops keeps its sum where the caller builds the gradients: a variable several ops
+    // of a worker read gets one summed gradient from the worker, not one term per reader.
+    const std::string sum_device = has_input_between ? g.at(id).device : "";
+    auto summed_on = g.device_scope(sum_device);
     for (size_t i = 0; i < num_outputs; ++i) {
       auto it = pending.find(endpoint{id, int(i)});
       if (it == pending.end()) continue;

@@ -82,11 +82,25 @@ ACTORFLOW_API std::vector<output> dynamic_partition(output data, output partitio
 /// later value.
 ACTORFLOW_API output dynamic_stitch(const std::vector<output>& indices,
                                     const std::vector<output>& data, const std::string& name = "");
-/// For the row ids of a variable split by rows at row_offsets (shard k holds
-/// rows [row_offsets[k], row_offsets[k+1])): {each id's shard (int32), its row
-/// within that shard (ids' dtype)}. An id outside the variable fails, naming it.
-ACTORFLOW_API std::vector<output> row_shard_ids(output ids, std::vector<int64_t> row_offsets,
-                                                const std::string& name = "");
+/// How a variable's rows are split among K shards (TensorFlow's
+/// embedding_lookup partition_strategy). div: contiguous ranges, shard k holds
+/// rows [row_offsets[k], row_offsets[k+1]). mod: id i lives on shard i % K at
+/// row i / K, which spreads a frequency-sorted (Zipfian) vocabulary's frequent
+/// rows over every shard; row_offsets then must be the even split
+/// (even_row_offsets, ops/embedding.hpp: shard k has ceil((rows - k) / K) rows).
+enum class partition_strategy { div, mod };
+/// "div" or "mod", for messages.
+inline const char* partition_strategy_name(partition_strategy s) {
+  return s == partition_strategy::mod ? "mod" : "div";
+}
+
+/// For the row ids of a variable split by rows among the shards that
+/// row_offsets delimits (their cumulative row counts), by `strategy`: {each
+/// id's shard (int32), its row within that shard (ids' dtype)}. An id outside
+/// the variable fails, naming it.
+ACTORFLOW_API std::vector<output> row_shard_ids(
+    output ids, std::vector<int64_t> row_offsets,
+    partition_strategy strategy = partition_strategy::div, const std::string& name = "");
 /// A tensor of the given (fully defined) shape filled with value.
 ACTORFLOW_API output fill(graph& g, shape dims, double value, dtype type = dtype::float32,
                           const std::string& name = "");

@@ -198,7 +198,16 @@ void dynamic_stitch_grad(grad_context& c) {
 
 // ---- row_shard_ids -----------------------------------------------------------
 
-// Shard k holds rows [offsets[k], offsets[k+1]).
+// The "strategy" attribute: "div" (the default) or "mod".
+bool is_mod(const attr_map& attrs, const std::string& op) {
+  auto strategy = get_attr_or<std::string>(attrs, "strategy", op, "div");
+  if (strategy != "div" && strategy != "mod")
+    fail(op, "strategy must be \"div\" or \"mod\", got \"" + strategy + "\"");
+  return strategy == "mod";
+}
+
+// Shard k holds offsets[k+1] - offsets[k] rows. With mod they must be the
+// even split, the only one in which id % K names the shard.
 std::vector<int64_t> checked_offsets(const attr_map& attrs, const std::string& op) {
   auto offsets = get_attr<std::vector<int64_t>>(attrs, "row_offsets", op);
   if (offsets.size() < 2 || offsets.front() != 0)
@@ -207,6 +216,15 @@ std::vector<int64_t> checked_offsets(const attr_map& attrs, const std::string& o
   for (size_t k = 1; k < offsets.size(); ++k)
     if (offsets[k] < offsets[k - 1])
       fail(op, "row_offsets must not decrease, got " + detail::list_to_string(offsets));
+  if (is_mod(attrs, op)) {
+    const auto shards = static_cast<int64_t>(offsets.size() - 1), rows = offsets.back();
+    for (int64_t k = 0; k < shards; ++k) {
+      const int64_t want = rows > k ? (rows - k + shards - 1) / shards : 0;
+      if (offsets[static_cast<size_t>(k) + 1] - offsets[static_cast<size_t>(k)] != want)
+        fail(op, "row_offsets " + detail::list_to_string(offsets) + " are not a mod split: shard " +
+                     std::to_string(k) + " must have " + std::to_string(want) + " rows");
+    }
+  }
   return offsets;
 }
 
@@ -217,10 +235,22 @@ std::vector<tensor_spec> row_shard_ids_infer(const shape_context& c) {
   return {{dtype::int32, ids.dims}, {ids.type, ids.dims}};
 }
 
+// div: the last shard whose first row is at or before id; mod: id % K.
+std::pair<int64_t, int64_t> shard_and_row_of(int64_t id, const std::vector<int64_t>& offsets,
+                                             bool mod) {
+  if (mod) {
+    const auto shards = static_cast<int64_t>(offsets.size() - 1);
+    return {id % shards, id / shards};
+  }
+  auto k = std::upper_bound(offsets.begin(), offsets.end() - 1, id) - offsets.begin() - 1;
+  return {k, id - offsets[static_cast<size_t>(k)]};
+}
+
 void row_shard_ids_kernel(kernel_context& ctx) {
   const tensor& ids = ctx.input(0);
   check_int_type(ids.type(), ctx.op, "ids");
   auto offsets = checked_offsets(ctx.attrs, ctx.op);
+  const bool mod = is_mod(ctx.attrs, ctx.op);
   const int64_t rows = offsets.back();
   // Both allocated before either is held: allocating may move the outputs.
   ctx.allocate_output(0, dtype::int32, ids.dims());
@@ -232,10 +262,8 @@ void row_shard_ids_kernel(kernel_context& ctx) {
     if (id < 0 || id >= rows)
       ctx.fail("id " + std::to_string(id) + " (at position " + std::to_string(j) +
                ") is out of range for a variable of " + std::to_string(rows) + " rows");
-    // The last shard whose first row is at or before id.
-    auto k = std::upper_bound(offsets.begin(), offsets.end() - 1, id) - offsets.begin() - 1;
+    auto [k, within] = shard_and_row_of(id, offsets, mod);
     shard.mutable_data<int32_t>()[j] = static_cast<int32_t>(k);
-    int64_t within = id - offsets[static_cast<size_t>(k)];
     if (ids.type() == dtype::int32)
       local.mutable_data<int32_t>()[j] = static_cast<int32_t>(within);
     else
@@ -274,8 +302,9 @@ const op_registrar registrations[] = {
                   .num_inputs = 1,
                   .infer = row_shard_ids_infer,
                   .kernel = row_shard_ids_kernel,
-                  .summary = "for row ids of a variable split at attr row_offsets: each id's "
-                             "shard and its row within the shard",
+                  .summary = "for row ids of a variable split by attr row_offsets (shard "
+                             "sizes) and attr strategy (div or mod): each id's shard and its row "
+                             "within the shard",
                   .not_differentiable = true}),
 };
 
@@ -301,8 +330,11 @@ output dynamic_stitch(const std::vector<output>& indices, const std::vector<outp
 }
 
 std::vector<output> row_shard_ids(output ids, std::vector<int64_t> row_offsets,
-                                  const std::string& name) {
-  return make_op_outputs("row_shard_ids", {ids}, {{"row_offsets", std::move(row_offsets)}}, name);
+                                  partition_strategy strategy, const std::string& name) {
+  attr_map attrs = {{"row_offsets", std::move(row_offsets)}};
+  // Without the attribute the op is div, as graphs written before mod existed.
+  if (strategy == partition_strategy::mod) attrs["strategy"] = std::string("mod");
+  return make_op_outputs("row_shard_ids", {ids}, attrs, name);
 }
 
 }  // namespace actorflow

@@ -12,6 +12,21 @@ std::vector<int64_t> row_shape_of(const shape& dims) {
   return std::vector<int64_t>(dims.dims().begin() + 1, dims.dims().end());
 }
 
+// The rows of the whole variable that shard k holds, in the shard's order.
+std::vector<int64_t> rows_held(const std::vector<int64_t>& offsets, int k,
+                               partition_strategy strategy) {
+  const auto at = static_cast<size_t>(k);
+  const auto shards = static_cast<int64_t>(offsets.size() - 1);
+  std::vector<int64_t> ids;
+  for (int64_t j = 0; j < offsets[at + 1] - offsets[at]; ++j)
+    ids.push_back(strategy == partition_strategy::mod ? k + j * shards : offsets[at] + j);
+  return ids;
+}
+
+output int64_vector(graph& g, const std::vector<int64_t>& v) {
+  return constant(g, tensor::from_vector(v, shape{static_cast<int64_t>(v.size())}));
+}
+
 }  // namespace
 
 std::vector<int64_t> even_row_offsets(int64_t rows, int num_shards) {
@@ -24,10 +39,20 @@ std::vector<int64_t> even_row_offsets(int64_t rows, int num_shards) {
   return offsets;
 }
 
+std::vector<int64_t> partitioned_variable::rows_of_shard(int k) const {
+  return rows_held(row_offsets, k, strategy);
+}
+
 output partitioned_variable::value() const {
   std::vector<output> parts;
   for (auto& s : shards) parts.push_back(s.value());
-  return parts.size() == 1 ? parts[0] : concat(parts, 0);
+  if (parts.size() == 1) return parts[0];
+  if (strategy == partition_strategy::div) return concat(parts, 0);
+  // mod interleaves the shards: each shard's rows go to the ids it holds.
+  graph& g = parts[0].owner();
+  std::vector<output> positions;
+  for (int k = 0; k < num_shards(); ++k) positions.push_back(int64_vector(g, rows_of_shard(k)));
+  return reshape(dynamic_stitch(positions, parts), dims.dims());
 }
 
 operation partitioned_variable::initializer() const {
@@ -39,7 +64,8 @@ operation partitioned_variable::initializer() const {
 partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_shards,
                                                const shard_initializer& init,
                                                const std::string& name,
-                                               const std::vector<std::string>& devices) {
+                                               const std::vector<std::string>& devices,
+                                               partition_strategy strategy) {
   if (dims.rank() < 1 || !dims.is_fully_defined())
     fail(kOp, "'" + name + "' needs a known shape of rank >= 1, got " + dims.to_string());
   if (!devices.empty() && static_cast<int>(devices.size()) != num_shards)
@@ -47,6 +73,7 @@ partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_sha
                   std::to_string(devices.size()) + " devices");
   partitioned_variable v;
   v.dims = dims;
+  v.strategy = strategy;
   v.row_offsets = even_row_offsets(dims[0], num_shards);
   for (int k = 0; k < num_shards; ++k) {
     std::vector<int64_t> shard_dims = {v.row_offsets[static_cast<size_t>(k) + 1] -
@@ -65,18 +92,23 @@ partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_sha
 
 partitioned_variable make_partitioned_variable(output initial, int num_shards,
                                                const std::string& name,
-                                               const std::vector<std::string>& devices) {
+                                               const std::vector<std::string>& devices,
+                                               partition_strategy strategy) {
   const shape dims = initial.dims();
   if (dims.rank() < 1 || !dims.is_fully_defined())
     fail(kOp, "'" + name + "' needs an initial value of known shape and rank >= 1, got " +
                   dims.to_string());
   auto offsets = even_row_offsets(dims[0], num_shards);
-  auto rows_of = [&](graph&, shape shard_dims, int k) {
+  auto rows_of = [&](graph& g, shape shard_dims, int k) {
+    // mod's rows k, k + K, ... are a strided read: a gather of constant ids.
+    if (strategy == partition_strategy::mod)
+      return gather(initial, int64_vector(g, rows_held(offsets, k, strategy)));
     std::vector<int64_t> begin(static_cast<size_t>(dims.rank()), 0);
     begin[0] = offsets[static_cast<size_t>(k)];
     return slice(initial, begin, shard_dims.dims());
   };
-  return make_partitioned_variable(initial.owner(), dims, num_shards, rows_of, name, devices);
+  return make_partitioned_variable(initial.owner(), dims, num_shards, rows_of, name, devices,
+                                   strategy);
 }
 
 output embedding_lookup(const partitioned_variable& params, output ids, const std::string& name) {
@@ -92,7 +124,7 @@ output embedding_lookup(const partitioned_variable& params, output ids, const st
   const int shards = params.num_shards();
   // Part: which shard serves each id, and where its row goes in the result.
   auto flat_ids = reshape(ids, {-1});
-  auto shard_and_row = row_shard_ids(flat_ids, params.row_offsets);
+  auto shard_and_row = row_shard_ids(flat_ids, params.row_offsets, params.strategy);
   auto rows_wanted = dynamic_partition(shard_and_row[1], shard_and_row[0], shards);
   auto positions = dynamic_partition(range(size(flat_ids)), shard_and_row[0], shards);
   // Gather: on each shard's own device.

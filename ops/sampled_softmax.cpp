@@ -2,9 +2,11 @@
 
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <unordered_set>
 
 #include "ops/array.hpp"
+#include "ops/embedding.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/op_util.hpp"
@@ -179,25 +181,25 @@ const op_registrar registration({
 // ---------------------------------------------------------------------------------------------
 // sampled_softmax_loss
 
-void check_loss_inputs(const output& weights, const output& biases, const output& labels,
+void check_loss_inputs(const tensor_spec& weights, const tensor_spec& biases, const output& labels,
                        const output& inputs, const candidate_sample& s, int64_t num_classes,
                        const sampled_softmax_options& o) {
-  const shape& w = weights.dims();
-  if (weights.type() == dtype::bfloat16) fail_no_bfloat16_kernel(kLoss);
-  if (!is_floating(weights.type()) || w.rank() != 2)
-    fail(kLoss, "weights must be float [num_classes, dim], got " + weights.spec().to_string());
-  if (biases.type() != weights.type() || biases.dims().rank() != 1)
-    fail(kLoss, "biases must be " + std::string(dtype_name(weights.type())) +
-                    " [num_classes], got " + biases.spec().to_string());
-  if (inputs.type() != weights.type() || inputs.dims().rank() != 2)
-    fail(kLoss, "inputs must be " + std::string(dtype_name(weights.type())) +
-                    " [batch, dim], got " + inputs.spec().to_string());
+  const shape& w = weights.dims;
+  if (weights.type == dtype::bfloat16) fail_no_bfloat16_kernel(kLoss);
+  if (!is_floating(weights.type) || w.rank() != 2)
+    fail(kLoss, "weights must be float [num_classes, dim], got " + weights.to_string());
+  if (biases.type != weights.type || biases.dims.rank() != 1)
+    fail(kLoss, "biases must be " + std::string(dtype_name(weights.type)) + " [num_classes], got " +
+                    biases.to_string());
+  if (inputs.type() != weights.type || inputs.dims().rank() != 2)
+    fail(kLoss, "inputs must be " + std::string(dtype_name(weights.type)) + " [batch, dim], got " +
+                    inputs.spec().to_string());
   if (w[1] >= 0 && inputs.dims()[1] >= 0 && w[1] != inputs.dims()[1])
     fail(kLoss, "inputs " + inputs.dims().to_string() + " and weights " + w.to_string() +
                     " disagree on dim");
-  for (int64_t rows : {w[0], biases.dims()[0]})
+  for (int64_t rows : {w[0], biases.dims[0]})
     if (rows >= 0 && rows != num_classes)
-      fail(kLoss, "weights " + w.to_string() + " and biases " + biases.dims().to_string() +
+      fail(kLoss, "weights " + w.to_string() + " and biases " + biases.dims.to_string() +
                       " must have num_classes = " + std::to_string(num_classes) + " rows");
   if (labels.dims().rank() != 2 || (labels.dims()[1] >= 0 && labels.dims()[1] != o.num_true))
     fail(kLoss, "labels must be [batch, num_true = " + std::to_string(o.num_true) + "], got " +
@@ -205,6 +207,24 @@ void check_loss_inputs(const output& weights, const output& biases, const output
   const shape& c = s.sampled_candidates.dims();
   if (c.rank() != 1 || c[0] < 1)
     fail(kLoss, "sampled candidates must be a vector of known length >= 1, got " + c.to_string());
+}
+
+// The spec of the whole partitioned variable, as if it were one tensor.
+tensor_spec spec_of(const partitioned_variable& v) {
+  return {v.shards.front().value().type(), v.dims};
+}
+
+// Weights and biases partitioned alike, so that a class's row and bias are
+// found the same way.
+void check_partitioned_alike(const partitioned_variable& weights,
+                             const partitioned_variable& biases) {
+  if (weights.rows() != biases.rows())
+    fail(kLoss, "partitioned weights " + weights.dims.to_string() + " and biases " +
+                    biases.dims.to_string() + " must have the same rows");
+  if (weights.strategy != biases.strategy)
+    fail(kLoss, std::string("partitioned weights (split by ") +
+                    partition_strategy_name(weights.strategy) + ") and biases (split by " +
+                    partition_strategy_name(biases.strategy) + ") must share a partition strategy");
 }
 
 // [batch, num_true]: the dot product of each input row with the weights of its true classes.
@@ -228,6 +248,39 @@ output target_row(graph& g, int64_t num_true, int64_t num_sampled, dtype type) {
   for (int64_t j = 0; j < num_true; ++j) row[size_t(j)] = 1.0 / double(num_true);
   return cast(constant(g, tensor::from_vector<double>(row, shape({1, num_true + num_sampled}))),
               type);
+}
+
+// The loss, given how to read the weights' and biases' rows at int64 ids:
+// [n, dim] and [n]. dim: the weights' (-1 when unknown: the inputs' then),
+// which must be known when the graph is built.
+output loss_of_rows(const std::function<std::pair<output, output>(output)>& rows_at, output labels,
+                    output inputs, const candidate_sample& s, const sampled_softmax_options& o,
+                    dtype type, int64_t dim) {
+  graph& g = labels.owner();
+  const int64_t num_sampled = s.sampled_candidates.dims()[0];
+  if (dim < 0) dim = inputs.dims()[1];
+  if (dim < 0) fail(kLoss, "needs the inputs' dim known when the graph is built");
+  // Sampled rows first: both slices then have sizes known at build time.
+  auto ids = concat({s.sampled_candidates, reshape(cast(labels, dtype::int64), {-1})}, 0);
+  auto [all_w, all_b] = rows_at(ids);
+  auto sampled_w = slice(all_w, {0, 0}, {num_sampled, -1});
+  auto sampled_b = slice(all_b, {0}, {num_sampled});
+  auto true_w = slice(all_w, {num_sampled, 0}, {-1, -1});
+  auto true_b = slice(all_b, {num_sampled}, {-1});
+  auto true_logits = true_logits_of(inputs, true_w, true_b, o.num_true, dim);
+  // The correction for sampling: logits of log(exp(z) / Q(class)). The bias,
+  // the correction and the accidental-hit penalty are summed before they meet
+  // the product: none depends on the inputs, so they are ready when the
+  // product is, and the inputs' path holds one add instead of three (TensorFlow
+  // adds them to the product one by one: the same values up to rounding).
+  true_logits = true_logits - log(cast(s.true_expected_count, type));
+  auto sampled_offset = sampled_b - log(cast(s.sampled_expected_count, type));
+  if (o.remove_accidental_hits)
+    sampled_offset = accidental_hit_penalty(labels, s.sampled_candidates, type) + sampled_offset;
+  auto sampled_logits = matmul(inputs, sampled_w, false, true) + sampled_offset;
+  auto logits = concat({true_logits, sampled_logits}, 1);
+  auto targets = broadcast_like(target_row(g, o.num_true, num_sampled, type), logits);
+  return softmax_cross_entropy_with_logits(logits, targets).loss;
 }
 
 }  // namespace
@@ -259,36 +312,39 @@ output sampled_softmax_loss(output weights, output biases, output labels, output
 output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
                             const candidate_sample& s, int64_t num_classes,
                             const sampled_softmax_options& o, const std::string& name) {
-  check_loss_inputs(weights, biases, labels, inputs, s, num_classes, o);
-  graph& g = weights.owner();
-  auto scope = g.name_scope(name);
-  const dtype type = weights.type();
-  const int64_t num_sampled = s.sampled_candidates.dims()[0];
-  const int64_t dim = weights.dims()[1] >= 0 ? weights.dims()[1] : inputs.dims()[1];
-  if (dim < 0) fail(kLoss, "needs the inputs' dim known when the graph is built");
+  check_loss_inputs(weights.spec(), biases.spec(), labels, inputs, s, num_classes, o);
+  auto scope = weights.owner().name_scope(name);
   // One gather per table, so that each gradient is a single scatter_add_like (row updates).
-  // Sampled rows first: both slices then have sizes known at build time.
-  auto ids = concat({s.sampled_candidates, reshape(cast(labels, dtype::int64), {-1})}, 0);
-  auto all_w = gather(weights, ids);
-  auto all_b = gather(biases, ids);
-  auto sampled_w = slice(all_w, {0, 0}, {num_sampled, -1});
-  auto sampled_b = slice(all_b, {0}, {num_sampled});
-  auto true_w = slice(all_w, {num_sampled, 0}, {-1, -1});
-  auto true_b = slice(all_b, {num_sampled}, {-1});
-  auto true_logits = true_logits_of(inputs, true_w, true_b, o.num_true, dim);
-  // The correction for sampling: logits of log(exp(z) / Q(class)). The bias,
-  // the correction and the accidental-hit penalty are summed before they meet
-  // the product: none depends on the inputs, so they are ready when the
-  // product is, and the inputs' path holds one add instead of three (TensorFlow
-  // adds them to the product one by one: the same values up to rounding).
-  true_logits = true_logits - log(cast(s.true_expected_count, type));
-  auto sampled_offset = sampled_b - log(cast(s.sampled_expected_count, type));
-  if (o.remove_accidental_hits)
-    sampled_offset = accidental_hit_penalty(labels, s.sampled_candidates, type) + sampled_offset;
-  auto sampled_logits = matmul(inputs, sampled_w, false, true) + sampled_offset;
-  auto logits = concat({true_logits, sampled_logits}, 1);
-  auto targets = broadcast_like(target_row(g, o.num_true, num_sampled, type), logits);
-  return softmax_cross_entropy_with_logits(logits, targets).loss;
+  auto rows_at = [&](output ids) { return std::pair{gather(weights, ids), gather(biases, ids)}; };
+  return loss_of_rows(rows_at, labels, inputs, s, o, weights.type(), weights.dims()[1]);
+}
+
+output sampled_softmax_loss(const partitioned_variable& weights, const partitioned_variable& biases,
+                            output labels, output inputs, int64_t num_sampled, int64_t num_classes,
+                            output counter, const sampled_softmax_options& options,
+                            const std::string& name) {
+  auto scope = labels.owner().name_scope(name);
+  auto sampled = log_uniform_candidate_sampler(labels, options.num_true, num_sampled,
+                                               /*unique=*/true, num_classes, counter, options.seed);
+  return sampled_softmax_loss(weights, biases, labels, inputs, sampled, num_classes, options,
+                              "loss");
+}
+
+output sampled_softmax_loss(const partitioned_variable& weights, const partitioned_variable& biases,
+                            output labels, output inputs, const candidate_sample& s,
+                            int64_t num_classes, const sampled_softmax_options& o,
+                            const std::string& name) {
+  check_partitioned_alike(weights, biases);
+  check_loss_inputs(spec_of(weights), spec_of(biases), labels, inputs, s, num_classes, o);
+  auto scope = labels.owner().name_scope(name);
+  // One lookup per table: each shard gathers its rows where it lives, so only
+  // the true and sampled rows cross the network, and each shard's gradient is
+  // one scatter_add_like (row updates), formed on the shard's device.
+  auto rows_at = [&](output ids) {
+    return std::pair{embedding_lookup(weights, ids, "weights_lookup"),
+                     embedding_lookup(biases, ids, "biases_lookup")};
+  };
+  return loss_of_rows(rows_at, labels, inputs, s, o, spec_of(weights).type, weights.dims[1]);
 }
 
 }  // namespace actorflow

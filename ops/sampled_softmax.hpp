@@ -28,6 +28,7 @@
 
 #include "core/export.hpp"
 #include "core/graph.hpp"
+#include "ops/embedding.hpp"
 
 namespace actorflow {
 
@@ -78,6 +79,25 @@ ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output 
 /// The same with given candidates (TensorFlow's sampled_values argument): any sampler, or fixed
 /// ones in tests. num_sampled is the length of sampled.sampled_candidates, which must be known.
 ACTORFLOW_API output sampled_softmax_loss(output weights, output biases, output labels,
+                                          output inputs, const candidate_sample& sampled,
+                                          int64_t num_classes,
+                                          const sampled_softmax_options& options = {},
+                                          const std::string& name = "sampled_softmax_loss");
+
+/// Both, over weights and biases split by rows over parameter servers
+/// (make_partitioned_variable; the same rows and partition strategy): the true
+/// and sampled rows are read with embedding_lookup, so only they cross the
+/// network, and each shard's gradient is the gather adjoint of its rows (row
+/// updates). The values are those of the functions above on the whole
+/// weights and biases.
+ACTORFLOW_API output sampled_softmax_loss(const partitioned_variable& weights,
+                                          const partitioned_variable& biases, output labels,
+                                          output inputs, int64_t num_sampled, int64_t num_classes,
+                                          output counter,
+                                          const sampled_softmax_options& options = {},
+                                          const std::string& name = "sampled_softmax_loss");
+ACTORFLOW_API output sampled_softmax_loss(const partitioned_variable& weights,
+                                          const partitioned_variable& biases, output labels,
                                           output inputs, const candidate_sample& sampled,
                                           int64_t num_classes,
                                           const sampled_softmax_options& options = {},

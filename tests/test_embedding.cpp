@@ -8,6 +8,7 @@
 
 #include "actors/session.hpp"
 #include "core/device_name.hpp"
+#include "core/gradients.hpp"
 #include "ops/array.hpp"
 #include "ops/embedding.hpp"
 #include "ops/math.hpp"
@@ -20,6 +21,7 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::contains;
 using actorflow::testing::error_of;
 
 namespace {
@@ -37,7 +39,8 @@ struct lookup_model {
   operation init, train;
 };
 
-lookup_model build_lookup_model(graph& g, int shards) {
+lookup_model build_lookup_model(graph& g, int shards,
+                                partition_strategy strategy = partition_strategy::div) {
   lookup_model m;
   m.ids = placeholder(g, dtype::int64, {-1}, "ids");
   auto initial = constant(g, table_values(11, 4), "table_init");
@@ -47,7 +50,7 @@ lookup_model build_lookup_model(graph& g, int shards) {
     rows = gather(whole, m.ids);
     m.table = whole.value();
   } else {
-    auto parts = make_partitioned_variable(initial, shards, "table");
+    auto parts = make_partitioned_variable(initial, shards, "table", {}, strategy);
     rows = embedding_lookup(parts, m.ids);
     m.table = parts.value();
   }
@@ -110,24 +113,108 @@ TEST_CASE("embedding_lookup over shards equals gather over the whole variable") 
 }
 
 TEST_CASE("training through embedding_lookup updates each shard as training the whole would") {
-  graph whole_graph, split_graph;
-  auto whole = build_lookup_model(whole_graph, 0);
-  auto split = build_lookup_model(split_graph, 3);
-  session whole_session(whole_graph), split_session(split_graph);
-  whole_session.run({whole.init});
-  split_session.run({split.init});
-  std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}};
-  for (int step = 0; step < 6; ++step) {
-    feed_list wf = {{whole.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
-    feed_list sf = {{split.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
-    auto a = whole_session.run(wf, {whole.loss}, {whole.train});
-    auto b = split_session.run(sf, {split.loss}, {split.train});
-    CHECK(a[0].item<float>() == b[0].item<float>());  // bit for bit
+  for (auto strategy : {partition_strategy::div, partition_strategy::mod}) {
+    CAPTURE(std::string(partition_strategy_name(strategy)));
+    graph whole_graph, split_graph;
+    auto whole = build_lookup_model(whole_graph, 0);
+    auto split = build_lookup_model(split_graph, 3, strategy);
+    session whole_session(whole_graph), split_session(split_graph);
+    whole_session.run({whole.init});
+    split_session.run({split.init});
+    std::vector<std::vector<int64_t>> batches = {{0, 5, 10, 5}, {3, 4}, {8, 9, 10, 0, 0}};
+    for (int step = 0; step < 6; ++step) {
+      feed_list wf = {{whole.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
+      feed_list sf = {{split.ids, ids_of(batches[static_cast<size_t>(step % 3)])}};
+      auto a = whole_session.run(wf, {whole.loss}, {whole.train});
+      auto b = split_session.run(sf, {split.loss}, {split.train});
+      CHECK(a[0].item<float>() == b[0].item<float>());  // bit for bit
+    }
+    CHECK(whole_session.eval(whole.table).to_string() ==
+          split_session.eval(split.table).to_string());
+    // Rows no batch named (1, 2, 6, 7) kept their initial values.
+    auto table = split_session.eval(split.table);
+    CHECK(table.data<float>()[1 * 4] == doctest::Approx(0.01f * 4 - 0.3f));
   }
-  CHECK(whole_session.eval(whole.table).to_string() == split_session.eval(split.table).to_string());
-  // Rows no batch named (1, 2, 6, 7) kept their initial values.
-  auto table = split_session.eval(split.table);
-  CHECK(table.data<float>()[1 * 4] == doctest::Approx(0.01f * 4 - 0.3f));
+}
+
+namespace {
+
+// Rows `rows` of a [n, cols] float tensor, in that order.
+std::vector<float> rows_of(const tensor& t, const std::vector<int64_t>& rows) {
+  const int64_t cols = t.dims()[1];
+  std::vector<float> out;
+  for (auto r : rows)
+    for (int64_t c = 0; c < cols; ++c) out.push_back(t.data<float>()[r * cols + c]);
+  return out;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(1e-6), "element " << i);
+}
+
+}  // namespace
+
+TEST_CASE("mod: id i lives on shard i % K at row i / K") {
+  const auto mod = partition_strategy::mod;
+  for (int shards : {1, 2, 3}) {  // 11 rows: not divisible by 2 or 3
+    CAPTURE(shards);
+    graph g;
+    auto table = constant(g, table_values(11, 4));
+    auto parts = make_partitioned_variable(table, shards, "emb", {}, mod);
+    CHECK(parts.strategy == mod);
+    CHECK(parts.row_offsets == even_row_offsets(11, shards));
+    for (int k = 0; k < shards; ++k) {
+      std::vector<int64_t> held;
+      for (int64_t i = k; i < 11; i += shards) held.push_back(i);
+      CHECK(parts.rows_of_shard(k) == held);
+      CHECK(parts.shards[static_cast<size_t>(k)].dims() ==
+            shape{static_cast<int64_t>(held.size()), 4});
+    }
+    auto ids = placeholder(g, dtype::int64, {-1}, "ids");
+    auto looked_up = embedding_lookup(parts, ids);
+    // Gradients of a weighted sum, so that each row's gradient differs.
+    auto weights = cast(reshape(range(size(looked_up)), {-1, 4}), dtype::float32);
+    auto shard_grads = gradients({reduce_sum(looked_up * weights)},
+                                 std::vector<output>(parts.shards.begin(), parts.shards.end()));
+    auto whole = make_variable(table, "whole");
+    auto dense_grad = gradients({reduce_sum(gather(whole, ids) * weights)}, {whole})[0];
+    session s(g);
+    s.run({global_variables_initializer(g)});
+    const tensor initial = table_values(11, 4);
+    CHECK(s.eval(parts.value()).to_string() == initial.to_string());
+    for (int k = 0; k < shards; ++k)
+      CHECK(s.eval(parts.shards[static_cast<size_t>(k)]).to_vector<float>() ==
+            rows_of(initial, parts.rows_of_shard(k)));
+    feed_list feeds = {{ids, ids_of({10, 0, 4, 4, 7, 3, 9, 1})}};
+    std::vector<output> fetches = {looked_up, gather(table, ids), dense_grad};
+    fetches.insert(fetches.end(), shard_grads.begin(), shard_grads.end());
+    auto got = s.run(feeds, fetches);
+    CHECK(got[0].to_string() == got[1].to_string());
+    for (int k = 0; k < shards; ++k)
+      check_close(got[3 + static_cast<size_t>(k)].to_vector<float>(),
+                  rows_of(got[2], parts.rows_of_shard(k)));
+    auto e = error_of([&] { s.run({{ids, ids_of({1, 11})}}, {looked_up}); });
+    CHECK_MESSAGE(contains(e, "id 11 (at position 1) is out of range for a variable of 11 rows"),
+                  e);
+  }
+}
+
+TEST_CASE("mod: an initializer fills shard k with rows k, k + K, ...; too many shards fail") {
+  graph g;
+  auto parts = make_partitioned_variable(
+      g, shape{7, 2}, 3, [](graph& gr, shape dims, int k) { return fill(gr, dims, k); }, "w", {},
+      partition_strategy::mod);
+  session s(g);
+  s.run({parts.initializer()});
+  auto v = s.eval(parts.value());
+  CHECK(v.dims() == shape{7, 2});
+  for (int64_t i = 0; i < 7; ++i) CHECK(v.data<float>()[i * 2] == static_cast<float>(i % 3));
+  auto small = constant(g, table_values(2, 2));
+  CHECK(contains(
+      error_of([&] { make_partitioned_variable(small, 3, "t", {}, partition_strategy::mod); }),
+      "2 rows cannot fill 3 shards"));
 }
 
 namespace {
