@@ -102,7 +102,7 @@ TEST_CASE("1 worker and 2 ps tasks: the sharded LM's losses are the single-proce
                         {.cluster = c.connect(), .num_ps = 2, .worker = 0, .workers = 1});
     REQUIRE(lm.config().vocab_shards == 2);
     lm.sess().run({lm.cluster().init});
-    step_observer none({});
+    apps::step_observer none({});
     std::vector<float> cluster;
     traffic_bytes before;
     for (int64_t step = 0; step < steps; ++step) {
@@ -138,23 +138,27 @@ TEST_CASE("1 worker and 2 ps tasks: the sharded LM's losses are the single-proce
 
 namespace {
 
+// A small model on a slice of the corpus; `extra` adds flags or, for a flag
+// given here already, replaces its value.
 std::vector<std::string> lm_flags(std::vector<std::string> extra) {
-  std::vector<std::string> flags{"--model",
-                                 "lstm_lm",
-                                 "--batch",
-                                 "8",
-                                 "--embedding",
-                                 "64",
-                                 "--hidden",
-                                 "64",
-                                 "--vocab",
-                                 "2000",
-                                 "--max-train-tokens",
-                                 "40000",
-                                 "--max-valid-tokens",
-                                 "4000"};
-  flags.insert(flags.end(), extra.begin(), extra.end());
-  return flags;
+  std::vector<std::pair<std::string, std::string>> flags{
+      {"--model", "lstm_lm"},        {"--batch", "8"},
+      {"--embedding", "64"},         {"--hidden", "64"},
+      {"--vocab", "2000"},           {"--max-train-tokens", "40000"},
+      {"--max-valid-tokens", "4000"}};
+  std::vector<std::string> argv;
+  for (auto& [flag, value] : flags) {
+    auto given = std::find(extra.begin(), extra.end(), flag);
+    argv.push_back(flag);
+    if (given == extra.end() || given + 1 == extra.end()) {
+      argv.push_back(value);
+      continue;
+    }
+    argv.push_back(*(given + 1));
+    extra.erase(given, given + 2);
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
 }
 
 double valid_ppl(const std::string& output) {

@@ -101,8 +101,9 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   options.connect_timeout = std::chrono::seconds(int64_t(c.recovery_seconds));
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   session s(t.g, cluster);
-  recovering_runner run(s, {t.init, t.ready, t.sync ? t.sync->local_step_init : operation()}, chief,
-                        c.recovery_seconds);
+  recovery_ops recovery{t.init, t.ready, {}};
+  if (t.sync) recovery.set_local = [&t](session& s) { s.run({t.sync->local_step_init}); };
+  recovering_runner run(s, recovery, chief, c.recovery_seconds);
   fmt::print("{}: {} training, {} workers ({} aggregated per step), {} ps tasks, until step {}\n",
              setup.task_name(), c.sync ? "synchronous" : "asynchronous", workers, aggregated,
              num_ps, last_step);

@@ -86,15 +86,29 @@ int64_t start_position(int64_t step, bool sync, int workers) {
   return sync ? step : step / workers;
 }
 
-struct bytes_report {
-  traffic_bytes start = traffic_total();
-  std::string per_step(int64_t steps) const {
+// The bytes this worker's connections carried per training step: what the
+// validation passes move is left out.
+class bytes_report {
+ public:
+  void pause() { paused_at_ = traffic_total(); }
+  void resume() {
     auto now = traffic_total();
-    if (steps <= 0) return "";
-    return fmt::format("bytes_sent_per_step={:.0f} bytes_received_per_step={:.0f}",
-                       double(now.sent - start.sent) / double(steps),
-                       double(now.received - start.received) / double(steps));
+    excluded_.sent += now.sent - paused_at_.sent;
+    excluded_.received += now.received - paused_at_.received;
   }
+  std::string per_step(int64_t steps) const {
+    if (steps <= 0) return "";
+    auto now = traffic_total();
+    auto moved = [&](uint64_t end, uint64_t begin, uint64_t excluded) {
+      return double(end - begin - excluded) / double(steps);
+    };
+    return fmt::format("bytes_sent_per_step={:.0f} bytes_received_per_step={:.0f}",
+                       moved(now.sent, start_.sent, excluded_.sent),
+                       moved(now.received, start_.received, excluded_.received));
+  }
+
+ private:
+  traffic_bytes start_ = traffic_total(), paused_at_, excluded_;
 };
 
 }  // namespace
@@ -198,7 +212,9 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
     if (chief && (step / per_epoch > reported_epoch || step >= last_step)) {
       reported_epoch = std::max(reported_epoch + 1, step / per_epoch);
       double seconds = now_seconds() - epoch_start, eval_start = now_seconds();
+      bytes.pause();
       ppl = run([&] { return lm.validation_perplexity(); });
+      bytes.resume();
       eval_seconds += now_seconds() - eval_start;
       report->add_epoch({reported_epoch, step, loss_sum / double(std::max<int64_t>(epoch_steps, 1)),
                          ppl, seconds, double(epoch_steps * lm.words_per_step()) / seconds});

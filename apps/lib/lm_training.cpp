@@ -12,6 +12,7 @@
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
+#include "ops/math.hpp"
 
 namespace actorflow::apps {
 
@@ -59,6 +60,7 @@ void lm_trainer::build(const lm_placement& p) {
   const std::string worker_device = task_name("worker", p.worker);
   for (int k = 0; k < p.num_ps; ++k) config_.shard_devices.push_back(task_name("ps", k));
   config_.state_prefix = "worker_" + std::to_string(p.worker);
+  if (config_.vocab_shards < 1) config_.vocab_shards = p.num_ps;
   auto placement = g.device_function_scope(replica_device_setter(p.num_ps, worker_device));
   {
     auto on_first_ps = g.device_scope(task_name("ps", 0));

@@ -55,7 +55,8 @@ class lm_trainer {
   lm_trainer(const lm::lm_config& config, std::vector<int64_t> train_ids,
              std::vector<int64_t> valid_ids, std::shared_ptr<runtime> rt = runtime::shared());
   /// In one process or a cluster. In a cluster `config`'s shard devices and
-  /// state prefix are set from the placement.
+  /// state prefix are set from the placement, and its vocab_shards when 0
+  /// (one per ps task).
   lm_trainer(lm::lm_config config, std::vector<int64_t> train_ids, std::vector<int64_t> valid_ids,
              const lm_placement& placement);
   graph& g() { return graph_; }

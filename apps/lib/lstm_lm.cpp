@@ -13,6 +13,7 @@
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/sampled_softmax.hpp"
+#include "ops/sharded_softmax.hpp"
 #include "ops/softmax.hpp"
 #include "ops/tensor_array.hpp"
 #include "ops/train.hpp"
@@ -113,8 +114,10 @@ namespace {
 // Rows of the vocabulary: plain with one shard, else partitioned (mod) over
 // the shard devices; either way initialized from the whole `initial`, so that
 // every shard count starts from the same values.
+bool sharded(const lm_config& c) { return c.vocab_shards > 1 || !c.shard_devices.empty(); }
+
 partitioned_variable vocab_rows(output initial, const lm_config& c, const std::string& name) {
-  if (c.vocab_shards <= 1) {
+  if (!sharded(c)) {
     partitioned_variable v;
     v.shards = {make_variable(initial, name)};
     v.dims = initial.dims();
@@ -128,11 +131,11 @@ partitioned_variable vocab_rows(output initial, const lm_config& c, const std::s
                                    partition_strategy::mod);
 }
 
-// The rows of `ids` (any shape): a plain gather for one shard (no Part and
-// Stitch to pay for), embedding_lookup otherwise.
-output lookup(const partitioned_variable& v, output ids) {
-  if (v.num_shards() == 1) return gather(v.shards[0].value(), ids);
-  return embedding_lookup(v, ids);
+// The rows of `ids` (any shape): a plain gather of a whole table (no Part and
+// Stitch to pay for), embedding_lookup of a sharded one.
+output lookup(const lm_variables& v, output ids) {
+  if (!v.sharded) return gather(v.embedding.shards[0].value(), ids);
+  return embedding_lookup(v.embedding, ids);
 }
 
 }  // namespace
@@ -172,12 +175,13 @@ lm_variables make_lm_variables(graph& g, const lm_config& c) {
           make_variable(concat({input_kernel, recurrent_kernel}, 0), "lstm_kernel"),
           make_variable(constant(g, lstm_initial_bias(h)), "lstm_bias"),
           vocab_rows(uniform_init(g, {c.vocab, h}, s, 3), c, "softmax_w"),
-          vocab_rows(fill(g, {c.vocab}, 0.0), c, "softmax_b")};
+          vocab_rows(fill(g, {c.vocab}, 0.0), c, "softmax_b"),
+          sharded(c)};
 }
 
 lm_forward run_lm(const lm_variables& v, output ids, output targets, lstm_state initial) {
   // Time-major, as the unroll slices it: [steps, streams].
-  auto embedded = lookup(v.embedding, transpose(ids, {1, 0}));
+  auto embedded = lookup(v, transpose(ids, {1, 0}));
   auto seq = lstm_over_time(embedded, initial.h, initial.c, v.kernel.value(), v.bias.value());
   const int64_t hidden = v.kernel.dims().dim(1) / 4;
   return {reshape(seq.outputs, {-1, hidden}),
@@ -190,8 +194,7 @@ namespace {
 // The full softmax's loss per word: computed where the shards live when the
 // softmax is partitioned.
 output full_softmax_loss(const lm_variables& v, const lm_forward& f) {
-  if (v.softmax_w.num_shards() > 1)
-    return sharded_softmax_cross_entropy(v.softmax_w, v.softmax_b, f.hidden, f.labels);
+  if (v.sharded) return sharded_softmax_cross_entropy(v.softmax_w, v.softmax_b, f.hidden, f.labels);
   auto logits = bias_add(matmul(f.hidden, v.softmax_w.shards[0].value(), false, true),
                          v.softmax_b.shards[0].value());
   return sparse_softmax_cross_entropy_with_logits(logits, f.labels).loss;
@@ -203,7 +206,7 @@ output training_loss(graph& g, const lm_variables& v, const lm_forward& f, const
   auto counter = global_step(g).value();
   auto labels = expand_dims(f.labels, 1);
   const sampled_softmax_options options{.seed = c.seed};
-  if (v.softmax_w.num_shards() > 1)
+  if (v.sharded)
     return reduce_mean(sampled_softmax_loss(v.softmax_w, v.softmax_b, labels, f.hidden, c.sampled,
                                             c.vocab, counter, options));
   return reduce_mean(sampled_softmax_loss(v.softmax_w.shards[0].value(),

@@ -74,7 +74,7 @@ struct lm_config {
   /// adagrad, or any make_optimizer name.
   std::string optimizer = "adam";
   /// The embedding and softmax split by rows into this many shards (mod
-  /// strategy); 1: plain variables.
+  /// strategy); 1 in one process: plain variables (in a cluster, one shard).
   int64_t vocab_shards = 1;
   /// Shard k lives on shard_devices[k % size] (a cluster's ps tasks); empty:
   /// where the enclosing device scope puts it.
@@ -99,6 +99,10 @@ struct lm_variables {
   variable bias;                   ///< [4H]
   partitioned_variable softmax_w;  ///< [vocab, H], as tf.nn.sampled_softmax_loss takes it
   partitioned_variable softmax_b;  ///< [vocab]
+  /// The tables are partitioned variables (several shards, or a cluster's
+  /// one): read through embedding_lookup and the sharded softmaxes, each
+  /// shard's part where the shard lives. Else plain variables, read whole.
+  bool sharded = false;
   std::vector<variable> all() const;
 };
 
