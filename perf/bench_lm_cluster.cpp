@@ -86,7 +86,7 @@ shape_run in_cluster(const fortunes_corpus& corpus, lm::lm_config c, int ps, int
   apps::lm_trainer lm(c, corpus.train, corpus.valid,
                       {.cluster = connection, .num_ps = ps, .worker = 0, .workers = 1});
   lm.sess().run({lm.cluster().init});
-  step_observer none({});
+  apps::step_observer none({});
   for (int64_t step = 0; step < warmup_steps; ++step) lm.run_segment(step, step + 1, none);
   if (epoch) steps = int(lm.steps_per_epoch()) - warmup_steps;
   shape_run r;

@@ -31,6 +31,12 @@ shard_loads vocabulary_shard_loads(const std::vector<int64_t>& ids, int64_t voca
   return loads;
 }
 
+std::vector<int64_t> worker_share(const std::vector<int64_t>& ids, int worker, int workers) {
+  const size_t n = ids.size();
+  return {ids.begin() + ptrdiff_t(n * size_t(worker) / size_t(workers)),
+          ids.begin() + ptrdiff_t(n * size_t(worker + 1) / size_t(workers))};
+}
+
 namespace {
 
 void check_setup(const training_options& o, const cluster_setup& setup) {
@@ -41,13 +47,6 @@ void check_setup(const training_options& o, const cluster_setup& setup) {
     fail("train", fmt::format("--backup-workers must leave at least one of the {} workers to "
                               "aggregate",
                               workers));
-}
-
-// This worker's contiguous share of the training tokens.
-std::vector<int64_t> share_of(const std::vector<int64_t>& ids, int worker, int workers) {
-  const size_t n = ids.size();
-  return {ids.begin() + ptrdiff_t(n * size_t(worker) / size_t(workers)),
-          ids.begin() + ptrdiff_t(n * size_t(worker + 1) / size_t(workers))};
 }
 
 std::string percentages(const std::vector<double>& shares) {
@@ -127,7 +126,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   cluster_options options;
   options.connect_timeout = std::chrono::seconds(int64_t(o.recovery_seconds));
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
-  lm_trainer lm(config, share_of(corpus.train, setup.task, workers), std::move(corpus.valid),
+  lm_trainer lm(config, worker_share(corpus.train, setup.task, workers), std::move(corpus.valid),
                 {.cluster = cluster,
                  .num_ps = num_ps,
                  .worker = setup.task,

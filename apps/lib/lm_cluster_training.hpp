@@ -22,6 +22,10 @@ namespace actorflow::apps {
 /// Trains as worker `setup.task`; returns the process's exit status.
 int train_lstm_lm_in_cluster(const training_options& options, const cluster_setup& setup);
 
+/// Worker `worker`'s contiguous share of the training tokens `ids`:
+/// [worker n / workers, (worker + 1) n / workers).
+std::vector<int64_t> worker_share(const std::vector<int64_t>& ids, int worker, int workers);
+
 /// The share of the lookups each of `shards` vocabulary shards serves over
 /// `ids` with the mod strategy (word i on shard i % shards), and with
 /// contiguous ranges (TensorFlow's div), for the log.
