@@ -31,14 +31,6 @@ TEST_SUITE_BEGIN("fortunes");
 
 namespace {
 
-bool have_fortunes() {
-  if (fs::is_directory(fortunes_dir)) return true;
-  testing::skip_check("fortunes", std::string(fortunes_dir) +
-                                      " not found: Debian's fortunes package is missing "
-                                      "(scripts/setup.sh installs it; apt-get install fortunes)");
-  return false;
-}
-
 std::vector<int64_t> head(const std::vector<int64_t>& ids, int64_t n) {
   return {ids.begin(), ids.begin() + std::min<int64_t>(n, int64_t(ids.size()))};
 }
@@ -75,7 +67,7 @@ bool close(float a, float b, double rel) {
 
 TEST_CASE(
     "the vocabulary's mod split spreads the Zipfian lookups evenly; contiguous ranges do not") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();
   auto loads = apps::vocabulary_shard_loads(corpus.train, corpus.vocab_size(), 4);
   MESSAGE("mod: " << loads.mod[0] << " " << loads.mod[1] << " " << loads.mod[2] << " "
@@ -87,7 +79,7 @@ TEST_CASE(
 }
 
 TEST_CASE("1 worker and 2 ps tasks: the sharded LM's losses are the single-process run's") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();
   const int steps = 20;
   for (bool full : {false, true}) {
@@ -160,7 +152,7 @@ tensor value_of(apps::lm_trainer& lm, const std::string& name) {
 }  // namespace
 
 TEST_CASE("2 workers, synchronous: one step applies the single-process gradient of both batches") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();
   auto train = head(corpus.train, 2 * tokens);
   for (bool full : {false, true}) {
@@ -277,7 +269,7 @@ std::map<int64_t, float> losses_in(const std::string& logdir) {
 }  // namespace
 
 TEST_CASE("2 ps + 3 workers, synchronous with a backup worker: kill -9 of a worker mid-epoch") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto flags = lm_flags({"--sync", "--backup-workers", "1", "--epochs", "2"});
   auto train = [&](bool kill) {
     train_cluster c(2, 3);
@@ -306,7 +298,7 @@ TEST_CASE("2 ps + 3 workers, synchronous with a backup worker: kill -9 of a work
 }
 
 TEST_CASE("every task stopped, then started again: the losses go on as an uninterrupted run's") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   // Uninterrupted: 12 steps. Interrupted: 6 steps, every task stopped, the
   // ps tasks restarted from their shards, 6 more. One worker, asynchronous:
   // the worker's position in its stream is the global step.
@@ -349,7 +341,7 @@ TEST_CASE("every task stopped, then started again: the losses go on as an uninte
 }
 
 TEST_CASE("kill -9 of a ps task, asynchronous: restarted after 5 s, training finishes as well") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   // The restarted ps task restores its newest shard, a few steps older than
   // the other task's variables (cluster checkpoints are not one step yet):
   // frequent shards keep what it loses small.
@@ -383,7 +375,7 @@ TEST_CASE("kill -9 of a ps task, asynchronous: restarted after 5 s, training fin
 }
 
 TEST_CASE("sizes that cannot work fail at start, naming the values; the ps tasks keep serving") {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto out =
       (fs::temp_directory_path() / ("actorflow-lm-bad-" + std::to_string(getpid()))).string();
   auto single = [&](std::vector<std::string> extra) {

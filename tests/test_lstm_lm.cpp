@@ -140,14 +140,6 @@ TEST_CASE("a 3-step lstm_over_time's gradients match float64 finite differences"
 
 namespace {
 
-bool have_fortunes() {
-  if (fs::is_directory(fortunes_dir)) return true;
-  testing::skip_check("fortunes", std::string(fortunes_dir) +
-                                      " not found: Debian's fortunes package is missing "
-                                      "(scripts/setup.sh installs it; apt-get install fortunes)");
-  return false;
-}
-
 // The first `tokens` training and validation tokens of the real corpus.
 std::unique_ptr<apps::lm_trainer> small_trainer(const fortunes_corpus& corpus, int64_t tokens,
                                                 bool full_softmax) {
@@ -172,7 +164,7 @@ double mean(const std::vector<float>& v, size_t from, size_t to) {
 
 TEST_CASE("an epoch on a slice of fortunes lowers the loss and the perplexity" *
           doctest::test_suite("fortunes")) {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();
   for (bool full : {false, true}) {
     CAPTURE(full);
@@ -192,7 +184,7 @@ TEST_CASE("an epoch on a slice of fortunes lowers the loss and the perplexity" *
 
 TEST_CASE("a resumed lstm_lm run repeats the uninterrupted run's losses exactly" *
           doctest::test_suite("fortunes")) {
-  if (!have_fortunes()) return;
+  if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();
   auto dir = fs::temp_directory_path() / "actorflow-resume-lstm_lm";
   fs::remove_all(dir);

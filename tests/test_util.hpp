@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "actors/input/fortunes.hpp"
 #include "core/error.hpp"
 
 namespace actorflow::testing {
@@ -96,6 +97,16 @@ inline void skip_check(const std::string& check, const std::string& why) {
     return;
   }
   std::cout << "skipped check: " << check << ": " << why << std::endl;
+}
+
+/// Whether Debian's fortunes text is installed; if not, skips the
+/// "fortunes" check (see skip_check).
+inline bool have_fortunes(const char* dir = fortunes_dir) {
+  if (std::filesystem::is_directory(dir)) return true;
+  skip_check("fortunes", std::string(dir) +
+                             " not found: Debian's fortunes package is missing "
+                             "(scripts/setup.sh installs it; apt-get install fortunes)");
+  return false;
 }
 
 }  // namespace actorflow::testing
