@@ -101,20 +101,20 @@ shape_run in_cluster(const fortunes_corpus& corpus, lm::lm_config c, int ps, int
   return r;
 }
 
-// The bytes a step must move at the least (see the header), with this
-// implementation's lookups: every id of the batch and every sampled class
-// named once per occurrence.
+// The bytes a step must move at the least (see the header), both ways
+// together, with this implementation's lookups: every id of the batch and
+// every sampled class named once per occurrence. Ids go to the ps tasks once
+// (a gather's gradient finds them there).
 double floor_bytes_per_step(const lm::lm_config& c, int ps) {
   const double n = double(c.streams * c.steps), f = 4, id = 8;
   const double dense = double((c.embedding + c.hidden) * 4 * c.hidden + 4 * c.hidden) * f;
   const double state = 2 * double(c.streams * c.hidden) * f;
-  const double embedding_rows = n * (double(c.embedding) * f + id);
-  double softmax;
-  if (c.full_softmax)  // hidden out, d(hidden) back; labels; per-example scalars both ways
-    softmax = ps * (2 * n * double(c.hidden) * f + n * id + 4 * n * f);
-  else
-    softmax = (n + double(c.sampled)) * (double(c.hidden + 1) * f + id);
-  return 2 * (dense + state + embedding_rows + softmax);  // values in, gradients out
+  // Values in and gradients (or the new state) out.
+  double bytes = 2 * (dense + state) + n * (id + 2 * double(c.embedding) * f);
+  if (c.full_softmax)  // per ps task: the hidden states and labels in, d(hidden) out, 2 scalars
+                       // each way
+    return bytes + ps * n * (2 * double(c.hidden) * f + id + 4 * f);
+  return bytes + (n + double(c.sampled)) * (id + 2 * double(c.hidden + 1) * f);
 }
 
 std::string shape_suffix(int ps, bool full, int64_t vocab) {
