@@ -27,6 +27,43 @@ using actorflow::testing::train_cluster;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+// Without the corpus: the model's own checks and the shard loads' arithmetic.
+
+TEST_CASE("the model refuses sizes it cannot build, naming them") {
+  auto error_of = [](lm::lm_config c) {
+    graph g;
+    try {
+      lm::make_lm_variables(g, c);
+    } catch (const error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  lm::lm_config c;
+  c.vocab = 6;
+  c.vocab_shards = 7;
+  CHECK(error_of(c).find("7 vocabulary shards cannot split 6 words: choose 1 to 6") !=
+        std::string::npos);
+  c.vocab_shards = 0;
+  CHECK(error_of(c).find("0 vocabulary shards") != std::string::npos);
+  c = {};
+  c.hidden = 0;
+  CHECK(error_of(c).find("hidden 0") != std::string::npos);
+  c = {};
+  c.vocab_shards = 3;
+  CHECK(error_of(c).empty());
+  CHECK(lm::describe_sizes(lm::model_sizes(c)) ==
+        "vocab 10001, embedding 256, hidden 256, 3 vocabulary shards");
+}
+
+TEST_CASE("shard loads: word i on shard i % K against contiguous ranges") {
+  // The frequent words first, as in a vocabulary sorted by frequency: word 0
+  // three times, word 1 twice, word 2 once; 6 words over 3 shards.
+  auto loads = apps::vocabulary_shard_loads({0, 0, 0, 1, 1, 2}, 6, 3);
+  CHECK(loads.mod == std::vector<double>{3.0 / 6, 2.0 / 6, 1.0 / 6});     // {0,3} {1,4} {2,5}
+  CHECK(loads.contiguous == std::vector<double>{5.0 / 6, 1.0 / 6, 0.0});  // {0,1} {2,3} {4,5}
+}
+
 TEST_SUITE_BEGIN("fortunes");
 
 namespace {
