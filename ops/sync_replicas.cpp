@@ -83,6 +83,19 @@ sync_replicas_ops sync_replicas(optimizer& opt, output loss, int replicas_to_agg
   ops.local_step_init =
       op_of(assign(ops.local_step, ops.global_step.value(), "sync_replicas/local_step_init"));
   ops.close_tokens = queue_close(tokens, false, "sync_replicas/close_tokens");
+  // The accumulators move to the global step first: a chief that died
+  // mid-update can leave them a step ahead of it, dropping every gradient
+  // computed at the tokens handed out here.
+  auto current = ops.global_step.read("sync_replicas/step_for_init_tokens");
+  std::vector<operation> resynced;
+  for (auto& acc : accumulators) resynced.push_back(accumulator_set_global_step(acc, current));
+  std::vector<operation> init_tokens;
+  {
+    auto after_resync = g.control_dependencies(resynced);
+    for (int i = 0; i < total_replicas; ++i)
+      init_tokens.push_back(queue_enqueue(tokens, {current}));
+  }
+  ops.chief_init_tokens = group(g, init_tokens, "sync_replicas/chief_init_tokens");
   return ops;
 }
 

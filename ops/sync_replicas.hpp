@@ -38,6 +38,15 @@ struct ACTORFLOW_API sync_replicas_ops {
   /// The chief runs it at the end: once the tokens left are taken, workers
   /// waiting for one fail with "closed" instead of waiting forever.
   operation close_tokens;
+  /// A restarted chief runs it before its first aggregation: the
+  /// accumulators set to the current global step, then one token of that
+  /// step per worker (TensorFlow's chief init tokens). The
+  /// workers still waiting for the token the old chief never handed out take
+  /// these and compute their next gradients at the current step; without
+  /// them the new chief would wait for gradients that never come, and they
+  /// for tokens, until the step timeout. A token too many costs a worker one
+  /// gradient the accumulators drop as stale.
+  operation chief_init_tokens;
   /// This worker's step: the step its gradients are computed at.
   variable local_step;
   variable global_step;

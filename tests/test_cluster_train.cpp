@@ -78,6 +78,37 @@ TEST_CASE("kill -9 of a worker, synchronous with one backup worker: training com
   CHECK(again->output().find("done") != std::string::npos);
 }
 
+TEST_CASE(
+    "kill -9 of the chief, synchronous with one backup worker: restarted, steps flow at once") {
+  train_cluster c(1, 3);
+  auto ps = c.ps(0);
+  std::vector<std::string> flags{"--sync", "--backup-workers", "1", "--max-steps", "600"};
+  auto w1 = c.worker(1, flags);
+  auto w2 = c.worker(2, flags);
+  auto chief = c.worker(0, flags);
+  REQUIRE(chief->wait_for("until step", 60s));
+  std::this_thread::sleep_for(4s);
+  chief->kill_now();
+  // The workers wait for the token the dead chief never handed out, and its
+  // steps' requests (a take, a dequeue) are gone with it: the new chief
+  // hands out fresh tokens and aggregates at once, instead of waiting out
+  // the step timeout (60 s) and failing.
+  std::this_thread::sleep_for(2s);
+  auto restarted_at = std::chrono::steady_clock::now();
+  auto again = c.worker(0, flags);
+  int status = again->wait_exit(300s);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted_at).count();
+  INFO("chief again:\n" << again->output() << "\nworker 1:\n" << w1->output());
+  REQUIRE(status == 0);
+  MESSAGE("the restarted chief finished the run in " << seconds << " s");
+  CHECK(seconds < 45);
+  CHECK(again->output().find("variables restored by the ps tasks") != std::string::npos);
+  CHECK(final_accuracy(again->output()) > 0.7);
+  CHECK(w1->wait_exit(60s) == 0);
+  CHECK(w2->wait_exit(60s) == 0);
+}
+
 TEST_CASE("kill -9 of a ps task: restarted, it restores its shard and training completes") {
   train_cluster c(1, 2);
   auto shards = c.out_dir + "/shards";

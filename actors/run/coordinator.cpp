@@ -103,6 +103,16 @@ void finish_if_done(coordinator_actor* self, const coordinator_plan& plan, uint6
 }
 
 caf::behavior coordinate(coordinator_actor* self, std::shared_ptr<coordinator_plan> plan) {
+  // Stopped (its executable released: a cluster client that went away takes
+  // its partitions with it) with steps in flight: their requests still
+  // waiting in queues and accumulators would take what arrives next for
+  // nobody (a restarted chief's token, the gradients it aggregates).
+  self->set_exit_handler([self, plan](caf::exit_msg& msg) {
+    for (auto& [step, st] : self->state.steps)
+      cancel_waiting_requests(self, *plan, step,
+                              "step " + std::to_string(step) + "'s executable was released");
+    self->quit(msg.reason);
+  });
   return {
       [self, plan](run_atom, step_request_ptr& request) {
         if (plan->num_fetches + plan->num_targets == 0) {

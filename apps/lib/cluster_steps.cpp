@@ -17,11 +17,13 @@ void recovering_runner::wait_initialized() {
   }
 }
 
-void recovering_runner::initialize_or_wait(const variable& global_step) {
+bool recovering_runner::initialize_or_wait(const variable& global_step) {
+  bool found_set = false;
   if (chief_) {
     try {
       s_.eval(global_step.value());
       fmt::print("variables restored by the ps tasks\n");
+      found_set = true;
     } catch (const error& e) {
       if (e.code() != error_code::failed_precondition) throw;
       (*this)([&] {
@@ -36,6 +38,7 @@ void recovering_runner::initialize_or_wait(const variable& global_step) {
       ops_.set_local(s_);
       return 0;
     });
+  return found_set;
 }
 
 double recovering_runner::start_retrying(const error& e) const {
@@ -80,8 +83,10 @@ void recovering_runner::try_run(operation op) {
 }
 
 aggregation_thread::aggregation_thread(session& s, const sync_replicas_ops& sync,
-                                       recovering_runner& run, int64_t last_step)
-    : thread_([this, &s, &sync, &run, last_step] { loop(s, sync, run, last_step); }) {}
+                                       recovering_runner& run, int64_t last_step, bool restarted)
+    : thread_([this, &s, &sync, &run, last_step, restarted] {
+        loop(s, sync, run, last_step, restarted);
+      }) {}
 
 aggregation_thread::~aggregation_thread() {
   // A std::thread still joinable when destroyed ends the process.
@@ -95,8 +100,13 @@ bool aggregation_thread::join() {
 }
 
 void aggregation_thread::loop(session& s, const sync_replicas_ops& sync, recovering_runner& run,
-                              int64_t last_step) {
+                              int64_t last_step, bool restarted) {
   try {
+    if (restarted)
+      run([&] {
+        s.run({sync.chief_init_tokens});
+        return 0;
+      });
     for (;;) {
       auto r = run([&] {
         // Checked on every try, so that a stop also ends the retries.

@@ -54,8 +54,9 @@ class recovering_runner {
   /// tasks): the chief's init sets them in no particular order.
   void wait_initialized();
   /// The chief: initializes the variables unless the ps tasks restored them
-  /// (the global step readable); the others wait until they are set.
-  void initialize_or_wait(const variable& global_step);
+  /// (the global step readable); the others wait until they are set. True
+  /// for a chief that found them set: a restarted chief, or a resumed run.
+  bool initialize_or_wait(const variable& global_step);
 
  private:
   // A task down or not back yet, a step that timed out on it, a variable it
@@ -81,8 +82,10 @@ class recovering_runner {
 /// that no worker waits on. Stopped (and joined) on every way out.
 class aggregation_thread {
  public:
+  /// `restarted`: the chief found the variables set (initialize_or_wait);
+  /// it first hands out a token per worker (sync_replicas_ops::chief_init_tokens).
   aggregation_thread(session& s, const sync_replicas_ops& sync, recovering_runner& run,
-                     int64_t last_step);
+                     int64_t last_step, bool restarted);
   /// On a way out before the last step (an error): stops the loop within
   /// its current step (at most the step timeout) and joins it.
   ~aggregation_thread();
@@ -90,7 +93,8 @@ class aggregation_thread {
   bool join();
 
  private:
-  void loop(session& s, const sync_replicas_ops& sync, recovering_runner& run, int64_t last_step);
+  void loop(session& s, const sync_replicas_ops& sync, recovering_runner& run, int64_t last_step,
+            bool restarted);
 
   std::atomic<bool> failed_{false}, stop_{false};
   std::thread thread_;

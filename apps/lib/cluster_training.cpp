@@ -107,12 +107,12 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   fmt::print("{}: {} training, {} workers ({} aggregated per step), {} ps tasks, until step {}\n",
              setup.task_name(), c.sync ? "synchronous" : "asynchronous", workers, aggregated,
              num_ps, last_step);
-  run.initialize_or_wait(t.step);
+  const bool restarted = run.initialize_or_wait(t.step);
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && t.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step);
+    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step, restarted);
 
   std::unique_ptr<train_report> report;
   if (chief) {

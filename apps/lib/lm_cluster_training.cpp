@@ -141,7 +141,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   };
   recovering_runner run(s, recovery, chief, o.recovery_seconds);
   auto step_var = global_step(lm.g());
-  run.initialize_or_wait(step_var);
+  const bool restarted = run.initialize_or_wait(step_var);
   run([&] {
     check_model_sizes(s, ops.sizes, lm.config(), setup.task_name());
     return 0;
@@ -160,7 +160,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
 
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && ops.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, last_step);
+    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, last_step, restarted);
   std::unique_ptr<train_report> report;
   if (chief)
     report = std::make_unique<train_report>(
