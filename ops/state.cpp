@@ -262,6 +262,18 @@ output global_variables_initialized(graph& g, const std::string& name) {
   return identity(all, name);
 }
 
+std::vector<variable_initializer> variable_initializers(graph& g, const std::string& name) {
+  std::vector<int> inits =
+      initializer_nodes(g);  // collected first: adding nodes may move g.nodes()
+  std::vector<variable_initializer> out;
+  for (int init : inits) {
+    variable v(output(&g, {g.nodes()[size_t(init)].inputs[0].node, 0}), operation());
+    out.push_back(
+        {v.name(), is_variable_initialized(v, name + "/" + v.name()), operation(&g, init)});
+  }
+  return out;
+}
+
 operation global_variables_initializer(graph& g, const std::string& name) {
   std::vector<operation> inits;
   for (int id : initializer_nodes(g)) inits.push_back(operation(&g, id));

@@ -64,4 +64,16 @@ ACTORFLOW_API operation global_variables_initializer(graph& g, const std::string
 /// Variables without an initializer (a worker's own local step) are left out.
 ACTORFLOW_API output global_variables_initialized(graph& g, const std::string& name = "ready");
 
+/// One variable's initializer beside whether the variable is set.
+struct ACTORFLOW_API variable_initializer {
+  std::string variable;  ///< the variable's name
+  output is_set;
+  operation init;
+};
+/// Every variable that global_variables_initializer sets (as the graph is
+/// now), each with its own initializer: a chief whose ps task came back
+/// without its shard sets only what that task lost, not every variable.
+ACTORFLOW_API std::vector<variable_initializer> variable_initializers(
+    graph& g, const std::string& name = "is_set");
+
 }  // namespace actorflow

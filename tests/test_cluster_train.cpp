@@ -109,6 +109,30 @@ TEST_CASE(
   CHECK(w2->wait_exit(60s) == 0);
 }
 
+TEST_CASE("a ps task restarted without its shard: the chief sets only the variables it lost") {
+  train_cluster c(2, 1);
+  auto ps0 = c.ps(0), ps1 = c.ps(1);
+  auto chief = c.worker(0, {"--max-steps", "1500"});
+  REQUIRE(chief->wait_for("until step", 60s));
+  std::this_thread::sleep_for(3s);
+  ps1->kill_now();
+  std::this_thread::sleep_for(1s);
+  ps1 = c.ps(1);  // no --checkpoint-dir: it comes back empty
+  int status = chief->wait_exit(300s);
+  const std::string out = chief->output();
+  INFO(out);
+  REQUIRE(status == 0);
+  // The lost variables are ps task 1's (round-robin: the biases); the
+  // weights and the global step on ps task 0 keep their training.
+  std::smatch lost;
+  REQUIRE(std::regex_search(out, lost, std::regex("were lost [^:]*: ([^\n]*)")));
+  MESSAGE("set again: " << lost[1].str());
+  CHECK(lost[1].str().find("/b") != std::string::npos);
+  CHECK(lost[1].str().find("/w") == std::string::npos);
+  CHECK(lost[1].str().find("global_step") == std::string::npos);
+  CHECK(final_accuracy(out) > 0.8);
+}
+
 TEST_CASE("kill -9 of a ps task: restarted, it restores its shard and training completes") {
   train_cluster c(1, 2);
   auto shards = c.out_dir + "/shards";

@@ -1,6 +1,7 @@
 #include "apps/lib/cluster_steps.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 
@@ -51,7 +52,7 @@ void recovering_runner::repair(error_code code) {
     // A worker's own variables are its to set; what is still unset after
     // that a ps task lost, and the chief sets the variables again.
     if (ops_.set_local) try_set_local();
-    if (chief_ && !variables_ready()) try_run(ops_.init);
+    if (chief_ && !variables_ready()) initialize_missing();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 }
@@ -63,6 +64,33 @@ bool recovering_runner::variables_ready() {
     return s_.eval(ops_.ready).item<bool>();
   } catch (const error&) {
     return true;
+  }
+}
+
+// Sets the variables a restarted ps task lost, and only those: running the
+// whole initializer again would also reset the variables the other ps tasks
+// kept training.
+void recovering_runner::initialize_missing() {
+  if (ops_.variables.empty()) return try_run(ops_.init);
+  try {
+    std::vector<output> set;
+    for (auto& v : ops_.variables) set.push_back(v.is_set);
+    auto found = s_.run({}, set);
+    std::vector<operation> missing;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < found.size(); ++i)
+      if (!found[i].item<bool>()) {
+        missing.push_back(ops_.variables[i].init);
+        names.push_back(ops_.variables[i].variable);
+      }
+    if (missing.empty()) return;
+    fmt::print(stderr,
+               "warning: {} variable(s) were lost (a ps task restarted without its "
+               "shard); setting them to their initial values: {}\n",
+               names.size(), fmt::join(names, ", "));
+    s_.run(missing);
+  } catch (const error&) {
+    // Retried with the step.
   }
 }
 

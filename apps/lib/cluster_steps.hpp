@@ -25,6 +25,10 @@ struct recovery_ops {
   /// Optional: sets this worker's own variables; run at the start, and again
   /// when a step finds one unset (a ps task restarted without them).
   std::function<void(session&)> set_local;
+  /// Each variable of `init` with its own initializer (variable_initializers):
+  /// when a ps task comes back without its shard, the chief sets only what
+  /// it lost. Empty: the chief runs `init` again.
+  std::vector<variable_initializer> variables;
 };
 
 /// Runs steps, riding out lost tasks: a step that fails because a task went
@@ -70,6 +74,7 @@ class recovering_runner {
   bool variables_ready();
   void try_run(operation op);
   void try_set_local();
+  void initialize_missing();
 
   session& s_;
   recovery_ops ops_;

@@ -27,8 +27,9 @@ struct cluster_graph {
   output queue, loss, eval_images, predictions;
   variable step;
   operation init;
-  output ready;     // every variable the chief's init sets is set
-  operation train;  // asynchronous
+  output ready;                                 // every variable the chief's init sets is set
+  std::vector<variable_initializer> variables;  // each with its own initializer
+  operation train;                              // asynchronous
   std::unique_ptr<sync_replicas_ops> sync;
   output new_local_step;  // synchronous: what worker_train set
 };
@@ -56,6 +57,7 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
   t.init = global_variables_initializer(g);
   t.ready = global_variables_initialized(g);
+  t.variables = variable_initializers(g);
 }
 
 // TensorFlow's NanTensorHook, on the loss every step already fetches: the
@@ -101,7 +103,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   options.connect_timeout = std::chrono::seconds(int64_t(c.recovery_seconds));
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   session s(t.g, cluster);
-  recovery_ops recovery{t.init, t.ready, {}};
+  recovery_ops recovery{t.init, t.ready, {}, t.variables};
   if (t.sync) recovery.set_local = [&t](session& s) { s.run({t.sync->local_step_init}); };
   recovering_runner run(s, recovery, chief, c.recovery_seconds);
   fmt::print("{}: {} training, {} workers ({} aggregated per step), {} ps tasks, until step {}\n",

@@ -134,7 +134,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
                  .sync_aggregated = aggregated});
   auto& s = lm.sess();
   const auto& ops = lm.cluster();
-  recovery_ops recovery{ops.init, ops.ready, {}};
+  recovery_ops recovery{ops.init, ops.ready, {}, ops.variables};
   recovery.set_local = [&](session& sess) {
     if (ops.sync) sess.run({ops.sync->local_step_init});
     if (!sess.eval(ops.state_set).item<bool>()) sess.run({lm.training_graph().reset_state});

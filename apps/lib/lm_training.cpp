@@ -83,6 +83,7 @@ void lm_trainer::build(const lm_placement& p) {
   global_step(g);
   cluster_.init = global_variables_initializer(g);
   cluster_.ready = global_variables_initialized(g);
+  cluster_.variables = variable_initializers(g);
 }
 
 float lm_trainer::run_step(int64_t step) {

@@ -81,9 +81,10 @@ class lm_trainer {
 
   /// The cluster's ops, valid in a cluster only.
   struct cluster_ops {
-    operation init;  ///< the chief's: every shared variable
-    output ready;    ///< every variable `init` sets is set
-    variable sizes;  ///< model_sizes() on ps task 0
+    operation init;                               ///< the chief's: every shared variable
+    output ready;                                 ///< every variable `init` sets is set
+    std::vector<variable_initializer> variables;  ///< each with its own initializer
+    variable sizes;                               ///< model_sizes() on ps task 0
     std::unique_ptr<sync_replicas_ops> sync;
     output new_local_step;  ///< synchronous: the token worker_train took
     output state_set;       ///< this worker's carried state is set
