@@ -200,12 +200,22 @@ void apply_momentum(variable_state& v, kernel_context& ctx) {
   ctx.set_output(0, v.value);
 }
 
+// Adam's hyper-parameters and this apply's bias corrections (1 - beta^t),
+// t counted per variable in the slot adam/t: shared by dense and lazy Adam.
+struct adam_step {
+  double b1, b2, eps, c1, c2;
+};
+
+adam_step next_adam_step(variable_state& v, kernel_context& ctx) {
+  double b1 = ctx.attr<double>("beta1"), b2 = ctx.attr<double>("beta2");
+  int64_t t = next_step(v, "adam/t");
+  return {b1, b2, ctx.attr<double>("epsilon"), 1.0 - std::pow(b1, double(t)),
+          1.0 - std::pow(b2, double(t))};
+}
+
 void apply_adam(variable_state& v, kernel_context& ctx) {
   auto a = read_args(v, ctx);
-  double b1 = ctx.attr<double>("beta1"), b2 = ctx.attr<double>("beta2");
-  double eps = ctx.attr<double>("epsilon");
-  int64_t t = next_step(v, "adam/t");
-  double c1 = 1.0 - std::pow(b1, double(t)), c2 = 1.0 - std::pow(b2, double(t));
+  auto [b1, b2, eps, c1, c2] = next_adam_step(v, ctx);
   visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     T* m = slot_data<T>(v, "adam/m");
@@ -366,10 +376,7 @@ void apply_adagrad_rows(variable_state& v, kernel_context& ctx) {
 // optimizer's iterations: a row's bias correction does not count its own updates.
 void apply_adam_rows(variable_state& v, kernel_context& ctx) {
   auto a = read_row_args(v, ctx);
-  double b1 = ctx.attr<double>("beta1"), b2 = ctx.attr<double>("beta2");
-  double eps = ctx.attr<double>("epsilon");
-  int64_t t = next_step(v, "adam/t");
-  double c1 = 1.0 - std::pow(b1, double(t)), c2 = 1.0 - std::pow(b2, double(t));
+  auto [b1, b2, eps, c1, c2] = next_adam_step(v, ctx);
   visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
     using T = decltype(tag);
     auto summed = detail::sum_repeated_rows<T>(*a.rows, a.index, a.row_size);

@@ -55,24 +55,6 @@ int block_for(double seconds_per_step) {
   return std::clamp(static_cast<int>(block_seconds / seconds_per_step), min_block, max_block);
 }
 
-cluster_options bench_options() {
-  cluster_options o;
-  o.connect_timeout = 10s;
-  o.step_timeout = 20s;
-  return o;
-}
-
-// One client of the cluster: its own runtime (its own CAF node, with its own
-// connections) as /job:worker/task:<index>.
-std::shared_ptr<cluster_connection> connect_as_worker(
-    const ps_cluster& c, int index, runtime_options options = cluster_runtime_options(),
-    dtype transfer = dtype::float32) {
-  auto cluster = bench_options();
-  cluster.transfer_precision = transfer;
-  return std::make_shared<cluster_connection>(std::make_shared<runtime>(options), c.spec,
-                                              task_name("worker", index), cluster);
-}
-
 // ---- the null model ------------------------------------------------------------
 
 struct null_model {

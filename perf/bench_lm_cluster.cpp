@@ -17,8 +17,6 @@ namespace actorflow::bench {
 
 namespace {
 
-using namespace std::chrono_literals;
-
 constexpr int warmup_steps = 5;
 constexpr int64_t all_words = 30945;  // fortunes' distinct training words
 
@@ -77,11 +75,7 @@ shape_run single_process(const fortunes_corpus& corpus, const lm::lm_config& c, 
 shape_run in_cluster(const fortunes_corpus& corpus, lm::lm_config c, int ps, int steps,
                      bool epoch) {
   auto cluster = start_ps_cluster(ps, 1);
-  cluster_options options;
-  options.connect_timeout = 10s;
-  auto connection =
-      std::make_shared<cluster_connection>(std::make_shared<runtime>(cluster_runtime_options()),
-                                           cluster->spec, task_name("worker", 0), options);
+  auto connection = connect_as_worker(*cluster, 0);
   c.vocab_shards = ps;
   apps::lm_trainer lm(c, corpus.train, corpus.valid,
                       {.cluster = connection, .num_ps = ps, .worker = 0, .workers = 1});

@@ -69,4 +69,19 @@ std::unique_ptr<ps_cluster> start_ps_cluster(int ps, int workers,
   throw std::runtime_error(failure);
 }
 
+cluster_options bench_options() {
+  cluster_options o;
+  o.connect_timeout = 10s;
+  o.step_timeout = 20s;
+  return o;
+}
+
+std::shared_ptr<cluster_connection> connect_as_worker(const ps_cluster& c, int index,
+                                                      runtime_options options, dtype transfer) {
+  auto cluster = bench_options();
+  cluster.transfer_precision = transfer;
+  return std::make_shared<cluster_connection>(std::make_shared<runtime>(options), c.spec,
+                                              task_name("worker", index), cluster);
+}
+
 }  // namespace actorflow::bench

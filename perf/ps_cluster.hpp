@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/run/runtime.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace actorflow::bench {
@@ -37,5 +38,14 @@ struct ps_cluster {
 std::unique_ptr<ps_cluster> start_ps_cluster(int ps, int workers,
                                              const std::vector<std::string>& extra = {},
                                              int threads = 1);
+
+/// The benchmarks' cluster options: 10 s to connect, 20 s per step.
+cluster_options bench_options();
+
+/// One client of the cluster: its own runtime (its own CAF node, with its own
+/// connections) as /job:worker/task:<index>.
+std::shared_ptr<cluster_connection> connect_as_worker(
+    const ps_cluster& c, int index, runtime_options options = cluster_runtime_options(),
+    dtype transfer = dtype::float32);
 
 }  // namespace actorflow::bench

@@ -305,9 +305,13 @@ std::map<int64_t, float> losses_in(const std::string& logdir) {
 
 }  // namespace
 
-TEST_CASE("2 ps + 3 workers, synchronous with a backup worker: kill -9 of a worker mid-epoch") {
+TEST_CASE(
+    "2 ps + 3 workers, synchronous with a backup worker: kill -9 of a worker mid-epoch, "
+    "restarted") {
   if (!testing::have_fortunes()) return;
-  auto flags = lm_flags({"--sync", "--backup-workers", "1", "--epochs", "2"});
+  // Restarted 2 s later, the worker rejoins with the others' step and trains
+  // its share of the corpus again.
+  auto flags = lm_flags({"--sync", "--backup-workers", "1", "--epochs", "3"});
   auto train = [&](bool kill) {
     train_cluster c(2, 3);
     auto ps0 = c.ps(0), ps1 = c.ps(1);
@@ -317,6 +321,8 @@ TEST_CASE("2 ps + 3 workers, synchronous with a backup worker: kill -9 of a work
       REQUIRE(w2->wait_for("until step", 60s));
       std::this_thread::sleep_for(1500ms);
       w2->kill_now();
+      std::this_thread::sleep_for(2s);
+      w2 = c.worker(2, flags);
     }
     int status = chief->wait_exit(400s);
     INFO("chief:\n"
@@ -327,13 +333,14 @@ TEST_CASE("2 ps + 3 workers, synchronous with a backup worker: kill -9 of a work
     // A worker whose step failed near the end retries for up to
     // --recovery-seconds (120 s) before it gives up with an error.
     CHECK(w1->wait_exit(150s) == 0);
-    if (!kill) CHECK(w2->wait_exit(150s) == 0);
+    CHECK(w2->wait_exit(150s) == 0);
     CHECK(chief->output().find("vocabulary shards' share") != std::string::npos);
     CHECK(fs::exists(c.out_dir + "/w0/metrics.csv"));
     return valid_ppl(chief->output());
   };
   double undisturbed = train(false), killed = train(true);
-  MESSAGE("validation perplexity: undisturbed " << undisturbed << ", a worker killed " << killed);
+  MESSAGE("validation perplexity: undisturbed " << undisturbed << ", a worker killed and restarted "
+                                                << killed);
   CHECK(undisturbed > 1);
   CHECK(undisturbed < 400);  // of 2001 words: it learned
   CHECK(killed < undisturbed * 1.05);

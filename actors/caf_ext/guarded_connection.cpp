@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <caf/io/network/native_socket.hpp>
 #include <caf/io/network/stream_impl.hpp>
 #include <caf/policy/tcp.hpp>
@@ -82,15 +83,18 @@ void report_failure(const peer_address& peer, connection_role role, const std::s
 
 // ---- bytes carried, by peer ------------------------------------------------------
 
-std::mutex traffic_mutex;
-std::map<std::string, traffic_bytes> traffic;
+// Each peer's counters, found once per connection (map nodes never move), then
+// added to without a lock on every read and write.
+struct peer_traffic {
+  std::atomic<uint64_t> sent{0}, received{0};
+};
 
-void count_traffic(const peer_address& peer, size_t sent, size_t received) {
-  if (sent == 0 && received == 0) return;
+std::mutex traffic_mutex;
+std::map<std::string, peer_traffic> traffic;
+
+peer_traffic& traffic_of(const peer_address& peer) {
   std::lock_guard<std::mutex> lock(traffic_mutex);
-  auto& t = traffic[peer.to_string()];
-  t.sent += sent;
-  t.received += received;
+  return traffic[peer.to_string()];
 }
 
 // ---- closing connections that do not complete their handshakes in time ---------
@@ -206,7 +210,7 @@ class guard_policy {
           "or speak another protocol");
     if (state == rw_state::success && !track_messages(fd, static_cast<unsigned char*>(buf), result))
       return rw_state::failure;
-    count_traffic(peer_, 0, result);
+    if (result > 0) traffic_->received.fetch_add(result, std::memory_order_relaxed);
     return state;
   }
 
@@ -217,7 +221,7 @@ class guard_policy {
     if (!start(fd)) return rw_state::failure;
     if (phase_ == phase::open) {
       auto state = caf::policy::tcp::write_some(result, fd, buf, len);
-      count_traffic(peer_, result, 0);
+      if (result > 0) traffic_->sent.fetch_add(result, std::memory_order_relaxed);
       return state;
     }
     if (held_back_.size() + len > connection_limits::handshake_message_bytes)
@@ -254,6 +258,7 @@ class guard_policy {
     if (started_) return !failed_;
     started_ = true;
     peer_ = peer_address_of(fd);
+    traffic_ = &traffic_of(peer_);
     auto timeout = limits_->handshake_timeout;
     watch_id_ = handshake_watchdog::instance().watch(fd, peer_, role_, clock_type::now() + timeout,
                                                      timeout);
@@ -393,6 +398,7 @@ class guard_policy {
   connection_role role_;
   std::shared_ptr<const connection_limits> limits_;
   peer_address peer_;
+  peer_traffic* traffic_ = nullptr;  // set in start(), before any read or write
   bool started_ = false, failed_ = false;
   phase phase_ = phase::hello;
   uint64_t watch_id_ = 0;
@@ -464,8 +470,12 @@ std::optional<std::string> handshake_failure_since(uint16_t port, clock_type::ti
 }
 
 std::map<std::string, traffic_bytes> traffic_by_peer() {
+  std::map<std::string, traffic_bytes> out;
   std::lock_guard<std::mutex> lock(traffic_mutex);
-  return traffic;
+  for (auto& [peer, t] : traffic)
+    out[peer] = {t.sent.load(std::memory_order_relaxed),
+                 t.received.load(std::memory_order_relaxed)};
+  return out;
 }
 
 traffic_bytes traffic_total() {

@@ -4,8 +4,25 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cmath>
 
 namespace actorflow::apps {
+
+void require_finite_loss(float loss, int64_t step, const std::string& task) {
+  if (std::isfinite(loss)) return;
+  fail("train", fmt::format("{}: the loss is {} at global step {}: training diverged (try a "
+                            "lower --lr); stopping; the ps tasks keep their last saved shards",
+                            task, loss, step));
+}
+
+step_observer worker_observer(const std::string& out, const std::string& job, int task,
+                              const std::vector<int64_t>& trace_steps, bool profile) {
+  // This worker's own steps, with the partitions' records merged in.
+  return step_observer(observer_options{.out = out,
+                                        .file_prefix = fmt::format("trace-{}{}-", job, task),
+                                        .trace_steps = trace_steps,
+                                        .profile = profile});
+}
 
 void recovering_runner::wait_initialized() {
   double deadline = now_seconds() + recovery_seconds_;

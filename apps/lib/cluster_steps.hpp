@@ -8,13 +8,32 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/cluster/cluster.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
 #include "ops/sync_replicas.hpp"
 
 namespace actorflow::apps {
+
+/// TensorFlow's NanTensorHook, on the loss every step already fetches: the
+/// variables are shared, so a diverged run is diverged for every worker.
+/// Throws naming `task`, the loss and the step.
+void require_finite_loss(float loss, int64_t step, const std::string& task);
+
+/// Whether a synchronous worker's step failed because the chief finished:
+/// it closed the token queue (out of range for a waiting dequeue) and shut
+/// the accumulators (cancelled).
+inline bool chief_finished(const error& e) {
+  return e.code() == error_code::out_of_range || e.code() == error_code::cancelled;
+}
+
+/// A cluster worker's step observer (--trace-steps, --profile): its files
+/// named after the task ("trace-worker1-<step>.json").
+step_observer worker_observer(const std::string& out, const std::string& job, int task,
+                              const std::vector<int64_t>& trace_steps, bool profile);
 
 /// What a worker runs to (re)establish the shared state after a task came
 /// back: the chief's initializer, its readiness test, and what sets the
@@ -114,6 +133,12 @@ class shard_saver {
 
   /// Starts saving step `step` unless a save is still running.
   void save(int64_t step);
+  /// Saves step `step` after any save still running, and waits for it.
+  void save_and_wait(int64_t step) {
+    wait();
+    save(step);
+    wait();
+  }
   void wait() {
     if (pending_.valid()) pending_.wait();
   }

@@ -60,15 +60,6 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.variables = variable_initializers(g);
 }
 
-// TensorFlow's NanTensorHook, on the loss every step already fetches: the
-// variables are shared, so a diverged run is diverged for every worker.
-void require_finite_loss(float loss, int64_t step, const std::string& task) {
-  if (std::isfinite(loss)) return;
-  fail("train", fmt::format("{}: the loss is {} at global step {}: training diverged (try a "
-                            "lower --lr); stopping; the ps tasks keep their last saved shards",
-                            task, loss, step));
-}
-
 }  // namespace
 
 int train_in_cluster(const training_options& c, const cluster_setup& setup) {
@@ -130,12 +121,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   shard_saver saver(*cluster, num_ps);
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
-  // This worker's own steps, with the partitions' records merged in.
-  step_observer observer(
-      observer_options{.out = c.out,
-                       .file_prefix = fmt::format("trace-{}{}-", setup.job, setup.task),
-                       .trace_steps = c.trace_steps,
-                       .profile = c.profile});
+  auto observer = worker_observer(c.out, setup.job, setup.task, c.trace_steps, c.profile);
   // The chief writes the run's summaries (scalars and the graph).
   train_summaries summaries(chief ? c.logdir : "", c.summary_every);
   summaries.write_graph(t.g);
@@ -157,10 +143,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
         step = r[1].item<int64_t>() + 1;
       }
     } catch (const error& e) {
-      // The chief finished: it closed the token queue (out of range for a
-      // waiting dequeue) and shut the accumulators (cancelled).
-      if (t.sync && (e.code() == error_code::out_of_range || e.code() == error_code::cancelled))
-        break;
+      if (t.sync && chief_finished(e)) break;
       throw;
     }
     require_finite_loss(loss, step, setup.task_name());
@@ -195,11 +178,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
                examples);
     return 0;
   }
-  if (c.checkpoint_every > 0) {
-    saver.wait();
-    saver.save(step);
-    saver.wait();
-  }
+  if (c.checkpoint_every > 0) saver.save_and_wait(step);
   double acc =
       run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f} global_step={}\n", acc,

@@ -175,11 +175,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
             .eval = "valid_ppl", .eval_title = "validation perplexity", .unit = "words"});
   shard_saver saver(*cluster, num_ps);
   save_schedule saves(o.checkpoint_every, step);
-  step_observer observer(
-      observer_options{.out = o.out,
-                       .file_prefix = fmt::format("trace-{}{}-", setup.job, setup.task),
-                       .trace_steps = o.trace_steps,
-                       .profile = o.profile});
+  auto observer = worker_observer(o.out, setup.job, setup.task, o.trace_steps, o.profile);
   train_summaries summaries(chief ? o.logdir : "", o.summary_every);
   summaries.write_graph(lm.g());
   summaries.start(step);
@@ -191,18 +187,12 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
     try {
       r = run([&] { return lm.run_segment(position, steps_run + 1, observer); });
     } catch (const error& e) {
-      // The chief finished: it closed the token queue (out of range for a
-      // waiting dequeue) and shut the accumulators (cancelled).
-      if (ops.sync && (e.code() == error_code::out_of_range || e.code() == error_code::cancelled))
-        break;
+      if (ops.sync && chief_finished(e)) break;
       throw;
     }
     step = r.global_step;
     position = o.sync ? step : position + 1;
-    if (!std::isfinite(r.loss))
-      fail("train", fmt::format("{}: the loss is {} at global step {}: training diverged (try a "
-                                "lower --lr); stopping; the ps tasks keep their last saved shards",
-                                setup.task_name(), r.loss, step));
+    require_finite_loss(r.loss, step, setup.task_name());
     if (summaries.due(steps_run + 1))
       summaries.write_step(step, {}, r.loss, o.lr, lm.words_per_step(), "words");
     loss_sum += double(r.loss);
@@ -231,11 +221,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
                bytes.per_step(steps_run));
     return 0;
   }
-  if (o.checkpoint_every > 0) {
-    saver.wait();
-    saver.save(step);
-    saver.wait();
-  }
+  if (o.checkpoint_every > 0) saver.save_and_wait(step);
   if (std::isnan(ppl)) ppl = run([&] { return lm.validation_perplexity(); });
   fmt::print("valid_ppl={:.2f} words_per_s={:.0f} global_step={} {}\n", ppl, words, step,
              bytes.per_step(steps_run));
