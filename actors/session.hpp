@@ -92,6 +92,8 @@ class ACTORFLOW_API session {
   caf::actor queue_actor(output queue);
 
   graph& owner() { return graph_; }
+  /// The cluster this session runs in; null for a session of one process.
+  const std::shared_ptr<cluster_connection>& cluster() const { return cluster_; }
   runtime& rt() { return *runtime_; }
   /// The runtime, shared: for helpers whose actors must not outlive it (readers).
   std::shared_ptr<runtime> shared_rt() const { return runtime_; }

@@ -25,8 +25,8 @@ std::string spec_text(const tensor& t) { return tensor_spec{t.type(), t.dims()}.
 // A cluster session's variables placed on other tasks live in those tasks'
 // processes: this one's actors would only shadow them. Saving or restoring
 // them from here fails, naming them, rather than touching the shadows (a
-// restore that seems to work and changes nothing). Each task saves and
-// restores its own shard instead (actorflow-node --checkpoint-dir).
+// restore that seems to work and changes nothing). save_checkpoint and
+// checkpoint_manager have each task save and restore its own shard instead.
 void refuse_remote_variables(const graph& g, const cluster_connection* cluster, const char* what) {
   if (cluster == nullptr) return;
   std::vector<std::string> remote;
@@ -42,8 +42,8 @@ void refuse_remote_variables(const graph& g, const cluster_connection* cluster, 
                       quoted_list(remote) + " live on other tasks (" + task +
                       (remote.size() > 1 ? " and others" : "") +
                       "), not in this process; a cluster session cannot " + what +
-                      " them from here: each task saves and restores its own shard "
-                      "(actorflow-node --checkpoint-dir)");
+                      " them from here: save_checkpoint, restore_checkpoint and "
+                      "checkpoint_manager have each task save and restore its own shard");
 }
 
 }  // namespace

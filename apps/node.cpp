@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   std::string checkpoint_dir;
   int threads = 0;
   app.add_option("--checkpoint-dir", checkpoint_dir,
-                 "where this task saves its checkpoint shards; it restores the newest at start");
+                 "not for a task: the chief's --checkpoint-dir holds the cluster's checkpoints");
   app.add_option("--threads", threads, "CAF and kernel threads (0: one per core)")
       ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);

@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     auto setup = apps::resolve_cluster(cluster);
     if (c.device != "cpu" && (setup.enabled() || c.model == "lstm_lm"))
       fail("train", "--device " + c.device + " is for mlp and cnn in one process, for now");
-    // A ps task only serves; its shards go to --checkpoint-dir.
+    // A ps task only serves; it writes its shards where the chief says.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);
     if (c.model == "lstm_lm") {

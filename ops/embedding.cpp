@@ -85,7 +85,14 @@ partitioned_variable make_partitioned_variable(graph& g, shape dims, int num_sha
       fail(kOp, "the initializer of '" + name + "' shard " + std::to_string(k) + " gave " +
                     initial.dims().to_string() + ", not " + shape(shard_dims).to_string());
     auto on = g.device_scope(devices.empty() ? "" : devices[static_cast<size_t>(k)]);
-    v.shards.push_back(make_variable(initial, name + "/part_" + std::to_string(k)));
+    // Where the part's rows sit: a restore into another split reads them
+    // (actors/cluster/checkpoint_shards.hpp).
+    attr_map where{{"_partition_of", name},
+                   {"_partition_rows", dims[0]},
+                   {"_partition_count", int64_t{num_shards}},
+                   {"_partition_index", int64_t{k}},
+                   {"_partition_strategy", std::string(partition_strategy_name(strategy))}};
+    v.shards.push_back(make_variable(initial, name + "/part_" + std::to_string(k), where));
   }
   return v;
 }

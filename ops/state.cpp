@@ -202,19 +202,32 @@ operation group(graph& g, const std::vector<operation>& ops, const std::string& 
   return no_op(g, name.empty() ? "group" : name);
 }
 
-variable make_variable(graph& g, dtype type, shape dims, const std::string& name) {
+namespace {
+
+variable add_variable(graph& g, dtype type, shape dims, const std::string& name, attr_map attrs) {
   if (!dims.is_fully_defined())
     fail("variable", "shape must be fully defined, got " + dims.to_string());
-  auto& n = g.add_node("variable", {}, {{"dtype", type}, {"shape", dims.dims()}},
-                       name.empty() ? "variable" : name);
+  attrs["dtype"] = type;
+  attrs["shape"] = dims.dims();
+  auto& n = g.add_node("variable", {}, std::move(attrs), name.empty() ? "variable" : name);
   return variable(output(&g, {n.id, 0}), operation());
 }
 
-variable make_variable(output initial, const std::string& name) {
+}  // namespace
+
+variable make_variable(graph& g, dtype type, shape dims, const std::string& name) {
+  return add_variable(g, type, dims, name, {});
+}
+
+variable make_variable(output initial, const std::string& name, attr_map extra) {
   graph& g = initial.owner();
-  variable v = make_variable(g, initial.type(), initial.dims(), name);
+  variable v = add_variable(g, initial.type(), initial.dims(), name, std::move(extra));
   auto init = assign(v, initial, v.name() + "/init");
   return variable(v.value(), operation(&g, init.ref().node));
+}
+
+variable make_variable(output initial, const std::string& name) {
+  return make_variable(initial, name, attr_map{});
 }
 
 output variable::read(const std::string& name) const {

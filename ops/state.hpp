@@ -47,6 +47,9 @@ ACTORFLOW_API variable make_variable(output initial, const std::string& name = "
 /// A variable with no initializer: it must be assigned (or restored) before it is read.
 ACTORFLOW_API variable make_variable(graph& g, dtype type, shape dims,
                                      const std::string& name = "");
+/// The same with extra node attributes (a part of a partitioned variable
+/// says where its rows sit, for restores into another split).
+ACTORFLOW_API variable make_variable(output initial, const std::string& name, attr_map extra);
 /// Sets the variable; the output is the new value.
 ACTORFLOW_API output assign(const variable& v, output value, const std::string& name = "");
 /// Adds to the variable in place; the output is the new value.

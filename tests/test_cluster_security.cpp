@@ -112,14 +112,16 @@ TEST_CASE("a client with a secret is told when the task runs without one") {
 // ---- forged messages ------------------------------------------------------------
 
 // Control: without a secret, BASP believes what a message claims. The forger
-// makes a ps save a shard at a step of its choosing, and makes the task
+// makes a ps save a shard where it likes (a snapshot prepared and
+// committed), and makes the task
 // server answer itself with an error (which ended it before it survived any
 // message): this shows the forger speaks BASP well enough to be a threat.
 TEST_CASE(
     "without a secret a forged source is believed; the task server survives its own answers") {
   auto dir = temp_dir("forged-plain");
   test_cluster c;
-  auto ps = c.start("ps", 0, {"--checkpoint-dir", dir});
+  std::filesystem::create_directories(dir);
+  auto ps = c.start("ps", 0);
   runtime forger_rt;
   basp_forger forger(forger_rt.system(), c.ps_port);
   REQUIRE(forger.connected());
@@ -130,12 +132,13 @@ TEST_CASE(
     forger.send_routed(server->node, server->published_actor, server->node, server->published_actor,
                        std::move(msg));
   };
-  as_server(caf::make_message(save_atom::value, int64_t{424242}));
+  as_server(caf::make_message(snap_prepare_atom::value, uint64_t{7}, int64_t{5000}));
+  as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}));
   as_server(caf::make_message(connect_atom::value, uint64_t{999}, std::vector<std::string>{"x"},
                               std::vector<caf::actor>{caf::actor{}}));  // answered with an error
   as_server(caf::make_message(std::string("junk"), 3.5));
   for (int i = 0; i < 100 && !has_checkpoint(dir); ++i) std::this_thread::sleep_for(20ms);
-  CHECK(std::filesystem::exists(dir + "/ckpt-424242.afck"));
+  CHECK(std::filesystem::exists(dir + "/ps-0.afck"));
   ps_value v(3.0f);
   session s(v.g, c.connect());
   CHECK(*s.eval(v.y).data<float>() == -3.0f);
@@ -145,7 +148,8 @@ TEST_CASE(
 TEST_CASE("with a secret, forged save, release and register reach nothing; the ps serves on") {
   auto dir = temp_dir("forged-secret");
   test_cluster c;
-  auto ps = c.start("ps", 0, {"--secret", "s3cret", "--checkpoint-dir", dir});
+  std::filesystem::create_directories(dir);
+  auto ps = c.start("ps", 0, {"--secret", "s3cret"});
   // A real worker with a partition on the ps, whose id the forger guesses.
   ps_value v(4.0f);
   auto cluster = c.connect({}, with_secret("s3cret"));
@@ -163,7 +167,8 @@ TEST_CASE("with a secret, forged save, release and register reach nothing; the p
     auto as_server = [&](caf::message msg) {
       forger.send_routed(server.node(), server.id(), server.node(), server.id(), std::move(msg));
     };
-    as_server(caf::make_message(save_atom::value, int64_t{424242}));
+    as_server(caf::make_message(snap_prepare_atom::value, uint64_t{7}, int64_t{5000}));
+    as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}));
     for (uint64_t id = 0; id < 8; ++id) as_server(caf::make_message(release_atom::value, id));
     as_server(caf::make_message(register_atom::value, caf::actor{}, std::string("garbage"),
                                 std::vector<std::string>{}, std::vector<std::string>{},

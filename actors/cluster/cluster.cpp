@@ -156,20 +156,6 @@ caf::actor cluster_connection::server(const std::string& task) {
   return actor;
 }
 
-std::string cluster_connection::save_shard(const std::string& task, int64_t step) {
-  auto actor = server(task);
-  caf::scoped_actor self{runtime_->system()};
-  std::string path, failure;
-  self->request(
-          actor,
-          std::min<std::chrono::milliseconds>(options_.step_timeout, std::chrono::seconds(30)),
-          save_atom::value, step)
-      .receive([&](std::string& p) { path = std::move(p); },
-               [&](caf::error& e) { failure = error_text(e); });
-  if (!failure.empty()) fail("cluster", "task " + task + " did not save its shard: " + failure);
-  return path;
-}
-
 void cluster_connection::forget(const std::string& task) {
   std::lock_guard<std::mutex> lock(mutex_);
   servers_.erase(task);

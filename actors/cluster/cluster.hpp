@@ -108,10 +108,6 @@ class ACTORFLOW_API cluster_connection {
   /// task, its address and why (a refused connection, a handshake that failed
   /// and how: wrong secret, certificate, a peer of another kind).
   caf::actor server(const std::string& task);
-  /// Asks `task` to save its variables as its checkpoint shard for `step`
-  /// (in the directory it was started with); returns the file's path on that
-  /// task's machine. Throws naming the task when it cannot.
-  std::string save_shard(const std::string& task, int64_t step);
   /// Drops the connection to `task` (it died); the next server() reconnects.
   void forget(const std::string& task);
 

@@ -1,12 +1,15 @@
 #include "actors/cluster/task_server.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <map>
 
 #include "actors/resources/resource_table.hpp"
 #include "actors/run/executable.hpp"
 #include "actors/run/messages.hpp"
-#include "schema/checkpoint_dir.hpp"
+#include "actors/cluster/checkpoint_shards.hpp"
+#include "schema/checkpoint_io.hpp"
+#include "schema/checkpoint_manifest.hpp"
 #include "schema/graph_io.hpp"
 
 namespace actorflow {
@@ -25,6 +28,13 @@ struct task_server_state {
   std::shared_ptr<resource_table> resources;
   std::map<uint64_t, registered_partition> partitions;
   uint64_t next_id = 1;
+  // Checkpoints: when each freeze began (for the pause it reports), and the
+  // values of a restore prepared but not yet committed.
+  struct freeze_time {
+    double began = 0, hold_s = 0;
+  };
+  std::map<uint64_t, freeze_time> frozen_at;
+  std::map<uint64_t, std::map<std::string, variable_state>> staged;
 };
 
 using server_actor = caf::stateful_actor<task_server_state, caf::event_based_actor>;
@@ -86,39 +96,120 @@ caf::result<bool> connect_sends(server_actor* self, uint64_t id,
   return true;
 }
 
-caf::result<std::string> save_shard(server_actor* self, int64_t step) {
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Holds every variable's updates for a consistent snapshot; answers how many.
+caf::result<uint64_t> prepare_snapshot(server_actor* self, uint64_t id, int64_t hold_ms) {
   auto& st = self->state;
-  if (st.options.checkpoint_dir.empty())
-    return refusal("task " + st.options.task + " has no checkpoint directory (--checkpoint-dir)");
   try {
-    checkpoint_data data;
-    data.global_step = step;
-    std::vector<std::string> names;
-    for (auto& [name, actor] : st.resources->variables()) names.push_back(name);
-    data.variables = st.resources->snapshot(names, std::chrono::seconds(60));
-    checkpoint_directory shards(st.options.checkpoint_dir, st.options.keep_checkpoints);
-    return shards.save_data(data, step);
+    st.frozen_at[id] = {seconds_now(), double(hold_ms) / 1000.0};
+    return uint64_t(st.resources->freeze(id, std::chrono::milliseconds(hold_ms),
+                                         std::chrono::seconds(30)));
   } catch (const std::exception& e) {
-    return refusal("task " + st.options.task + ": saving its shard failed: " + e.what());
+    st.frozen_at.erase(id);
+    return refusal("task " + st.options.task + ": " + e.what());
   }
 }
 
-void restore_latest_shard(resource_table& resources, const task_server_options& options) {
-  if (options.checkpoint_dir.empty()) return;
-  checkpoint_directory shards(options.checkpoint_dir, options.keep_checkpoints);
-  std::vector<std::string> errors;
-  std::string path;
-  auto data = shards.load_latest(errors, &path);
-  for (auto& e : errors) std::cerr << "[task_server] " << options.task << ": " << e << "\n";
-  if (!data) {
-    if (!errors.empty())
-      fail("task_server",
-           options.task + ": no readable checkpoint shard in '" + options.checkpoint_dir + "'");
-    return;
+// The task's part of a cluster checkpoint, written off the server's thread.
+struct shard_write {
+  std::string task, path;
+  checkpoint_data data;
+  double pause_ms = 0;
+};
+
+// Writes the shard and answers its manifest fragment (serialize_manifest:
+// one shard, its variables), then ends.
+caf::behavior shard_writer(caf::event_based_actor* self, std::shared_ptr<shard_write> w) {
+  return {[self, w](write_atom) -> caf::result<std::string> {
+    self->quit();
+    try {
+      save_checkpoint_file(w->data, w->path);
+      checkpoint_manifest fragment;
+      fragment.step = w->data.global_step;
+      fragment.pause_ms = w->pause_ms;
+      manifest_shard shard = describe_file(w->path);
+      shard.task = w->task;
+      fragment.shards.push_back(shard);
+      for (auto& [name, state] : w->data.variables)
+        fragment.variables.push_back(
+            {name, state.value.type(), state.value.dims().dims(), 0, partition_info{}});
+      return serialize_manifest(fragment);
+    } catch (const std::exception& e) {
+      return refusal("task " + w->task + ": writing its shard failed: " + e.what());
+    }
+  }};
+}
+
+// Takes the frozen variables (references, no copies), lets updates go on,
+// and writes the shard in the background; answers when it is written.
+caf::result<std::string> commit_snapshot(server_actor* self, uint64_t id,
+                                         const std::string& step_dir, int64_t step) {
+  auto& st = self->state;
+  auto w = std::make_shared<shard_write>();
+  w->task = st.options.task;
+  // The variables thaw by themselves when the freeze's hold ends: a commit
+  // after that would take a cut that is no longer consistent.
+  auto began = st.frozen_at.find(id);
+  if (began != st.frozen_at.end() &&
+      seconds_now() - began->second.began > 0.8 * began->second.hold_s) {
+    st.frozen_at.erase(began);
+    st.resources->thaw(id);
+    return refusal("task " + st.options.task + ": the commit of snapshot " + std::to_string(id) +
+                   " came after its freeze had (nearly) ended");
   }
-  resources.restore(data->variables, std::chrono::seconds(60));
-  std::cerr << "[task_server] " << options.task << " restored " << data->variables.size()
-            << " variables from " << path << " (step " << data->global_step << ")\n";
+  try {
+    w->path = step_dir + "/" + shard_file_name(st.options.task);
+    w->data.global_step = step;
+    w->data.variables = st.resources->snapshot_frozen(id, std::chrono::seconds(30));
+  } catch (const std::exception& e) {
+    st.frozen_at.erase(id);
+    return refusal("task " + st.options.task + ": " + e.what());
+  }
+  auto it = st.frozen_at.find(id);
+  if (it == st.frozen_at.end())
+    return refusal("task " + st.options.task + ": no snapshot " + std::to_string(id) +
+                   " was prepared (it restarted meanwhile?)");
+  w->pause_ms = 1000.0 * (seconds_now() - it->second.began);
+  st.frozen_at.erase(it);
+  auto writer = self->spawn<caf::detached>(shard_writer, w);
+  self->delegate(writer, write_atom::value);  // the writer answers the client
+  return caf::delegated<std::string>{};
+}
+
+caf::result<uint64_t> prepare_restore(server_actor* self, uint64_t id, const std::string& step_dir,
+                                      const std::string& targets) {
+  auto& st = self->state;
+  st.staged.clear();  // one restore at a time: an earlier one was abandoned
+  try {
+    auto m = load_manifest(step_dir + "/" + std::string(manifest_file_name));
+    auto wanted = deserialize_targets(targets, "the restore request");
+    auto values = assemble_variables(step_dir, m, wanted);
+    uint64_t n = values.size();
+    st.staged[id] = std::move(values);
+    return n;
+  } catch (const std::exception& e) {
+    return refusal("task " + st.options.task + ": " + e.what());
+  }
+}
+
+caf::result<bool> commit_restore(server_actor* self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.staged.find(id);
+  if (it == st.staged.end())
+    return refusal("task " + st.options.task + ": no restore " + std::to_string(id) +
+                   " was prepared (it restarted meanwhile?)");
+  try {
+    st.resources->restore(it->second, std::chrono::seconds(60));
+  } catch (const std::exception& e) {
+    st.staged.erase(it);
+    return refusal("task " + st.options.task + ": " + e.what());
+  }
+  st.staged.erase(it);
+  return true;
 }
 
 // CAF's defaults end an actor on an error message and print every unknown
@@ -158,9 +249,19 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
         return connect_sends(self, id, sends, recvs);
       },
       [self](release_atom, uint64_t id) { self->state.partitions.erase(id); },
-      [self](save_atom, int64_t step) -> caf::result<std::string> {
-        return save_shard(self, step);
+      [self](snap_prepare_atom, uint64_t id, int64_t hold_ms) {
+        return prepare_snapshot(self, id, hold_ms);
       },
+      [self](snap_commit_atom, uint64_t id, const std::string& step_dir, int64_t step) {
+        return commit_snapshot(self, id, step_dir, step);
+      },
+      [self](snap_abort_atom, uint64_t id) {
+        self->state.frozen_at.erase(id);
+        self->state.resources->thaw(id);
+      },
+      [self](restore_prepare_atom, uint64_t id, const std::string& step_dir,
+             const std::string& targets) { return prepare_restore(self, id, step_dir, targets); },
+      [self](restore_commit_atom, uint64_t id) { return commit_restore(self, id); },
       [self](ping_atom) { return self->state.options.task; },
   };
 }
@@ -169,7 +270,6 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
 
 caf::actor spawn_task_server(runtime& rt, const task_server_options& options) {
   auto resources = std::make_shared<resource_table>(rt);
-  restore_latest_shard(*resources, options);
   return rt.system().spawn<caf::detached>(task_server, &rt, options, std::move(resources));
 }
 

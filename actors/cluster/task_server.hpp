@@ -9,7 +9,11 @@
 //                                           -> (id, coordinator, recv names, recv actors)
 //   connect, id, send names, recv actors    -> true
 //   release, id                             -> (nothing)
-//   save, step                              -> path of this task's checkpoint shard
+//   snapprep, id, hold ms                   -> number of variables frozen
+//   snapcommit, id, step dir, step          -> manifest fragment of the shard written
+//   snapabort, id                           -> (nothing; the variables thaw)
+//   restprep, id, step dir, targets         -> number of variables staged
+//   restcommit, id                          -> true (the staged values set)
 //   ping                                    -> task name
 // Authentication is the connection's, not the server's: with a cluster
 // secret, a peer reaches this actor only through a connection on which it
@@ -28,14 +32,9 @@ namespace actorflow {
 
 struct task_server_options {
   std::string task;  // "/job:ps/task:0"
-  /// Where this task's checkpoint shards go (<dir>/ckpt-<step>.afck); when
-  /// set, the server restores the newest readable shard as it starts.
-  std::string checkpoint_dir;
-  size_t keep_checkpoints = 5;
 };
 
-/// Spawns the server (a detached actor: saving a shard blocks it). Throws
-/// when the checkpoint directory holds shards and none can be read.
+/// Spawns the server (a detached actor: a restore reads files on its thread).
 caf::actor spawn_task_server(runtime& rt, const task_server_options& options);
 
 /// The text of a CAF error, without CAF's decoration when it carries one.

@@ -108,4 +108,60 @@ void resource_table::restore(const std::map<std::string, variable_state>& states
   }
 }
 
+size_t resource_table::freeze(uint64_t id, std::chrono::milliseconds hold,
+                              std::chrono::milliseconds timeout) {
+  auto actors = variables();
+  caf::scoped_actor self{runtime_.system()};
+  // Every request goes out before the first answer is awaited: the freeze
+  // takes one round trip, not one per variable.
+  using handle = decltype(self->request(caf::actor(), timeout, freeze_atom::value, id, int64_t{}));
+  std::vector<std::pair<std::string, handle>> pending;
+  for (auto& [name, actor] : actors)
+    pending.emplace_back(name, self->request(actor, timeout, freeze_atom::value, id,
+                                             int64_t(hold.count())));
+  std::string failure;
+  for (auto& [name, h] : pending)
+    h.receive([](bool) {},
+              [&, n = name](caf::error& e) {
+                if (failure.empty())
+                  failure = "the actor of variable '" + n + "' did not answer: " + caf::to_string(e);
+              });
+  if (!failure.empty()) {
+    thaw(id);
+    fail("session", "freeze: " + failure);
+  }
+  return actors.size();
+}
+
+std::map<std::string, variable_state> resource_table::snapshot_frozen(
+    uint64_t id, std::chrono::milliseconds timeout) {
+  std::map<std::string, variable_state> out;
+  try {
+    // Requests one by one: each answer is the variable's own state, and the
+    // actors are frozen, so the order does not matter; the time is a
+    // message per variable, no bytes are copied.
+    caf::scoped_actor self{runtime_.system()};
+    for (auto& [name, actor] : variables()) {
+      std::string failure;
+      self->request(actor, timeout, snapshot_atom::value)
+          .receive(
+              [&](variable_state& state) {
+                if (state.initialized()) out.emplace(name, std::move(state));
+              },
+              [&](caf::error& e) { failure = caf::to_string(e); });
+      if (!failure.empty())
+        fail("session", "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
+    }
+  } catch (...) {
+    thaw(id);
+    throw;
+  }
+  thaw(id);
+  return out;
+}
+
+void resource_table::thaw(uint64_t id) {
+  for (auto& [name, actor] : variables()) caf::anon_send(actor, thaw_atom::value, id);
+}
+
 }  // namespace actorflow

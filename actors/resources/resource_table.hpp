@@ -48,6 +48,18 @@ class resource_table {
   void restore(const std::map<std::string, variable_state>& states,
                std::chrono::milliseconds timeout);
 
+  /// A consistent snapshot across every variable of the table (a cluster
+  /// checkpoint's part on one task): freeze holds every variable's updates
+  /// (for at most `hold`, so that a saver that died cannot stop training);
+  /// snapshot_frozen takes every initialized variable (buffers shared, not
+  /// copied; uninitialized ones are left out) and then thaws them. Returns
+  /// the number of variables frozen; throws naming one that did not answer.
+  size_t freeze(uint64_t id, std::chrono::milliseconds hold, std::chrono::milliseconds timeout);
+  std::map<std::string, variable_state> snapshot_frozen(uint64_t id,
+                                                        std::chrono::milliseconds timeout);
+  /// Ends freeze `id` (a snapshot that was abandoned); the held updates apply.
+  void thaw(uint64_t id);
+
  private:
   caf::actor variable_locked(const std::string& name, const local_device* device);
 

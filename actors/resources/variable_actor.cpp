@@ -1,5 +1,8 @@
 #include "actors/resources/variable_actor.hpp"
 
+#include <algorithm>
+#include <deque>
+
 #include "actors/run/messages.hpp"
 #include "core/op_registry.hpp"
 #include "devices/cpu/parallel.hpp"
@@ -8,10 +11,18 @@ namespace actorflow {
 
 namespace {
 
+struct held_update {
+  variable_update update;
+  caf::typed_response_promise<update_result> promise;
+};
+
 struct variable_actor_state {
   std::string name;
   variable_state var;
   tbb::task_arena* arena = nullptr;
+  // A freeze (freeze_atom) in effect: its id, and the updates it holds.
+  uint64_t frozen_by = 0;
+  std::deque<held_update> held;
 };
 
 update_result apply_update(variable_actor_state& st, variable_update& u) {
@@ -35,14 +46,43 @@ update_result apply_update(variable_actor_state& st, variable_update& u) {
   return result;
 }
 
+using variable_actor = caf::stateful_actor<variable_actor_state>;
+
+caf::result<update_result> update_or_hold(variable_actor* self, variable_update& u) {
+  auto& st = self->state;
+  if (st.frozen_by == 0) return apply_update(st, u);
+  auto promise = self->make_response_promise<update_result>();
+  st.held.push_back({std::move(u), promise});
+  return promise;
+}
+
+// Ends freeze `id` (a later freeze replaced it: nothing to do) and applies
+// the updates it held, in the order they came.
+void thaw(variable_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (st.frozen_by != id) return;
+  st.frozen_by = 0;
+  while (!st.held.empty()) {
+    auto h = std::move(st.held.front());
+    st.held.pop_front();
+    h.promise.deliver(apply_update(st, h.update));
+  }
+}
+
+void freeze(variable_actor* self, uint64_t id, int64_t hold_ms) {
+  self->state.frozen_by = id;
+  // Answers nobody (a reply to an asynchronous message would come back here).
+  self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(hold_ms, 0)),
+                     thaw_atom::value, id, false);
+}
+
 }  // namespace
 
 caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
                                 tbb::task_arena& arena) {
   // Arguments rather than captures: see spawn_cpu_device.
   return system.spawn(
-      [](caf::stateful_actor<variable_actor_state>* self, std::string name,
-         tbb::task_arena* pool) -> caf::behavior {
+      [](variable_actor* self, std::string name, tbb::task_arena* pool) -> caf::behavior {
         self->state.name = name;
         self->state.arena = pool;
         return {
@@ -54,7 +94,7 @@ caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
                     error_code::failed_precondition);
               return step_value{st.var.value, ""};
             },
-            [self](update_atom, variable_update& u) { return apply_update(self->state, u); },
+            [self](update_atom, variable_update& u) { return update_or_hold(self, u); },
             // Checkpoints. Both share buffers rather than copy them: updates
             // copy a value or slot that someone else still holds before writing.
             [self](snapshot_atom) { return self->state.var; },
@@ -62,6 +102,15 @@ caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
               self->state.var = std::move(s);
               return true;
             },
+            [self](freeze_atom, uint64_t id, int64_t hold_ms) {
+              freeze(self, id, hold_ms);
+              return true;
+            },
+            [self](thaw_atom, uint64_t id) {
+              thaw(self, id);
+              return true;
+            },
+            [self](thaw_atom, uint64_t id, bool) { thaw(self, id); },
         };
       },
       std::move(name), &arena);

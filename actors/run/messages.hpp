@@ -183,7 +183,6 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;        // -> task nam
 using register_atom = caf::atom_constant<caf::atom("register")>;  // see task_server.hpp
 using connect_atom = caf::atom_constant<caf::atom("connect")>;    // (id, sends, recvs) -> bool
 using release_atom = caf::atom_constant<caf::atom("release")>;    // (id)
-using save_atom = caf::atom_constant<caf::atom("save")>;          // (step) -> checkpoint path
 using ping_atom = caf::atom_constant<caf::atom("ping")>;          // -> task name
 // A queue actor's direct interface (readers and tools, beside the graph's ops):
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;  // vector<tensor> -> update_result
@@ -194,6 +193,18 @@ using size_atom = caf::atom_constant<caf::atom("size")>;    // -> update_result 
 // A variable actor's checkpoint interface (actors/checkpoint.hpp, via the session):
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // -> variable_state
 using restore_atom = caf::atom_constant<caf::atom("restore")>;    // variable_state -> bool
+// Consistent snapshots across variables (and tasks): a frozen variable holds
+// its updates, in order, until thawed (or until the freeze's hold time ends,
+// so that a saver that died cannot stop training); reads go on.
+using freeze_atom = caf::atom_constant<caf::atom("freeze")>;  // (id, hold ms) -> bool
+using thaw_atom = caf::atom_constant<caf::atom("thaw")>;      // (id) -> bool
+// A task server's part in a cluster checkpoint (actors/cluster/task_server.hpp):
+using snap_prepare_atom = caf::atom_constant<caf::atom("snapprep")>;
+using snap_commit_atom = caf::atom_constant<caf::atom("snapcommit")>;
+using snap_abort_atom = caf::atom_constant<caf::atom("snapabort")>;
+using restore_prepare_atom = caf::atom_constant<caf::atom("restprep")>;
+using restore_commit_atom = caf::atom_constant<caf::atom("restcommit")>;
+using write_atom = caf::atom_constant<caf::atom("write")>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_trace& x) {

@@ -106,9 +106,14 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
 
 int serve_task(const cluster_setup& setup, const std::string& bind,
                const std::string& checkpoint_dir, int threads) {
+  if (!checkpoint_dir.empty())
+    fail("train", setup.task_name() +
+                      ": a ps task takes no --checkpoint-dir: the chief (worker 0) keeps the "
+                      "cluster's checkpoints in its --checkpoint-dir, where every ps task writes "
+                      "its shard of each consistent cut, and restores them into the ps tasks");
   stop_signals signals(setup.task_name());  // before any thread starts
   auto rt = std::make_shared<runtime>(task_runtime_options(setup, threads));
-  task_server_options options{setup.task_name(), checkpoint_dir};
+  task_server_options options{setup.task_name()};
   auto server = spawn_task_server(*rt, options);
   auto address = setup.spec.address(setup.task_name());
   auto port = publish_task_server(*rt, server, address.port, bind);

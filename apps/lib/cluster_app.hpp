@@ -56,7 +56,8 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads);
 
 /// Serves this task (actors/cluster/task_server.hpp) on its port, bound to `bind`,
 /// until SIGINT or SIGTERM; prints "... serving on HOST:PORT" once it listens.
-/// Returns the process's exit status.
+/// Returns the process's exit status. A `checkpoint_dir` is an error that
+/// says where cluster checkpoints are kept (the chief's --checkpoint-dir).
 int serve_task(const cluster_setup& setup, const std::string& bind,
                const std::string& checkpoint_dir, int threads);
 

@@ -38,12 +38,26 @@ void recovering_runner::wait_initialized() {
 bool recovering_runner::initialize_or_wait(const variable& global_step) {
   bool found_set = false;
   if (chief_) {
+    bool step_set = true;
     try {
       s_.eval(global_step.value());
-      fmt::print("variables restored by the ps tasks\n");
-      found_set = true;
     } catch (const error& e) {
       if (e.code() != error_code::failed_precondition) throw;
+      step_set = false;
+    }
+    bool all_set = step_set && (*this)([&] { return s_.eval(ops_.ready).item<bool>(); });
+    if (all_set) {
+      fmt::print("variables restored by the ps tasks\n");
+      found_set = true;
+    } else if (ops_.restore && (*this)([&] { return ops_.restore(s_); })) {
+      found_set = true;
+    } else if (step_set) {
+      (*this)([&] {
+        initialize_missing();
+        return 0;
+      });
+      found_set = true;
+    } else {
       (*this)([&] {
         s_.run({ops_.init});
         return 0;
@@ -69,9 +83,27 @@ void recovering_runner::repair(error_code code) {
     // A worker's own variables are its to set; what is still unset after
     // that a ps task lost, and the chief sets the variables again.
     if (ops_.set_local) try_set_local();
-    if (chief_ && !variables_ready()) initialize_missing();
+    if (chief_) repair_lost_variables();
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+// Every ps task back to the newest checkpoint (one step across all of them),
+// or, without one, the lost variables to their initial values.
+void recovering_runner::repair_lost_variables() {
+  std::lock_guard<std::mutex> lock(repair_mutex_);
+  if (variables_ready()) return;  // repaired by the other thread
+  bool restored = false;
+  if (ops_.restore) {
+    try {
+      restored = ops_.restore(s_);
+    } catch (const error& e) {
+      fmt::print(stderr, "warning: restoring the newest checkpoint failed: {}\n", e.what());
+      return;  // retried with the step
+    }
+  }
+  if (!restored) initialize_missing();
+  ++repairs_;
 }
 
 // Whether every variable is set; true when that cannot be told now (a task
@@ -128,9 +160,10 @@ void recovering_runner::try_run(operation op) {
 }
 
 aggregation_thread::aggregation_thread(session& s, const sync_replicas_ops& sync,
-                                       recovering_runner& run, int64_t last_step, bool restarted)
-    : thread_([this, &s, &sync, &run, last_step, restarted] {
-        loop(s, sync, run, last_step, restarted);
+                                       recovering_runner& run, int64_t last_step, bool restarted,
+                                       std::function<void(int64_t)> after_step)
+    : thread_([this, &s, &sync, &run, last_step, restarted, after = std::move(after_step)] {
+        loop(s, sync, run, last_step, restarted, after);
       }) {}
 
 aggregation_thread::~aggregation_thread() {
@@ -145,20 +178,29 @@ bool aggregation_thread::join() {
 }
 
 void aggregation_thread::loop(session& s, const sync_replicas_ops& sync, recovering_runner& run,
-                              int64_t last_step, bool restarted) {
+                              int64_t last_step, bool restarted,
+                              const std::function<void(int64_t)>& after_step) {
   try {
-    if (restarted)
-      run([&] {
-        s.run({sync.chief_init_tokens});
-        return 0;
-      });
+    // Tokens again whenever the variables were set back: the accumulators
+    // go back to the global step, and the workers waiting for a token that
+    // a lost queue held get one.
+    int64_t tokens_at_repair = restarted ? -1 : run.repairs();
     for (;;) {
+      if (tokens_at_repair != run.repairs()) {
+        tokens_at_repair = run.repairs();
+        run([&] {
+          s.run({sync.chief_init_tokens});
+          return 0;
+        });
+      }
       auto r = run([&] {
         // Checked on every try, so that a stop also ends the retries.
         if (stop_) fail("train", "the chief's training loop stopped");
         return s.run({}, {sync.chief_step}, {sync.chief_update});
       });
-      if (r[0].item<int64_t>() >= last_step) break;
+      int64_t step = r[0].item<int64_t>();
+      if (after_step) after_step(step);
+      if (step >= last_step) break;
     }
     s.run({sync.close_tokens});
   } catch (const std::exception& e) {
@@ -171,18 +213,70 @@ void aggregation_thread::loop(session& s, const sync_replicas_ops& sync, recover
   }
 }
 
-void shard_saver::save(int64_t step) {
-  if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+cluster_checkpointer::cluster_checkpointer(const std::string& dir, int64_t every,
+                                           size_t keep_last) {
+  if (dir.empty()) {
+    if (every > 0)
+      fail("train", "--checkpoint-every needs --checkpoint-dir on the chief (worker 0): the "
+                    "cluster's checkpoints go there, one shard per ps task");
     return;
-  pending_ = std::async(std::launch::async, [this, step] {
-    for (int i = 0; i < num_ps_; ++i) {
-      try {
-        cluster_.save_shard(task_name("ps", i), step);
-      } catch (const error& e) {
-        fmt::print(stderr, "warning: {}\n", e.what());
-      }
-    }
-  });
+  }
+  manager_ = std::make_unique<checkpoint_manager>(dir, keep_last);
+  manager_->lock_directory();  // two runs never write into one directory
+  schedule_ = save_schedule(every, 0);
+}
+
+void cluster_checkpointer::finish_pending(bool wait) {
+  if (!pending_.valid()) return;
+  if (!wait && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  try {
+    auto path = pending_.get();
+    auto m = load_manifest(path);
+    fmt::print("checkpoint step={} saved in {:.0f} ms (pause {:.1f} ms)\n", pending_step_,
+               1000.0 * (now_seconds() - pending_since_), m.pause_ms);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", pending_step_,
+               e.what());
+  }
+}
+
+void cluster_checkpointer::at_step(session& s, int64_t step) {
+  if (!manager_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  highest_step_ = std::max<int64_t>(highest_step_, step);
+  finish_pending(false);
+  if (pending_.valid() || !schedule_.due(step)) return;
+  try {
+    pending_since_ = now_seconds();
+    pending_step_ = step;
+    pending_ = manager_->start_save(s, step);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", step, e.what());
+  }
+}
+
+void cluster_checkpointer::save_now(session& s, int64_t step) {
+  if (!manager_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  finish_pending(true);
+  pending_since_ = now_seconds();
+  pending_step_ = step;
+  pending_ = manager_->start_save(s, step);
+  finish_pending(true);
+}
+
+int64_t cluster_checkpointer::restore(session& s) {
+  if (!manager_) return -1;
+  std::lock_guard<std::mutex> lock(mutex_);
+  finish_pending(true);  // a save in flight may be the newest
+  auto r = manager_->restore_latest(s);
+  for (auto& e : r.errors) fmt::print(stderr, "warning: skipped checkpoint: {}\n", e);
+  if (!r.restored) return -1;
+  const int64_t was = std::max<int64_t>(highest_step_, r.step);
+  fmt::print("recovery: restored checkpoint step={} (global step was {}: {} steps lost) from {}\n",
+             r.step, was, was - r.step, r.path);
+  highest_step_ = r.step;
+  return r.step;
 }
 
 }  // namespace actorflow::apps

@@ -1,15 +1,18 @@
 // What every cluster trainer of actorflow-train shares (the image models'
 // cluster_training.cpp and the language model's lm_cluster_training.cpp):
 // steps that ride out a lost task, the chief's synchronous aggregation loop,
-// and the chief's requests to the ps tasks to save their shards.
+// and the chief's consistent cluster checkpoints.
 #pragma once
 #include <atomic>
 #include <functional>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/checkpoint.hpp"
 #include "actors/cluster/cluster.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/step_observer.hpp"
@@ -45,9 +48,13 @@ struct recovery_ops {
   /// when a step finds one unset (a ps task restarted without them).
   std::function<void(session&)> set_local;
   /// Each variable of `init` with its own initializer (variable_initializers):
-  /// when a ps task comes back without its shard, the chief sets only what
-  /// it lost. Empty: the chief runs `init` again.
+  /// without checkpoints, when a ps task comes back without its variables,
+  /// the chief sets only what it lost. Empty: the chief runs `init` again.
   std::vector<variable_initializer> variables;
+  /// Optional, the chief's: sets every ps task back to the newest consistent
+  /// checkpoint; false when there is none (then the lost variables are set
+  /// to their initial values).
+  std::function<bool(session&)> restore;
 };
 
 /// Runs steps, riding out lost tasks: a step that fails because a task went
@@ -76,10 +83,14 @@ class recovering_runner {
   /// Until every variable is set (by the chief, or restored by the ps
   /// tasks): the chief's init sets them in no particular order.
   void wait_initialized();
-  /// The chief: initializes the variables unless the ps tasks restored them
-  /// (the global step readable); the others wait until they are set. True
-  /// for a chief that found them set: a restarted chief, or a resumed run.
+  /// The chief: initializes the variables unless the ps tasks hold them
+  /// (a restarted chief) or a checkpoint has them (a resumed run, or ps
+  /// tasks that lost theirs); the others wait until they are set. True for
+  /// a chief that did not start from the initial values.
   bool initialize_or_wait(const variable& global_step);
+  /// How many times the chief set the ps tasks' variables back (restored
+  /// or re-initialized them): the aggregation hands out tokens again after.
+  int64_t repairs() const { return repairs_; }
 
  private:
   // A task down or not back yet, a step that timed out on it, a variable it
@@ -94,11 +105,16 @@ class recovering_runner {
   void try_run(operation op);
   void try_set_local();
   void initialize_missing();
+  void repair_lost_variables();
 
   session& s_;
   recovery_ops ops_;
   bool chief_;
   double recovery_seconds_;
+  // The aggregation thread and the training loop may both find the
+  // variables lost: one repairs them, the other finds them set.
+  std::mutex repair_mutex_;
+  std::atomic<int64_t> repairs_{0};
 };
 
 /// The chief's side of synchronous training: one aggregation per global
@@ -108,8 +124,11 @@ class aggregation_thread {
  public:
   /// `restarted`: the chief found the variables set (initialize_or_wait);
   /// it first hands out a token per worker (sync_replicas_ops::chief_init_tokens).
+  /// `after_step` runs between two aggregations with the global step
+  /// reached (a checkpoint taken there holds no update of the next step).
   aggregation_thread(session& s, const sync_replicas_ops& sync, recovering_runner& run,
-                     int64_t last_step, bool restarted);
+                     int64_t last_step, bool restarted,
+                     std::function<void(int64_t)> after_step = {});
   /// On a way out before the last step (an error): stops the loop within
   /// its current step (at most the step timeout) and joins it.
   ~aggregation_thread();
@@ -118,35 +137,10 @@ class aggregation_thread {
 
  private:
   void loop(session& s, const sync_replicas_ops& sync, recovering_runner& run, int64_t last_step,
-            bool restarted);
+            bool restarted, const std::function<void(int64_t)>& after_step);
 
   std::atomic<bool> failed_{false}, stop_{false};
   std::thread thread_;
-};
-
-/// Asks every ps task to save its shard, off the training loop: a ps task
-/// that dies mid-save costs the saver its timeout, not the workers their steps.
-class shard_saver {
- public:
-  shard_saver(cluster_connection& cluster, int num_ps) : cluster_(cluster), num_ps_(num_ps) {}
-  ~shard_saver() { wait(); }
-
-  /// Starts saving step `step` unless a save is still running.
-  void save(int64_t step);
-  /// Saves step `step` after any save still running, and waits for it.
-  void save_and_wait(int64_t step) {
-    wait();
-    save(step);
-    wait();
-  }
-  void wait() {
-    if (pending_.valid()) pending_.wait();
-  }
-
- private:
-  cluster_connection& cluster_;
-  int num_ps_;
-  std::future<void> pending_;
 };
 
 /// A chief's save schedule: `every` steps (0: never), counted in global
@@ -163,6 +157,41 @@ class save_schedule {
 
  private:
   int64_t every_, saved_at_;
+};
+
+/// The chief's cluster checkpoints (--checkpoint-dir, --checkpoint-every):
+/// one consistent cut across every ps task (actors/checkpoint.hpp), taken
+/// between two aggregations in synchronous training; and, when a ps task
+/// came back without its variables, every ps task set back to the newest one.
+/// Safe to call from the aggregation thread and the training loop at once.
+class cluster_checkpointer {
+ public:
+  /// `dir` empty: no checkpoints (every > 0 then is an error).
+  cluster_checkpointer(const std::string& dir, int64_t every, size_t keep_last);
+  bool enabled() const { return manager_ != nullptr; }
+
+  /// Global step `step` was reached: starts a save when one is due and the
+  /// last one is written (training goes on while the shards are written).
+  /// Prints "checkpoint step=<k> saved in <ms> ms (pause <p> ms)" for each
+  /// save that completed; a save that failed is a warning, not the run's end.
+  void at_step(session& s, int64_t step);
+  /// Saves `step` and waits for it (the end of training).
+  void save_now(session& s, int64_t step);
+  /// Sets every ps task back to the newest checkpoint; prints
+  /// "recovery: restored checkpoint step=<k> (global step was <g>: <n> steps lost)".
+  /// Its step, or -1 when there is none to restore.
+  int64_t restore(session& s);
+
+ private:
+  void finish_pending(bool wait);
+
+  std::unique_ptr<checkpoint_manager> manager_;
+  save_schedule schedule_{0, 0};
+  std::mutex mutex_;
+  std::future<std::string> pending_;
+  int64_t pending_step_ = 0;
+  double pending_since_ = 0;
+  std::atomic<int64_t> highest_step_{0};
 };
 
 }  // namespace actorflow::apps

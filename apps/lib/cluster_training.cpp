@@ -96,6 +96,11 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   session s(t.g, cluster);
   recovery_ops recovery{t.init, t.ready, {}, t.variables};
   if (t.sync) recovery.set_local = [&t](session& s) { s.run({t.sync->local_step_init}); };
+  // The chief's consistent checkpoints of every ps task.
+  cluster_checkpointer checkpoints(chief ? c.checkpoint_dir : "", chief ? c.checkpoint_every : 0,
+                                   size_t(c.keep_checkpoints));
+  if (checkpoints.enabled())
+    recovery.restore = [&checkpoints](session& s) { return checkpoints.restore(s) >= 0; };
   recovering_runner run(s, recovery, chief, c.recovery_seconds);
   fmt::print("{}: {} training, {} workers ({} aggregated per step), {} ps tasks, until step {}\n",
              setup.task_name(), c.sync ? "synchronous" : "asynchronous", workers, aggregated,
@@ -105,7 +110,9 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && t.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step, restarted);
+    aggregation = std::make_unique<aggregation_thread>(
+        s, *t.sync, run, last_step, restarted,
+        [&](int64_t step) { checkpoints.at_step(s, step); });
 
   std::unique_ptr<train_report> report;
   if (chief) {
@@ -117,8 +124,6 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   }
   int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
   int64_t steps_run = 0, reported_epoch = step / steps_per_epoch;
-  save_schedule saves(c.checkpoint_every, step);
-  shard_saver saver(*cluster, num_ps);
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
   auto observer = worker_observer(c.out, setup.job, setup.task, c.trace_steps, c.profile);
@@ -152,8 +157,9 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     loss_sum += double(loss);
     ++steps_run;
     ++epoch_steps;
-    // Other workers advance the step too: save on crossing a multiple.
-    if (chief && saves.due(step)) saver.save(step);
+    // Other workers advance the step too: save on crossing a multiple
+    // (synchronous: between two aggregations, on the aggregation's thread).
+    if (!t.sync) checkpoints.at_step(s, step);
     if (chief && (step / steps_per_epoch > reported_epoch || step >= last_step)) {
       // The last, partial epoch gets the next number.
       reported_epoch = std::max(reported_epoch + 1, step / steps_per_epoch);
@@ -178,7 +184,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
                examples);
     return 0;
   }
-  if (c.checkpoint_every > 0) saver.save_and_wait(step);
+  checkpoints.save_now(s, step);
   double acc =
       run([&] { return models::test_accuracy(s, t.predictions, t.eval_images, test_data); });
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f} global_step={}\n", acc,

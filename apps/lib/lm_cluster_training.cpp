@@ -139,6 +139,10 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
     if (ops.sync) sess.run({ops.sync->local_step_init});
     if (!sess.eval(ops.state_set).item<bool>()) sess.run({lm.training_graph().reset_state});
   };
+  cluster_checkpointer checkpoints(chief ? o.checkpoint_dir : "", chief ? o.checkpoint_every : 0,
+                                   size_t(o.keep_checkpoints));
+  if (checkpoints.enabled())
+    recovery.restore = [&checkpoints](session& sess) { return checkpoints.restore(sess) >= 0; };
   recovering_runner run(s, recovery, chief, o.recovery_seconds);
   auto step_var = global_step(lm.g());
   const bool restarted = run.initialize_or_wait(step_var);
@@ -160,7 +164,9 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
 
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && ops.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, last_step, restarted);
+    aggregation = std::make_unique<aggregation_thread>(
+        s, *ops.sync, run, last_step, restarted,
+        [&](int64_t at) { checkpoints.at_step(s, at); });
   std::unique_ptr<train_report> report;
   if (chief)
     report = std::make_unique<train_report>(
@@ -173,8 +179,6 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
         step > 0,
         report_columns{
             .eval = "valid_ppl", .eval_title = "validation perplexity", .unit = "words"});
-  shard_saver saver(*cluster, num_ps);
-  save_schedule saves(o.checkpoint_every, step);
   auto observer = worker_observer(o.out, setup.job, setup.task, o.trace_steps, o.profile);
   train_summaries summaries(chief ? o.logdir : "", o.summary_every);
   summaries.write_graph(lm.g());
@@ -197,7 +201,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
       summaries.write_step(step, {}, r.loss, o.lr, lm.words_per_step(), "words");
     loss_sum += double(r.loss);
     ++steps_run, ++epoch_steps;
-    if (chief && saves.due(step)) saver.save(step);
+    if (!ops.sync) checkpoints.at_step(s, step);
     if (chief && (step / per_epoch > reported_epoch || step >= last_step)) {
       reported_epoch = std::max(reported_epoch + 1, step / per_epoch);
       double seconds = now_seconds() - epoch_start, eval_start = now_seconds();
@@ -221,7 +225,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
                bytes.per_step(steps_run));
     return 0;
   }
-  if (o.checkpoint_every > 0) saver.save_and_wait(step);
+  checkpoints.save_now(s, step);
   if (std::isnan(ppl)) ppl = run([&] { return lm.validation_perplexity(); });
   fmt::print("valid_ppl={:.2f} words_per_s={:.0f} global_step={} {}\n", ppl, words, step,
              bytes.per_step(steps_run));

@@ -1,0 +1,132 @@
+#include "actors/cluster/cluster_checkpoint.hpp"
+
+#include <atomic>
+
+#include "actors/cluster/checkpoint_shards.hpp"
+#include "actors/cluster/task_server.hpp"
+#include "actors/run/messages.hpp"
+
+namespace actorflow {
+
+namespace {
+
+// Ids tell one snapshot or restore from another on a task; a task outlives
+// its clients, so ids from two clients must not meet: a random base.
+uint64_t next_request_id() {
+  static std::atomic<uint64_t> next{
+      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 2654435761u};
+  return ++next;
+}
+
+// Sends the same request to every task at once and gathers the answers, in
+// the tasks' order; the first failure, naming its task, is thrown after
+// every answer came (so that none is left in flight).
+template <class Answer, class... Ts>
+std::vector<Answer> ask_all(cluster_connection& cluster, const std::vector<std::string>& tasks,
+                            std::chrono::milliseconds timeout, const std::string& what,
+                            Ts... request) {
+  caf::scoped_actor self{cluster.rt()->system()};
+  using handle = decltype(self->request(caf::actor(), timeout, request...));
+  std::vector<handle> pending;
+  std::string failure;
+  for (auto& task : tasks) pending.push_back(self->request(cluster.server(task), timeout, request...));
+  std::vector<Answer> answers(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i)
+    pending[i].receive([&](Answer& a) { answers[i] = std::move(a); },
+                       [&](caf::error& e) {
+                         if (failure.empty())
+                           failure = "task " + tasks[i] + " " + what + ": " + error_text(e);
+                         if (error_code_of(e) == error_code::unavailable) cluster.forget(tasks[i]);
+                       });
+  if (!failure.empty()) fail("checkpoint", failure);
+  return answers;
+}
+
+// The shards' fragments, one manifest: shard i is task i's.
+checkpoint_manifest merge_fragments(const std::vector<std::string>& fragments, int64_t step,
+                                    const std::vector<std::string>& tasks) {
+  checkpoint_manifest m;
+  m.step = step;
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    auto part = deserialize_manifest(fragments[i], "the shard manifest of " + tasks[i]);
+    if (part.shards.size() != 1 || part.step != step)
+      fail("checkpoint", "task " + tasks[i] + " answered a shard of another save");
+    m.pause_ms = std::max(m.pause_ms, part.pause_ms);
+    for (auto& v : part.variables) {
+      v.shard = uint32_t(m.shards.size());
+      m.variables.push_back(std::move(v));
+    }
+    m.shards.push_back(part.shards.front());
+  }
+  return m;
+}
+
+}  // namespace
+
+std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& cluster,
+                                                        const std::vector<std::string>& tasks,
+                                                        const std::string& step_dir, int64_t step,
+                                                        const cluster_snapshot_options& options) {
+  const uint64_t id = next_request_id();
+  try {
+    ask_all<uint64_t>(cluster, tasks, options.prepare_timeout, "did not freeze its variables",
+                      snap_prepare_atom::value, id, int64_t(options.hold.count()));
+  } catch (const error&) {
+    for (auto& task : tasks) {
+      try {
+        caf::anon_send(cluster.server(task), snap_abort_atom::value, id);
+      } catch (const error&) {
+        // A task that is down holds no freeze.
+      }
+    }
+    throw;
+  }
+  // The commits go out from this thread, before it returns: the cut is
+  // taken while the freeze still holds.
+  auto self = std::make_shared<caf::scoped_actor>(cluster.rt()->system());
+  using handle = decltype((*self)->request(caf::actor(), options.write_timeout,
+                                            snap_commit_atom::value, id, step_dir, step));
+  auto pending = std::make_shared<std::vector<handle>>();
+  for (auto& task : tasks)
+    pending->push_back((*self)->request(cluster.server(task), options.write_timeout,
+                                        snap_commit_atom::value, id, step_dir, step));
+  return std::async(std::launch::async, [&cluster, self, pending, tasks, step] {
+    std::vector<std::string> fragments(tasks.size());
+    std::string failure;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      (*pending)[i].receive([&](std::string& f) { fragments[i] = std::move(f); },
+                            [&](caf::error& e) {
+                              if (failure.empty())
+                                failure = "task " + tasks[i] + " did not save its shard: " +
+                                          error_text(e);
+                              if (error_code_of(e) == error_code::unavailable)
+                                cluster.forget(tasks[i]);
+                            });
+    if (!failure.empty()) fail("checkpoint", failure);
+    return merge_fragments(fragments, step, tasks);
+  });
+}
+
+void restore_cluster(cluster_connection& cluster,
+                     const std::map<std::string, std::vector<manifest_variable>>& targets,
+                     const std::string& step_dir, std::chrono::milliseconds timeout) {
+  const uint64_t id = next_request_id();
+  std::vector<std::string> tasks;
+  for (auto& [task, vars] : targets) tasks.push_back(task);
+  // Phase one, per task: its own targets; then, only if all staged, commit.
+  caf::scoped_actor self{cluster.rt()->system()};
+  std::string failure;
+  for (auto& [task, vars] : targets) {
+    self->request(cluster.server(task), timeout, restore_prepare_atom::value, id, step_dir,
+                  serialize_targets(vars))
+        .receive([](uint64_t) {},
+                 [&, t = task](caf::error& e) {
+                   if (failure.empty()) failure = "task " + t + ": " + error_text(e);
+                 });
+    if (!failure.empty()) fail("checkpoint", "restore from " + step_dir + " failed: " + failure);
+  }
+  ask_all<bool>(cluster, tasks, timeout, "did not set its restored variables",
+                restore_commit_atom::value, id);
+}
+
+}  // namespace actorflow
