@@ -41,3 +41,57 @@ struct Checkpoint {
   # Names are unique; slot names are unique within a variable.
   variables @2 :List(Variable);
 }
+
+# The format version of cluster checkpoints' manifests this build writes.
+const manifestFormatVersion :UInt32 = 1;
+
+# A cluster checkpoint's manifest (schema/checkpoint_manifest.hpp): which
+# shard files make up one global step, and every variable in them. On disk
+# it sits behind the same 32-byte header as a checkpoint, magic "AFMANI\0\0".
+struct Manifest {
+  version @0 :UInt32;
+  step @1 :Int64;
+  # The run that wrote it.
+  runId @2 :Text;
+  # The cluster's shape: job names are unique, each has tasks >= 1.
+  cluster @3 :List(Job);
+  shards @4 :List(Shard);
+  # Names are unique; shard is an index into shards.
+  variables @5 :List(Variable);
+  # How long updates were held while the snapshot was taken.
+  pauseMs @6 :Float64;
+
+  struct Job {
+    name @0 :Text;
+    tasks @1 :Int32;
+  }
+
+  struct Shard {
+    # "/job:ps/task:1"
+    task @0 :Text;
+    # A plain name inside the checkpoint's directory: no '/', not "." or "..".
+    file @1 :Text;
+    bytes @2 :UInt64;
+    # zlib CRC32 of the whole file.
+    crc32 @3 :UInt32;
+  }
+
+  struct Variable {
+    name @0 :Text;
+    dtype @1 :DType;
+    # Every dim >= 0; the empty list is a scalar.
+    shape @2 :List(Int64);
+    shard @3 :UInt32;
+    partition @4 :Partition;
+  }
+
+  # Where a part of a variable split by rows sits; `of` empty: not a part.
+  struct Partition {
+    of @0 :Text;
+    rows @1 :Int64;
+    count @2 :Int32;
+    index @3 :Int32;
+    # "div" or "mod"
+    strategy @4 :Text;
+  }
+}

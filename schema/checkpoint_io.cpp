@@ -1,22 +1,15 @@
 #include "schema/checkpoint_io.hpp"
 
 #include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <fcntl.h>
 #include <kj/exception.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <new>
 
 #include "schema/checkpoint.capnp.h"
 #include "schema/file_io.hpp"
+#include "schema/framed_file.hpp"
 #include "schema/tensor_io.hpp"
 
 namespace actorflow {
@@ -25,46 +18,15 @@ namespace {
 
 static_assert(checkpoint_format_version == schema::CHECKPOINT_FORMAT_VERSION);
 
-constexpr char magic[8] = {'A', 'F', 'C', 'K', 'P', 'T', '\0', '\0'};
-// Loads allow this many words of traversal per word of payload (as graph
-// files do): enough to read everything once, not to follow aliased pointers
-// to one large blob over and over.
-constexpr uint64_t traversal_words_per_word = 4;
-constexpr uint64_t traversal_slack_words = 1024;
-// Checkpoint, variables, variable, slots, slot, tensor, chunks, chunk: 8 deep.
-constexpr int nesting_limit = 16;
-
-// A name from the file, quoted for an error message (escaped, cut when long).
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  out += printable(s, 80);
-  out += '\'';
-  return out;
-}
+// Checkpoint, variables, variable, slots, slot, tensor, chunks, chunk: 8 deep,
+// with room to spare.
+constexpr framed_format checkpoint_format{.magic = std::string_view("AFCKPT\0\0", 8),
+                                          .version = checkpoint_format_version,
+                                          .kind = "checkpoint",
+                                          .nesting_limit = 16};
+static_assert(checkpoint_header_bytes == framed_header_bytes);
 
 std::string to_std(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
-
-void put_le(char* at, uint64_t v, int bytes) {
-  for (int b = 0; b < bytes; ++b) at[b] = static_cast<char>((v >> (8 * b)) & 0xff);
-}
-
-uint64_t get_le(const char* at, int bytes) {
-  uint64_t v = 0;
-  for (int b = 0; b < bytes; ++b) v |= uint64_t{static_cast<unsigned char>(at[b])} << (8 * b);
-  return v;
-}
-
-// zlib's CRC32, continued from `crc` (0 to start).
-uint32_t crc32_update(uint32_t crc, std::string_view bytes) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 // Elements are little-endian on disk; a big-endian host swaps each element of
 // a whole buffer (chunks may split an element, so never chunk by chunk).
@@ -76,29 +38,12 @@ void swap_bytes_if_big_endian(std::byte* p, size_t bytes, size_t elem) {
   }
 }
 
-// The header for a payload given as pieces (segment table, then segments).
-std::string make_header(const std::vector<std::string_view>& payload) {
-  uint32_t crc = 0;
-  uint64_t length = 0;
-  for (auto piece : payload) {
-    crc = crc32_update(crc, piece);
-    length += piece.size();
-  }
-  std::string h(checkpoint_header_bytes, '\0');
-  std::memcpy(h.data(), magic, sizeof magic);
-  put_le(&h[8], checkpoint_format_version, 4);
-  put_le(&h[16], length, 8);
-  put_le(&h[24], crc, 4);
-  put_le(&h[28], crc32_update(0, std::string_view(h).substr(0, 28)), 4);
-  return h;
-}
-
 // ---------------------------------------------------------------- writing
 
 void check_name(const std::string& name, const std::string& what) {
   if (name.empty()) throw error(what + " has an empty name");
   if (name.find('\0') != std::string::npos)
-    throw error(what + " " + quoted(name) + ": the name holds a NUL byte");
+    throw error(what + " " + quoted_name(name) + ": the name holds a NUL byte");
 }
 
 void write_tensor(const tensor& t, schema::ChunkedTensor::Builder out, size_t chunk_bytes,
@@ -159,7 +104,7 @@ void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::Messa
     for (auto& [name, state] : data.variables) {
       auto out = vars[i++];
       check_name(name, "variable");
-      std::string label = "variable " + quoted(name);
+      std::string label = "variable " + quoted_name(name);
       out.setName(capnp::Text::Reader(name.c_str(), name.size()));
       write_tensor(state.value, out.initValue(), chunk_bytes, label);
       auto slots = out.initSlots(static_cast<unsigned>(state.slots.size()));
@@ -168,7 +113,7 @@ void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::Messa
         check_name(slot_name, label + " slot");
         slots[k].setName(capnp::Text::Reader(slot_name.c_str(), slot_name.size()));
         write_tensor(value, slots[k].initValue(), chunk_bytes,
-                     label + " slot " + quoted(slot_name));
+                     label + " slot " + quoted_name(slot_name));
         ++k;
       }
     }
@@ -190,7 +135,7 @@ class encoded_checkpoint {
     table_ = capnp_segment_table(segments);
     std::vector<std::string_view> payload{table_};
     for (auto& s : segments) payload.emplace_back(s.asChars().begin(), s.asChars().size());
-    header_ = make_header(payload);
+    header_ = make_framed_header(checkpoint_format, payload);
     pieces_.push_back(header_);
     pieces_.insert(pieces_.end(), payload.begin(), payload.end());
   }
@@ -223,68 +168,9 @@ class loader {
     throw error(prefix_ + what, code);
   }
 
-  // `file` starts at an 8-byte aligned address.
-  checkpoint_data parse(std::string_view file) const {
-    try {
-      auto payload = check_header(file);
-      return parse_payload(payload);
-    } catch (const error&) {
-      throw;
-    } catch (const kj::Exception& e) {
-      fail("malformed Cap'n Proto message: " + capnp_error_reason(e));
-    } catch (const std::bad_alloc&) {
-      fail("out of memory while loading", error_code::resource_exhausted);
-    }
-  }
+  const std::string& prefix() const { return prefix_; }
 
- private:
-  // Checks the header and the checksums; returns the payload.
-  std::string_view check_header(std::string_view file) const {
-    if (file.empty()) fail("empty file (0 bytes)");
-    if (file.size() < checkpoint_header_bytes)
-      fail("truncated: " + std::to_string(file.size()) + " bytes, shorter than the " +
-           std::to_string(checkpoint_header_bytes) + "-byte header");
-    if (std::memcmp(file.data(), magic, sizeof magic) != 0)
-      fail("not an actorflow checkpoint: it starts with '" + printable(file.substr(0, 8), 8) +
-           "', not 'AFCKPT\\x00\\x00'");
-    const char* h = file.data();
-    uint32_t header_crc = crc32_update(0, file.substr(0, 28));
-    if (header_crc != get_le(h + 28, 4))
-      fail("header checksum mismatch: the header's CRC32 is " + hex32(header_crc) + ", it says " +
-           hex32(static_cast<uint32_t>(get_le(h + 28, 4))) + " (the header is corrupted)");
-    uint64_t version = get_le(h + 8, 4);
-    if (version != checkpoint_format_version)
-      fail("unsupported checkpoint format version " + std::to_string(version) +
-           " (this build reads version " + std::to_string(checkpoint_format_version) + ")");
-    if (uint64_t reserved = get_le(h + 12, 4))
-      fail("reserved header field is " + std::to_string(reserved) + ", not 0");
-    uint64_t length = get_le(h + 16, 8), actual = file.size() - checkpoint_header_bytes;
-    if (length > actual)
-      fail("truncated: the header announces " + std::to_string(length) +
-           " payload bytes, the file holds " + std::to_string(actual));
-    if (length < actual)
-      fail(std::to_string(actual - length) + " bytes of trailing data after the payload");
-    if (length == 0) fail("the payload is empty");
-    if (length % sizeof(capnp::word) != 0)
-      fail("payload length " + std::to_string(length) + " is not a multiple of 8");
-    auto payload = file.substr(checkpoint_header_bytes);
-    uint32_t crc = crc32_update(0, payload);
-    if (crc != get_le(h + 24, 4))
-      fail("checksum mismatch: the payload's CRC32 is " + hex32(crc) + ", the header says " +
-           hex32(static_cast<uint32_t>(get_le(h + 24, 4))) + " (the file is corrupted)");
-    return payload;
-  }
-
-  checkpoint_data parse_payload(std::string_view payload) const {
-    kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(payload.data()),
-                                          payload.size() / sizeof(capnp::word));
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = words.size() * traversal_words_per_word + traversal_slack_words;
-    options.nestingLimit = nesting_limit;
-    capnp::FlatArrayMessageReader reader(words, options);
-    if (reader.getEnd() != words.end())
-      fail(std::to_string((words.end() - reader.getEnd()) * sizeof(capnp::word)) +
-           " bytes of trailing data after the message");
+  checkpoint_data read(capnp::MessageReader& reader) const {
     auto root = reader.getRoot<schema::Checkpoint>();
     if (root.getVersion() != checkpoint_format_version)
       fail("unsupported checkpoint message version " + std::to_string(root.getVersion()) +
@@ -295,7 +181,7 @@ class loader {
     for (unsigned i = 0; i < vars.size(); ++i) {
       auto v = vars[i];
       std::string name = to_std(v.getName());
-      std::string label = "variable " + std::to_string(i) + " (" + quoted(name) + ")";
+      std::string label = "variable " + std::to_string(i) + " (" + quoted_name(name) + ")";
       check_read_name(name, "variable " + std::to_string(i));
       if (out.variables.count(name)) fail(label + " appears twice");
       variable_state state;
@@ -303,7 +189,8 @@ class loader {
       auto slots = v.getSlots();
       for (unsigned k = 0; k < slots.size(); ++k) {
         std::string slot = to_std(slots[k].getName());
-        std::string slot_label = label + " slot " + std::to_string(k) + " (" + quoted(slot) + ")";
+        std::string slot_label =
+            label + " slot " + std::to_string(k) + " (" + quoted_name(slot) + ")";
         check_read_name(slot, label + " slot " + std::to_string(k));
         if (state.slots.count(slot)) fail(slot_label + " appears twice");
         state.slots.emplace(slot, read_tensor(slots[k].getValue(), slot_label));
@@ -313,10 +200,11 @@ class loader {
     return out;
   }
 
+ private:
   void check_read_name(const std::string& name, const std::string& label) const {
     if (name.empty()) fail(label + " has an empty name");
     if (name.find('\0') != std::string::npos)
-      fail(label + " " + quoted(name) + ": the name holds a NUL byte");
+      fail(label + " " + quoted_name(name) + ": the name holds a NUL byte");
   }
 
   tensor read_tensor(schema::ChunkedTensor::Reader in, const std::string& label) const {
@@ -355,27 +243,10 @@ class loader {
   std::string prefix_;
 };
 
-struct fd_guard {
-  int fd;
-  ~fd_guard() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// Room for `bytes` bytes at an 8-byte aligned address.
-kj::Array<capnp::word> word_buffer(uint64_t bytes, const loader& l) {
-  try {
-    return kj::heapArray<capnp::word>((bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word));
-  } catch (const std::bad_alloc&) {
-    l.fail("out of memory reading " + std::to_string(bytes) + " bytes",
-           error_code::resource_exhausted);
-  }
-}
-
 }  // namespace
 
 std::string frame_checkpoint_payload(std::string_view payload) {
-  return make_header({payload}) + std::string(payload);
+  return make_framed_header(checkpoint_format, {payload}) + std::string(payload);
 }
 
 std::string serialize_checkpoint(const checkpoint_data& data, size_t chunk_bytes) {
@@ -397,33 +268,18 @@ void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
 
 checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name) {
   loader l("[deserialize_checkpoint] " + source_name + ": ");
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) == 0) return l.parse(bytes);
-  // Cap'n Proto reads words in place and needs them aligned: copy.
-  auto words = word_buffer(bytes.size(), l);
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
-  return l.parse({reinterpret_cast<const char*>(words.begin()), bytes.size()});
+  checkpoint_data out;
+  read_framed_bytes(bytes, checkpoint_format, l.prefix(),
+                    [&](capnp::MessageReader& reader) { out = l.read(reader); });
+  return out;
 }
 
 checkpoint_data load_checkpoint_file(const std::string& path) {
   loader l("[load_checkpoint] " + path + ": ");
-  fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) l.fail("cannot open: " + errno_text(errno), errno_code(errno));
-  struct stat st;
-  if (::fstat(file.fd, &st) != 0) l.fail("cannot stat: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) l.fail("not a regular file");
-  auto size = static_cast<uint64_t>(st.st_size);
-  auto words = word_buffer(size, l);
-  auto p = reinterpret_cast<char*>(words.begin());
-  for (uint64_t done = 0; done < size;) {
-    ssize_t n = ::read(file.fd, p + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) l.fail("read error: " + errno_text(errno));
-    if (n == 0)
-      l.fail("file ended after " + std::to_string(done) + " of " + std::to_string(size) +
-             " bytes (changed while reading?)");
-    done += static_cast<uint64_t>(n);
-  }
-  return l.parse({p, size});
+  checkpoint_data out;
+  read_framed_file(path, checkpoint_format, l.prefix(),
+                   [&](capnp::MessageReader& reader) { out = l.read(reader); });
+  return out;
 }
 
 }  // namespace actorflow

@@ -79,6 +79,10 @@ ACTORFLOW_API std::string serialize_manifest(const checkpoint_manifest& m);
 /// partition fields consistent. Errors read "[load_manifest] <source_name>: ...".
 ACTORFLOW_API checkpoint_manifest deserialize_manifest(std::string_view bytes,
                                                        const std::string& source_name);
+/// Puts the header in front of a payload (a flat Cap'n Proto message). For
+/// tests and the fuzz target, which craft payloads and need them to pass the
+/// checksum (as frame_checkpoint_payload does for checkpoint files).
+ACTORFLOW_API std::string frame_manifest_payload(std::string_view payload);
 /// Writes atomically: path + ".tmp", fsync, rename, fsync of the directory.
 /// Throws "[save_checkpoint] <path>: ..." when it cannot.
 ACTORFLOW_API void save_manifest(const checkpoint_manifest& m, const std::string& path);
