@@ -42,27 +42,16 @@ bool saves_by_tasks(session& s) {
                      [&](auto& t) { return t.second != s.cluster()->local_task(); });
 }
 
-// The variables of the graph grouped by the task holding them. All must be
-// on other tasks: a cluster checkpoint is written by the tasks' servers,
-// and this process serves none.
-std::map<std::string, std::vector<manifest_variable>> targets_by_task(session& s,
-                                                                      const char* what) {
+// The variables of the graph grouped by the task holding them. Those in
+// this process (a worker's local step) are its own state, as TensorFlow's
+// local variables, and stay out of a cluster checkpoint.
+std::map<std::string, std::vector<manifest_variable>> targets_by_task(session& s) {
   auto tasks = variable_tasks(s);
   std::map<std::string, std::vector<manifest_variable>> out;
-  std::vector<std::string> local;
   for (auto& v : restore_targets(s.owner())) {
     const std::string& task = tasks.at(v.name);
-    if (task == s.cluster()->local_task())
-      local.push_back(v.name);
-    else
-      out[task].push_back(v);
+    if (task != s.cluster()->local_task()) out[task].push_back(v);
   }
-  if (!local.empty())
-    fail(what, std::string(local.size() == 1 ? "variable " : "variables ") + quoted_list(local) +
-                   " live in this process (" + s.cluster()->local_task() +
-                   "), beside variables on other tasks: a cluster checkpoint is written by the "
-                   "tasks holding the variables; place every variable on a ps task "
-                   "(replica_device_setter)");
   return out;
 }
 
@@ -103,7 +92,7 @@ template <class Commit>
 std::future<std::string> start_cluster_checkpoint(session& s, const std::string& step_dir,
                                                   int64_t step, const std::string& run_id,
                                                   Commit commit) {
-  auto by_task = targets_by_task(s, "save_checkpoint");
+  auto by_task = targets_by_task(s);
   std::vector<std::string> tasks;
   for (auto& [task, vars] : by_task) tasks.push_back(task);
   std::map<std::string, int32_t> shape;
@@ -121,7 +110,7 @@ std::future<std::string> start_cluster_checkpoint(session& s, const std::string&
 // cluster, or assembled here for a session of one process.
 int64_t restore_cluster_dir(session& s, const std::string& step_dir, const checkpoint_manifest& m) {
   if (saves_by_tasks(s)) {
-    restore_cluster(*s.cluster(), targets_by_task(s, "restore_checkpoint"), step_dir);
+    restore_cluster(*s.cluster(), targets_by_task(s), step_dir);
     return m.step;
   }
   auto values = assemble_variables(step_dir, m, restore_targets(s.owner()));

@@ -7,7 +7,10 @@
 // a directory where every task holding variables writes its own shard of one
 // consistent cut, and a manifest written last; it restores from one into any
 // shape of cluster (parts of partitioned variables re-split), and a session
-// of one process restores from one too (for evaluation or export).
+// of one process restores from one too (for evaluation or export). Variables
+// a cluster session keeps in its own process (a worker's local step) are
+// that worker's state, as TensorFlow's local variables: a cluster checkpoint
+// leaves them out, and its restore leaves them as they are.
 //
 //   checkpoint_manager ckpt("run1/ckpt", /*keep_last=*/5);
 //   auto r = ckpt.restore_latest(s);           // resume, or start afresh

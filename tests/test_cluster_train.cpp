@@ -133,32 +133,63 @@ TEST_CASE("a ps task restarted without its shard: the chief sets only the variab
   CHECK(final_accuracy(out) > 0.8);
 }
 
-TEST_CASE("kill -9 of a ps task: restarted, it restores its shard and training completes") {
+TEST_CASE("kill -9 of a ps task: restarted, the chief restores its checkpoint; training completes") {
   train_cluster c(1, 2);
-  auto shards = c.out_dir + "/shards";
-  auto ps = c.ps(0, {"--checkpoint-dir", shards});
+  auto checkpoints = c.out_dir + "/ckpt";
+  auto ps = c.ps(0);
   std::vector<std::string> flags{"--max-steps", "700", "--checkpoint-every", "25"};
-  auto chief = c.worker(0, flags);
+  auto chief_flags = flags;
+  chief_flags.insert(chief_flags.end(), {"--checkpoint-dir", checkpoints});
+  auto chief = c.worker(0, chief_flags);
   auto w1 = c.worker(1, flags);
   REQUIRE(chief->wait_for("until step", 60s));
-  // Wait for a shard, then kill the ps task mid-run and start it again.
-  auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (!std::filesystem::exists(shards) || std::filesystem::is_empty(shards)))
-    std::this_thread::sleep_for(100ms);
-  REQUIRE(std::filesystem::exists(shards));
+  // Wait for a checkpoint, then kill the ps task mid-run and start it again.
+  REQUIRE(wait_for_cluster_checkpoint(checkpoints, 120s));
   ps->kill_now();
   std::this_thread::sleep_for(1s);
-  ps = c.ps(0, {"--checkpoint-dir", shards});
-  CHECK(ps->output().find("restored") != std::string::npos);
+  ps = c.ps(0);
   int status = chief->wait_exit(400s);
   INFO("chief:\n" << chief->output() << "\nps:\n" << ps->output());
   REQUIRE(status == 0);
   CHECK(final_accuracy(chief->output()) > 0.7);
   CHECK(w1->wait_exit(60s) == 0);
+  std::smatch restored;
+  REQUIRE(std::regex_search(chief->output(), restored,
+                            std::regex("recovery: restored checkpoint step=(\\d+) \\(global step "
+                                       "was (\\d+): (\\d+) steps lost\\)")));
+  // What is lost is at most the steps since the checkpoint before the kill
+  // (every 25 global steps), and the one step in flight of each worker.
+  CHECK(std::stoll(restored[3]) <= 25 + 2);
   // A worker with a step in flight sees it fail, waits and goes on; one
   // between steps just reconnects on its next step.
   CHECK(chief->output().find("error") == std::string::npos);
+}
+
+TEST_CASE("a ps task takes no --checkpoint-dir: the error says where checkpoints go") {
+  train_cluster c(1, 1);
+  auto argv = c.args("ps", 0);
+  argv.insert(argv.end(), {"--checkpoint-dir", c.out_dir + "/ps0"});
+  child_process ps(argv);
+  CHECK(ps.wait_exit(30s) != 0);
+  CHECK_MESSAGE(ps.output().find("the chief (worker 0) keeps the cluster's checkpoints") !=
+                    std::string::npos,
+                ps.output());
+}
+
+TEST_CASE("two runs into one checkpoint directory: the second chief is refused, naming the lock") {
+  train_cluster c(1, 1), d(1, 1);
+  d.out_dir += "-second";  // its own --out; the checkpoints are c's
+  auto checkpoints = c.out_dir + "/shared-ckpt";
+  auto ps_c = c.ps(0), ps_d = d.ps(0);
+  auto first = c.worker(0, {"--max-steps", "100000", "--checkpoint-dir", checkpoints,
+                            "--checkpoint-every", "50"});
+  REQUIRE(wait_for_cluster_checkpoint(checkpoints, 120s));
+  auto second = d.worker(0, {"--max-steps", "100", "--checkpoint-dir", checkpoints});
+  CHECK(second->wait_exit(60s) != 0);
+  CHECK_MESSAGE(second->output().find("LOCK") != std::string::npos, second->output());
+  CHECK_MESSAGE(second->output().find(std::to_string(first->pid())) != std::string::npos,
+                second->output());
+  first->stop();
 }
 
 TEST_CASE(

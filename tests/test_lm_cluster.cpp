@@ -285,13 +285,6 @@ double valid_ppl(const std::string& output) {
 }
 
 // Whether `dir` holds a whole shard (a save in progress is a .tmp file).
-bool has_shard(const std::string& dir) {
-  if (!fs::exists(dir)) return false;
-  for (auto& f : fs::directory_iterator(dir))
-    if (f.path().extension() == ".afck") return true;
-  return false;
-}
-
 // The chief's train/loss summaries by global step.
 std::map<int64_t, float> losses_in(const std::string& logdir) {
   std::map<int64_t, float> losses;
@@ -349,36 +342,35 @@ TEST_CASE(
 TEST_CASE("every task stopped, then started again: the losses go on as an uninterrupted run's") {
   if (!testing::have_fortunes()) return;
   // Uninterrupted: 12 steps. Interrupted: 6 steps, every task stopped, the
-  // ps tasks restarted from their shards, 6 more. One worker, asynchronous:
-  // the worker's position in its stream is the global step.
-  auto run = [&](train_cluster& c, const std::string& tag, int64_t until) {
+  // chief restores the ps tasks from its checkpoint, 6 more. One worker,
+  // asynchronous: the worker's position in its stream is the global step.
+  auto run = [&](train_cluster& c, const std::string& tag, int64_t until,
+                 const std::string& checkpoints) {
     auto flags = lm_flags({"--max-steps", std::to_string(until), "--checkpoint-every", "6",
-                           "--logdir", c.out_dir + "/logs-" + tag, "--summary-every", "1"});
+                           "--checkpoint-dir", checkpoints, "--logdir", c.out_dir + "/logs-" + tag,
+                           "--summary-every", "1"});
     auto chief = c.worker(0, flags);
     int status = chief->wait_exit(300s);
     INFO(chief->output());
     REQUIRE(status == 0);
-  };
-  auto shard_flags = [](train_cluster& c, const std::string& tag, int task) {
-    return std::vector<std::string>{"--checkpoint-dir",
-                                    c.out_dir + "/shards-" + tag + std::to_string(task)};
+    return chief->output();
   };
   std::map<int64_t, float> whole, resumed;
   {
     train_cluster c(2, 1);
-    auto ps0 = c.ps(0, shard_flags(c, "a", 0)), ps1 = c.ps(1, shard_flags(c, "a", 1));
-    run(c, "a", 12);
+    auto ps0 = c.ps(0), ps1 = c.ps(1);
+    run(c, "a", 12, c.out_dir + "/ckpt-a");
     whole = losses_in(c.out_dir + "/logs-a");
   }
   {
     train_cluster c(2, 1);
     {
-      auto ps0 = c.ps(0, shard_flags(c, "b", 0)), ps1 = c.ps(1, shard_flags(c, "b", 1));
-      run(c, "b", 6);
+      auto ps0 = c.ps(0), ps1 = c.ps(1);
+      run(c, "b", 6, c.out_dir + "/ckpt-b");
     }  // every task stopped
-    auto ps0 = c.ps(0, shard_flags(c, "b", 0)), ps1 = c.ps(1, shard_flags(c, "b", 1));
-    CHECK(ps0->output().find("restored") != std::string::npos);
-    run(c, "c", 12);
+    auto ps0 = c.ps(0), ps1 = c.ps(1);
+    auto out = run(c, "c", 12, c.out_dir + "/ckpt-b");
+    CHECK(out.find("recovery: restored checkpoint step=6") != std::string::npos);
     resumed = losses_in(c.out_dir + "/logs-c");
   }
   REQUIRE(whole.size() == 12);
@@ -391,10 +383,9 @@ TEST_CASE("every task stopped, then started again: the losses go on as an uninte
 
 TEST_CASE("kill -9 of a ps task, asynchronous: restarted after 5 s, training finishes as well") {
   if (!testing::have_fortunes()) return;
-  // The restarted ps task restores its newest shard, a few steps older than
-  // the other task's variables (cluster checkpoints are not one step yet):
-  // frequent shards keep what it loses small.
-  auto flags = lm_flags({"--epochs", "3", "--checkpoint-every", "2"});
+  // The chief sets every ps task back to its newest checkpoint, one step
+  // across both: frequent checkpoints keep what is lost small.
+  auto flags = lm_flags({"--epochs", "3"});
   double undisturbed = 0;
   {
     train_cluster c(2, 1);
@@ -404,20 +395,18 @@ TEST_CASE("kill -9 of a ps task, asynchronous: restarted after 5 s, training fin
     undisturbed = valid_ppl(chief->output());
   }
   train_cluster c(2, 1);
-  auto shards = c.out_dir + "/shards1";
-  auto ps0 = c.ps(0), ps1 = c.ps(1, {"--checkpoint-dir", shards});
+  auto checkpoints = c.out_dir + "/ckpt";
+  auto ps0 = c.ps(0), ps1 = c.ps(1);
+  flags.insert(flags.end(), {"--checkpoint-every", "2", "--checkpoint-dir", checkpoints});
   auto chief = c.worker(0, flags);
-  auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline && !has_shard(shards))
-    std::this_thread::sleep_for(20ms);
-  REQUIRE(has_shard(shards));
+  REQUIRE(wait_for_cluster_checkpoint(checkpoints, 120s));
   ps1->kill_now();
   std::this_thread::sleep_for(5s);
-  ps1 = c.ps(1, {"--checkpoint-dir", shards});
-  CHECK(ps1->output().find("restored") != std::string::npos);
+  ps1 = c.ps(1);
   int status = chief->wait_exit(400s);
   INFO("chief:\n" << chief->output() << "\nps 1:\n" << ps1->output());
   REQUIRE(status == 0);
+  CHECK(chief->output().find("recovery: restored checkpoint") != std::string::npos);
   double ppl = valid_ppl(chief->output());
   MESSAGE("validation perplexity: undisturbed " << undisturbed << ", ps task killed " << ppl);
   CHECK(ppl < undisturbed * 1.05);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/child_process.hpp"
@@ -16,6 +17,25 @@
 namespace actorflow::testing {
 
 using namespace std::chrono_literals;
+
+/// Whether `dir` holds a complete cluster checkpoint (a ckpt-<step>/MANIFEST).
+inline bool has_cluster_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (std::filesystem::exists(it->path() / "MANIFEST")) return true;
+  return false;
+}
+
+/// Waits up to `timeout` for has_cluster_checkpoint(dir).
+inline bool wait_for_cluster_checkpoint(const std::string& dir, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline)
+    if (has_cluster_checkpoint(dir))
+      return true;
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return has_cluster_checkpoint(dir);
+}
 
 struct train_cluster {
   std::vector<uint16_t> ps_ports, worker_ports;

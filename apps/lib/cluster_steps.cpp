@@ -103,7 +103,13 @@ void recovering_runner::repair_lost_variables() {
     }
   }
   if (!restored) initialize_missing();
-  ++repairs_;
+  if (ops_.after_repair) {
+    try {
+      ops_.after_repair(s_);
+    } catch (const error& e) {
+      fmt::print(stderr, "warning: after setting the variables back: {}\n", e.what());
+    }
+  }
 }
 
 // Whether every variable is set; true when that cannot be told now (a task
@@ -181,18 +187,12 @@ void aggregation_thread::loop(session& s, const sync_replicas_ops& sync, recover
                               int64_t last_step, bool restarted,
                               const std::function<void(int64_t)>& after_step) {
   try {
-    // Tokens again whenever the variables were set back: the accumulators
-    // go back to the global step, and the workers waiting for a token that
-    // a lost queue held get one.
-    int64_t tokens_at_repair = restarted ? -1 : run.repairs();
+    if (restarted)
+      run([&] {
+        s.run({sync.chief_init_tokens});
+        return 0;
+      });
     for (;;) {
-      if (tokens_at_repair != run.repairs()) {
-        tokens_at_repair = run.repairs();
-        run([&] {
-          s.run({sync.chief_init_tokens});
-          return 0;
-        });
-      }
       auto r = run([&] {
         // Checked on every try, so that a stop also ends the retries.
         if (stop_) fail("train", "the chief's training loop stopped");
@@ -234,6 +234,7 @@ void cluster_checkpointer::finish_pending(bool wait) {
     auto m = load_manifest(path);
     fmt::print("checkpoint step={} saved in {:.0f} ms (pause {:.1f} ms)\n", pending_step_,
                1000.0 * (now_seconds() - pending_since_), m.pause_ms);
+    saved_step_ = pending_step_;
   } catch (const std::exception& e) {
     fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", pending_step_,
                e.what());
@@ -259,6 +260,7 @@ void cluster_checkpointer::save_now(session& s, int64_t step) {
   if (!manager_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   finish_pending(true);
+  if (saved_step_ == step) return;  // the schedule's save of the last step
   pending_since_ = now_seconds();
   pending_step_ = step;
   pending_ = manager_->start_save(s, step);

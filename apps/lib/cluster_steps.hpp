@@ -55,6 +55,12 @@ struct recovery_ops {
   /// checkpoint; false when there is none (then the lost variables are set
   /// to their initial values).
   std::function<bool(session&)> restore;
+  /// Optional, the chief's: runs after it set the variables back (restored
+  /// or re-initialized them). Synchronous training hands out tokens again
+  /// there (sync_replicas_ops::chief_init_tokens): the workers wait for
+  /// tokens that a lost queue held, and an aggregation in flight waits for
+  /// their gradients.
+  std::function<void(session&)> after_repair;
 };
 
 /// Runs steps, riding out lost tasks: a step that fails because a task went
@@ -88,9 +94,6 @@ class recovering_runner {
   /// tasks that lost theirs); the others wait until they are set. True for
   /// a chief that did not start from the initial values.
   bool initialize_or_wait(const variable& global_step);
-  /// How many times the chief set the ps tasks' variables back (restored
-  /// or re-initialized them): the aggregation hands out tokens again after.
-  int64_t repairs() const { return repairs_; }
 
  private:
   // A task down or not back yet, a step that timed out on it, a variable it
@@ -114,7 +117,6 @@ class recovering_runner {
   // The aggregation thread and the training loop may both find the
   // variables lost: one repairs them, the other finds them set.
   std::mutex repair_mutex_;
-  std::atomic<int64_t> repairs_{0};
 };
 
 /// The chief's side of synchronous training: one aggregation per global
@@ -189,7 +191,7 @@ class cluster_checkpointer {
   save_schedule schedule_{0, 0};
   std::mutex mutex_;
   std::future<std::string> pending_;
-  int64_t pending_step_ = 0;
+  int64_t pending_step_ = 0, saved_step_ = -1;
   double pending_since_ = 0;
   std::atomic<int64_t> highest_step_{0};
 };

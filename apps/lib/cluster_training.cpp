@@ -95,7 +95,10 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   session s(t.g, cluster);
   recovery_ops recovery{t.init, t.ready, {}, t.variables};
-  if (t.sync) recovery.set_local = [&t](session& s) { s.run({t.sync->local_step_init}); };
+  if (t.sync) {
+    recovery.set_local = [&t](session& s) { s.run({t.sync->local_step_init}); };
+    recovery.after_repair = [&t](session& s) { s.run({t.sync->chief_init_tokens}); };
+  }
   // The chief's consistent checkpoints of every ps task.
   cluster_checkpointer checkpoints(chief ? c.checkpoint_dir : "", chief ? c.checkpoint_every : 0,
                                    size_t(c.keep_checkpoints));
@@ -120,7 +123,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
         c.out,
         fmt::format("{} on Fashion-MNIST, {} workers x {} ps, {}: {} lr={} batch={}", c.model,
                     workers, num_ps, c.sync ? "sync" : "async", c.optimizer, c.lr, c.batch),
-        false);
+        restarted);
   }
   int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
   int64_t steps_run = 0, reported_epoch = step / steps_per_epoch;

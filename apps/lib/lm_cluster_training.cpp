@@ -139,6 +139,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
     if (ops.sync) sess.run({ops.sync->local_step_init});
     if (!sess.eval(ops.state_set).item<bool>()) sess.run({lm.training_graph().reset_state});
   };
+  if (ops.sync) recovery.after_repair = [&](session& sess) { sess.run({ops.sync->chief_init_tokens}); };
   cluster_checkpointer checkpoints(chief ? o.checkpoint_dir : "", chief ? o.checkpoint_every : 0,
                                    size_t(o.keep_checkpoints));
   if (checkpoints.enabled())
