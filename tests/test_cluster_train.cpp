@@ -20,6 +20,7 @@ using actorflow::event_file_reader;
 using actorflow::testing::child_process;
 using actorflow::testing::free_port;
 using actorflow::testing::train_cluster;
+using actorflow::testing::wait_for_cluster_checkpoint;
 using namespace std::chrono_literals;
 
 namespace {

@@ -24,6 +24,7 @@
 using namespace actorflow;
 using actorflow::testing::child_process;
 using actorflow::testing::train_cluster;
+using actorflow::testing::wait_for_cluster_checkpoint;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
