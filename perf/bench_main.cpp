@@ -22,6 +22,7 @@
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
+#include "perf/bench_checkpoint.hpp"
 #include "perf/bench_control.hpp"
 #include "perf/bench_conv.hpp"
 #include "perf/bench_convnets.hpp"
@@ -186,10 +187,20 @@ int main(int argc, char** argv) {
       ->envname("ACTORFLOW_PERF_REF");
   app.add_option("--only", only,
                  "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-                 "devices, trace, dist (default: all of these), or convnets or lm_cluster (long: "
-                 "only when named)")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
-                             "cnn", "embedding", "devices", "trace", "dist", "lm_cluster"}));
+                 "devices, trace, dist (default: all of these), or convnets, lm_cluster (long) or "
+                 "checkpoint (writes several GiB): only when named")
+      ->check(
+          CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp", "cnn",
+                         "embedding", "devices", "trace", "dist", "lm_cluster", "checkpoint"}));
+  checkpoint_bench_options checkpoint;
+  app.add_option("--checkpoint-gb", checkpoint.gib,
+                 "the checkpoint group's model size in GiB (default 1)")
+      ->envname("ACTORFLOW_BENCH_CHECKPOINT_GB")
+      ->check(CLI::Range(0.01, 64.0));
+  app.add_option("--checkpoint-dir", checkpoint.dir,
+                 "where the checkpoint group writes (default: a fresh directory under $TMPDIR, "
+                 "removed afterwards)")
+      ->envname("ACTORFLOW_BENCH_CHECKPOINT_DIR");
   CLI11_PARSE(app, argc, argv);
   bench::reference_dir() = reference_dir;
 
@@ -389,6 +400,14 @@ int main(int argc, char** argv) {
       add_row("dist_mlp_ratio_of_single", *d.dist_mlp_examples_per_s / *d.mlp_examples_per_s, "x",
               "2 workers on the same 2 cores as one process");
     for (auto& e : d.errors) add_failure("dist", e);
+  }
+
+  if (only == "checkpoint") {
+    try {
+      add_checkpoint_rows(add_row_or_failure, checkpoint);
+    } catch (const std::exception& e) {
+      add_failure("checkpoint", e.what());
+    }
   }
 
   if (only == "lm_cluster") {

@@ -28,35 +28,25 @@ std::pair<tensor, tensor> random_fmnist_batch(int batch) {
   return {images, labels};
 }
 
-namespace {
+fmnist_step::fmnist_step(const std::string& model, int batch,
+                         const std::vector<std::string>& devices, models::precision p,
+                         session_options options, const std::function<void(graph&)>& extend) {
+  auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
+  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  auto net = models::make_classifier(g, model, 1, devices, p);
+  loss = models::mean_cross_entropy(net->logits(images), labels);
+  train = adam(1e-3).minimize(loss);
+  if (extend) extend(g);
+  s = std::make_unique<session>(g, options);
+  s->run({global_variables_initializer(g)});
+  auto [x, y] = random_fmnist_batch(batch);
+  feeds = {{images, x}, {labels, y}};
+}
 
-// A Fashion-MNIST model's Adam step on a random batch already in memory.
-struct fmnist_step {
-  graph g;
-  output loss;
-  operation train;
-  std::unique_ptr<session> s;
-  feed_list feeds;
-  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices,
-              models::precision p = models::precision::fp32, session_options options = {}) {
-    auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
-    auto labels = placeholder(g, dtype::int32, {batch}, "labels");
-    auto net = models::make_classifier(g, model, 1, devices, p);
-    loss = models::mean_cross_entropy(net->logits(images), labels);
-    train = adam(1e-3).minimize(loss);
-    s = std::make_unique<session>(g, options);
-    s->run({global_variables_initializer(g)});
-    auto [x, y] = random_fmnist_batch(batch);
-    feeds = {{images, x}, {labels, y}};
-  }
-  // Fetches the loss every step, as the reference does.
-  void run(const run_options& options = {}) {
-    run_metadata md;
-    s->run(options, feeds, {loss}, {train}, &md);
-  }
-};
-
-}  // namespace
+void fmnist_step::run(const run_options& options) {
+  run_metadata md;
+  s->run(options, feeds, {loss}, {train}, &md);
+}
 
 double train_step_ms(const std::string& model, int batch, int steps,
                      const std::vector<std::string>& devices, models::precision p,

@@ -1,6 +1,8 @@
 // Training-step benchmarks: one full Adam step of the Fashion-MNIST models,
 // and the PyTorch reference script run in the same process's lifetime.
 #pragma once
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +17,22 @@ namespace actorflow::bench {
 /// A Fashion-MNIST-shaped batch of random pixels (float32, (batch,28,28,1))
 /// and labels (int32): a step's cost does not depend on the values.
 std::pair<tensor, tensor> random_fmnist_batch(int batch);
+
+/// A Fashion-MNIST model's Adam step ("mlp" or "cnn") on a random batch
+/// already in memory. `extend` may add nodes to the graph (after the model,
+/// before the session is made and the variables initialized).
+struct fmnist_step {
+  graph g;
+  output loss;
+  operation train;
+  std::unique_ptr<session> s;
+  feed_list feeds;
+  fmnist_step(const std::string& model, int batch, const std::vector<std::string>& devices,
+              models::precision p = models::precision::fp32, session_options options = {},
+              const std::function<void(graph&)>& extend = {});
+  /// One step; fetches the loss every step, as the reference does.
+  void run(const run_options& options = {});
+};
 
 /// Milliseconds of one training step (forward, backward, Adam update) of
 /// `model` ("mlp" or "cnn") at `batch`, with the batch already in memory:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <future>
 
 #include "schema/checkpoint.capnp.h"
 #include "schema/file_io.hpp"
@@ -38,6 +39,19 @@ void swap_bytes_if_big_endian(std::byte* p, size_t bytes, size_t elem) {
   }
 }
 
+// CRC32 of a payload given as pieces.
+uint32_t crc_of(const std::vector<std::string_view>& pieces) {
+  uint32_t crc = 0;
+  for (auto piece : pieces) crc = crc32_update(crc, piece);
+  return crc;
+}
+
+uint64_t length_of(const std::vector<std::string_view>& pieces) {
+  uint64_t length = 0;
+  for (auto piece : pieces) length += piece.size();
+  return length;
+}
+
 // ---------------------------------------------------------------- writing
 
 void check_name(const std::string& name, const std::string& what) {
@@ -46,8 +60,24 @@ void check_name(const std::string& name, const std::string& what) {
     throw error(what + " " + quoted_name(name) + ": the name holds a NUL byte");
 }
 
+// Tensor bytes are not copied into the message: each chunk's Data field is
+// allocated there (zeroed and never touched, so that a large segment costs
+// address space, not memory) and the tensor's bytes are spliced in its place
+// when the message is written out. The bytes are those a copy would have
+// made, so the file is the same.
+struct spliced_bytes {
+  const char* at;      // the chunk's place in the message
+  const char* source;  // the bytes that belong there
+  size_t size;
+};
+
+struct tensor_bytes {
+  std::vector<spliced_bytes> chunks;
+  std::vector<tensor> swapped;  // big-endian hosts' little-endian copies, which chunks point into
+};
+
 void write_tensor(const tensor& t, schema::ChunkedTensor::Builder out, size_t chunk_bytes,
-                  const std::string& what) {
+                  const std::string& what, tensor_bytes& bytes_out) {
   if (!t.valid()) throw error(what + " is an empty tensor (uninitialized?)");
   check_untrusted_shape(t.dims().dims(), t.type(), false, what);
   out.setDtype(dtype_to_capnp(t.type()));
@@ -56,12 +86,12 @@ void write_tensor(const tensor& t, schema::ChunkedTensor::Builder out, size_t ch
   for (size_t i = 0; i < dims.size(); ++i) shape_list.set(static_cast<unsigned>(i), dims[i]);
 
   size_t bytes = t.size_bytes(), elem = dtype_size(t.type());
-  const std::byte* src = static_cast<const std::byte*>(t.raw_data());
-  tensor swapped;
+  auto src = static_cast<const char*>(t.raw_data());
   if (std::endian::native == std::endian::big && elem > 1 && bytes) {
-    swapped = t.clone();
+    tensor swapped = t.clone();
     swap_bytes_if_big_endian(static_cast<std::byte*>(swapped.raw_mutable_data()), bytes, elem);
-    src = static_cast<const std::byte*>(swapped.raw_data());
+    src = static_cast<const char*>(swapped.raw_data());
+    bytes_out.swapped.push_back(std::move(swapped));
   }
   uint64_t count = (bytes + chunk_bytes - 1) / chunk_bytes;
   if (count > (uint64_t{1} << 29) - 1)
@@ -70,7 +100,8 @@ void write_tensor(const tensor& t, schema::ChunkedTensor::Builder out, size_t ch
   auto chunks = out.initChunks(static_cast<unsigned>(count));
   for (unsigned i = 0; i < count; ++i) {
     size_t at = size_t{i} * chunk_bytes, len = std::min(chunk_bytes, bytes - at);
-    std::memcpy(chunks.init(i, static_cast<unsigned>(len)).begin(), src + at, len);
+    auto room = chunks.init(i, static_cast<unsigned>(len));
+    bytes_out.chunks.push_back({reinterpret_cast<const char*>(room.begin()), src + at, len});
   }
 }
 
@@ -91,7 +122,7 @@ uint64_t estimate_words(const checkpoint_data& data, size_t chunk_bytes) {
 
 // Builds the message, or throws `where` followed by what was wrong.
 void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::MessageBuilder& msg,
-                   const std::string& where) {
+                   const std::string& where, tensor_bytes& bytes_out) {
   if (chunk_bytes == 0 || chunk_bytes > max_capnp_data_bytes)
     throw error(where + "chunk size " + std::to_string(chunk_bytes) + " is not in [1, " +
                 std::to_string(max_capnp_data_bytes) + "]");
@@ -106,14 +137,14 @@ void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::Messa
       check_name(name, "variable");
       std::string label = "variable " + quoted_name(name);
       out.setName(capnp::Text::Reader(name.c_str(), name.size()));
-      write_tensor(state.value, out.initValue(), chunk_bytes, label);
+      write_tensor(state.value, out.initValue(), chunk_bytes, label, bytes_out);
       auto slots = out.initSlots(static_cast<unsigned>(state.slots.size()));
       unsigned k = 0;
       for (auto& [slot_name, value] : state.slots) {
         check_name(slot_name, label + " slot");
         slots[k].setName(capnp::Text::Reader(slot_name.c_str(), slot_name.size()));
         write_tensor(value, slots[k].initValue(), chunk_bytes,
-                     label + " slot " + quoted_name(slot_name));
+                     label + " slot " + quoted_name(slot_name), bytes_out);
         ++k;
       }
     }
@@ -124,25 +155,24 @@ void build_message(const checkpoint_data& data, size_t chunk_bytes, capnp::Messa
   }
 }
 
-// A checkpoint encoded in memory, ready to be written piece by piece without
-// another copy: the header, the segment table, then the message's segments.
+// A checkpoint encoded in memory but for its tensors' bytes, ready to be
+// written piece by piece without a copy: the segment table, then the
+// message's segments with the tensors' bytes in place (the payload); the
+// header, which holds the payload's CRC32, goes in front.
 class encoded_checkpoint {
  public:
   encoded_checkpoint(const checkpoint_data& data, size_t chunk_bytes, const std::string& where)
       : msg_(first_segment_words(data, chunk_bytes)) {
-    build_message(data, chunk_bytes, msg_, where);
+    build_message(data, chunk_bytes, msg_, where, bytes_);
     auto segments = msg_.getSegmentsForOutput();
     table_ = capnp_segment_table(segments);
-    std::vector<std::string_view> payload{table_};
-    for (auto& s : segments) payload.emplace_back(s.asChars().begin(), s.asChars().size());
-    header_ = make_framed_header(checkpoint_format, payload);
-    pieces_.push_back(header_);
-    pieces_.insert(pieces_.end(), payload.begin(), payload.end());
+    payload_.push_back(table_);
+    splice(segments);
   }
   encoded_checkpoint(const encoded_checkpoint&) = delete;  // the pieces point into it
   encoded_checkpoint& operator=(const encoded_checkpoint&) = delete;
 
-  const std::vector<std::string_view>& pieces() const { return pieces_; }
+  const std::vector<std::string_view>& payload() const { return payload_; }
 
  private:
   // The whole message in one segment when it fits (a segment holds < 2^29 words).
@@ -152,9 +182,29 @@ class encoded_checkpoint {
         std::min<uint64_t>(estimate_words(data, chunk_bytes), (uint64_t{1} << 29) - 1));
   }
 
+  // Each segment as pieces: its own bytes between chunks, each chunk's bytes
+  // from its tensor.
+  void splice(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+    auto& chunks = bytes_.chunks;
+    std::sort(chunks.begin(), chunks.end(), [](auto& a, auto& b) { return a.at < b.at; });
+    for (auto& segment : segments) {
+      const char* at = segment.asChars().begin();
+      const char* end = segment.asChars().end();
+      auto chunk = std::lower_bound(chunks.begin(), chunks.end(), at,
+                                    [](auto& c, const char* p) { return c.at < p; });
+      for (; chunk != chunks.end() && chunk->at < end; ++chunk) {
+        payload_.emplace_back(at, static_cast<size_t>(chunk->at - at));
+        payload_.emplace_back(chunk->source, chunk->size);
+        at = chunk->at + chunk->size;
+      }
+      payload_.emplace_back(at, static_cast<size_t>(end - at));
+    }
+  }
+
   capnp::MallocMessageBuilder msg_;
-  std::string header_, table_;
-  std::vector<std::string_view> pieces_;
+  tensor_bytes bytes_;
+  std::string table_;
+  std::vector<std::string_view> payload_;
 };
 
 // ---------------------------------------------------------------- reading
@@ -243,6 +293,28 @@ class loader {
   std::string prefix_;
 };
 
+// Writes the payload behind the header's room in batches of about 64 MiB,
+// each handed to the disk as soon as it is written (start_writeback), so that
+// the disk writes while the rest is copied into the page cache.
+void write_payload(int fd, const std::vector<std::string_view>& payload, const std::string& what) {
+  constexpr uint64_t batch_bytes = uint64_t{64} << 20;
+  uint64_t offset = checkpoint_header_bytes, pending = 0;
+  std::vector<std::string_view> batch;
+  auto flush = [&] {
+    write_pieces_at(fd, batch, offset, what);
+    start_writeback(fd, offset, pending);
+    offset += pending;
+    pending = 0;
+    batch.clear();
+  };
+  for (auto piece : payload) {
+    batch.push_back(piece);
+    pending += piece.size();
+    if (pending >= batch_bytes) flush();
+  }
+  flush();
+}
+
 }  // namespace
 
 std::string frame_checkpoint_payload(std::string_view payload) {
@@ -251,11 +323,10 @@ std::string frame_checkpoint_payload(std::string_view payload) {
 
 std::string serialize_checkpoint(const checkpoint_data& data, size_t chunk_bytes) {
   encoded_checkpoint encoded(data, chunk_bytes, "[serialize_checkpoint] ");
-  std::string out;
-  size_t total = 0;
-  for (auto piece : encoded.pieces()) total += piece.size();
-  out.reserve(total);
-  for (auto piece : encoded.pieces()) out.append(piece);
+  auto& payload = encoded.payload();
+  std::string out = make_framed_header(checkpoint_format, length_of(payload), crc_of(payload));
+  out.reserve(checkpoint_header_bytes + length_of(payload));
+  for (auto piece : payload) out.append(piece);
   return out;
 }
 
@@ -263,7 +334,19 @@ void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
                           size_t chunk_bytes) {
   std::string where = "[save_checkpoint] " + path + ": ";
   encoded_checkpoint encoded(data, chunk_bytes, where);
-  write_file_atomically(path, encoded.pieces(), where);
+  auto& payload = encoded.payload();
+  write_file_atomically(
+      path,
+      [&](int fd, const std::string& what) {
+        // The header holds the payload's CRC32: the payload goes first, behind
+        // room for the header, while another thread sums it (on another core,
+        // the sum costs no time), and the header last.
+        auto crc = std::async(std::launch::async, [&] { return crc_of(payload); });
+        write_payload(fd, payload, what);
+        write_pieces_at(fd, {make_framed_header(checkpoint_format, length_of(payload), crc.get())}, 0,
+                        what);
+      },
+      where);
 }
 
 checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name) {

@@ -1,8 +1,11 @@
 #include "schema/file_io.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <system_error>
@@ -13,17 +16,18 @@ namespace actorflow {
 
 namespace {
 
-void write_all(int fd, std::string_view bytes, const std::string& what) {
-  const char* p = bytes.data();
-  size_t size = bytes.size();
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw error(what + errno_text(n < 0 ? errno : EIO), errno_code(n < 0 ? errno : EIO));
-    p += n;
-    size -= static_cast<size_t>(n);
+[[noreturn]] void fail_write(const std::string& what, int err) {
+  throw error(what + errno_text(err), errno_code(err));
+}
+
+// Drops the first `done` bytes of iov[at..].
+size_t advance(std::vector<iovec>& iov, size_t at, size_t done) {
+  for (; done > 0 && done >= iov[at].iov_len; ++at) done -= iov[at].iov_len;
+  if (done > 0) {
+    iov[at].iov_base = static_cast<char*>(iov[at].iov_base) + done;
+    iov[at].iov_len -= done;
   }
+  return at;
 }
 
 }  // namespace
@@ -42,7 +46,38 @@ std::string capnp_segment_table(kj::ArrayPtr<const kj::ArrayPtr<const capnp::wor
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
 
+void write_pieces_at(int fd, const std::vector<std::string_view>& pieces, uint64_t offset,
+                     const std::string& what) {
+  std::vector<iovec> iov;
+  for (auto piece : pieces)
+    if (!piece.empty()) iov.push_back({const_cast<char*>(piece.data()), piece.size()});
+  for (size_t at = 0; at < iov.size();) {
+    int count = static_cast<int>(std::min<size_t>(iov.size() - at, IOV_MAX));
+    ssize_t n = ::pwritev(fd, &iov[at], count, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail_write(what, n < 0 ? errno : EIO);
+    offset += static_cast<uint64_t>(n);
+    at = advance(iov, at, static_cast<size_t>(n));
+  }
+}
+
+void start_writeback(int fd, uint64_t offset, uint64_t length) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  ::sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
+                    SYNC_FILE_RANGE_WRITE);
+#else
+  (void)fd, (void)offset, (void)length;
+#endif
+}
+
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
+                           const std::string& where) {
+  write_file_atomically(
+      path, [&](int fd, const std::string& what) { write_pieces_at(fd, pieces, 0, what); }, where);
+}
+
+void write_file_atomically(const std::string& path,
+                           const std::function<void(int fd, const std::string& what)>& write,
                            const std::string& where) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -50,8 +85,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     throw error(where + "cannot open '" + tmp + "' for writing: " + errno_text(errno),
                 errno_code(errno));
   try {
-    std::string what = where + "cannot write '" + tmp + "': ";
-    for (auto piece : pieces) write_all(fd, piece, what);
+    write(fd, where + "cannot write '" + tmp + "': ");
     // The data must be on disk before the rename makes it the file.
     if (::fsync(fd) != 0)
       throw error(where + "cannot sync '" + tmp + "': " + errno_text(errno), errno_code(errno));

@@ -6,6 +6,8 @@
 #include <capnp/common.h>
 #include <kj/common.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,25 @@ namespace actorflow {
 /// failed, the file and the system's reason.
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
                            const std::string& where);
+
+/// The same, with `write` putting the bytes into the open temporary file
+/// (its argument `what` is the start of an error message for a failed write):
+/// for a writer that fills the file out of order.
+void write_file_atomically(const std::string& path,
+                           const std::function<void(int fd, const std::string& what)>& write,
+                           const std::string& where);
+
+/// Writes the concatenation of `pieces` at `offset` of file `fd`, many pieces
+/// per system call (pwritev) and large ones unsplit. Throws actorflow::error
+/// `what` followed by the system's reason.
+void write_pieces_at(int fd, const std::vector<std::string_view>& pieces, uint64_t offset,
+                     const std::string& what);
+
+/// Asks the kernel to start writing bytes [offset, offset + length) of file
+/// `fd` to the disk now, without waiting: the disk works while the writer is
+/// still producing the rest, and a large file's fsync waits only for its
+/// tail. A hint (where the system has none, nothing): failures show at fsync.
+void start_writeback(int fd, uint64_t offset, uint64_t length);
 
 /// The standard Cap'n Proto stream framing of a message's segments: (segment
 /// count - 1) and each segment's size in words, as little-endian uint32, padded

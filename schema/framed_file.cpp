@@ -163,6 +163,10 @@ std::string make_framed_header(const framed_format& format,
     crc = crc32_update(crc, piece);
     length += piece.size();
   }
+  return make_framed_header(format, length, crc);
+}
+
+std::string make_framed_header(const framed_format& format, uint64_t length, uint32_t crc) {
   std::string h(framed_header_bytes, '\0');
   std::memcpy(h.data(), format.magic.data(), 8);
   put_le(&h[8], format.version, 4);

@@ -29,6 +29,9 @@ struct framed_format {
 /// The header for a payload given as pieces (segment table, then segments).
 std::string make_framed_header(const framed_format& format,
                                const std::vector<std::string_view>& payload);
+/// The header for a payload of `length` bytes whose CRC32 is `crc` (a writer
+/// that sums the payload while it writes it).
+std::string make_framed_header(const framed_format& format, uint64_t length, uint32_t crc);
 
 /// The message in `bytes` (a whole file, which may be unaligned) handed to
 /// `read`, once its header and checksums are checked and under traversal

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include "actors/checkpoint.hpp"
 #include "ops/op_util.hpp"
@@ -226,6 +227,55 @@ TEST_CASE("bytes round trip at any alignment; bad chunk sizes and empty tensors 
   checkpoint_data unnamed;
   unnamed.variables[""].value = tensor::scalar<float>(1);
   CHECK(contains(error_of([&] { serialize_checkpoint(unnamed); }), "empty name"));
+}
+
+// A tensor of `n` elements whose bytes are 0 and 1 in a pattern set by
+// `seed` (valid bools too).
+tensor patterned(dtype type, int64_t n, int seed) {
+  tensor t(type, shape{n});
+  auto p = static_cast<unsigned char*>(t.raw_mutable_data());
+  for (size_t i = 0; i < t.size_bytes(); ++i) p[i] = static_cast<unsigned char>((i * 7 + seed) % 2);
+  return t;
+}
+
+uint64_t le_at(const std::string& bytes, size_t at, int n) {
+  uint64_t v = 0;
+  for (int b = 0; b < n; ++b) v |= uint64_t{static_cast<unsigned char>(bytes[at + b])} << (8 * b);
+  return v;
+}
+
+TEST_CASE("the bytes stay format version 1's; a saved file holds serialize_checkpoint's bytes") {
+  checkpoint_data data;
+  data.global_step = 42;
+  data.variables["a"].value = tensor::from_vector<double>({1.5, -2.25, 1e300});
+  data.variables["a"].slots["m"] = tensor::scalar<int64_t>(INT64_MIN);
+  data.variables["b/c"].value = tensor::scalar<float>(3.0f);
+  data.variables["odd"].value = patterned(dtype::uint8, 3, 1);
+  data.variables["flag"].value = patterned(dtype::boolean, 13, 2);
+  data.variables["empty"].value = tensor(dtype::float32, shape{0, 4});
+  // The payload's length and CRC32 as the writer that copied every tensor
+  // into the message wrote them: the splicing writer must give the same bytes.
+  for (auto [chunk, length, crc] :
+       {std::tuple{size_t{7}, 616u, 0x0ae72249u},
+        std::tuple{default_checkpoint_chunk_bytes, 560u, 0xfa5468a0u}}) {
+    CAPTURE(chunk);
+    auto bytes = serialize_checkpoint(data, chunk);
+    CHECK(le_at(bytes, 16, 8) == length);
+    CHECK(le_at(bytes, 24, 4) == crc);
+  }
+  // Tensors over several chunks, beside small ones: the file (written
+  // streaming, its header last) is the same bytes.
+  data.variables["big"].value = patterned(dtype::float32, (int64_t{7} << 20) / 8 + 3, 3);
+  data.variables["big"].slots["m"] = patterned(dtype::uint8, 1001, 4);
+  temp_dir dir;
+  for (size_t chunk : {size_t{100}, size_t{1} << 20, default_checkpoint_chunk_bytes}) {
+    CAPTURE(chunk);
+    save_checkpoint_file(data, dir / "same.afck", chunk);
+    std::ifstream in(dir / "same.afck", std::ios::binary);
+    std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(file == serialize_checkpoint(data, chunk));
+    check_same(data.variables, load_checkpoint_file(dir / "same.afck").variables);
+  }
 }
 
 TEST_CASE("saving names uninitialized variables; restoring checks every variable, all or nothing") {
