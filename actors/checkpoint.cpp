@@ -153,8 +153,13 @@ void save_checkpoint(session& s, const std::string& path, int64_t global_step, s
 
 int64_t restore_checkpoint(session& s, const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  if (std::filesystem::is_directory(path, ec)) {
+    if (!std::filesystem::exists(manifest_path(path), ec))
+      fail("load_checkpoint", path +
+                                  ": a directory without a MANIFEST, so not a checkpoint (a "
+                                  "cluster save that did not finish, or not a checkpoint)");
     return restore_cluster_dir(s, path, load_manifest(manifest_path(path)));
+  }
   return restore_loaded(s, load_checkpoint_file(path), path);
 }
 
@@ -175,10 +180,11 @@ std::future<std::string> checkpoint_manager::start_cluster_save(session& s, int6
   if (step < 0) fail("checkpoint_manager", "step must be >= 0, got " + std::to_string(step));
   lock_directory();
   cluster_checkpoint_directory target = cluster_dir_;
-  return start_cluster_checkpoint(s, target.prepare_step(step), step, run_id_,
-                                  [target](const checkpoint_manifest& m) {
-                                    return target.commit(m);
-                                  });
+  return start_cluster_checkpoint(
+      s, target.prepare_step(step), step, run_id_, [target](const checkpoint_manifest& m) {
+        // The checkpoint is its directory.
+        return std::filesystem::path(target.commit(m)).parent_path().string();
+      });
 }
 
 std::future<std::string> checkpoint_manager::start_save(session& s, int64_t step) {

@@ -343,8 +343,8 @@ void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
         // the sum costs no time), and the header last.
         auto crc = std::async(std::launch::async, [&] { return crc_of(payload); });
         write_payload(fd, payload, what);
-        write_pieces_at(fd, {make_framed_header(checkpoint_format, length_of(payload), crc.get())}, 0,
-                        what);
+        write_pieces_at(fd, {make_framed_header(checkpoint_format, length_of(payload), crc.get())},
+                        0, what);
       },
       where);
 }

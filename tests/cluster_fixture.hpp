@@ -25,16 +25,26 @@ using namespace std::chrono_literals;
 struct test_cluster {
   uint16_t client_port = free_port(), worker1_port = free_port(), ps_port = free_port(),
            ps1_port = free_port();
+  // Ps tasks beyond the first two (with_ps_tasks).
+  std::vector<uint16_t> more_ps_ports;
   // Tests that use one ps task start only the first.
   std::string ps_hosts() const {
-    return "127.0.0.1:" + std::to_string(ps_port) + ",127.0.0.1:" + std::to_string(ps1_port);
+    std::string hosts =
+        "127.0.0.1:" + std::to_string(ps_port) + ",127.0.0.1:" + std::to_string(ps1_port);
+    for (auto port : more_ps_ports) hosts += ",127.0.0.1:" + std::to_string(port);
+    return hosts;
+  }
+  // A cluster of `n` ps tasks (n >= 2).
+  test_cluster& with_ps_tasks(int n) {
+    while (int(more_ps_ports.size()) + 2 < n) more_ps_ports.push_back(free_port());
+    return *this;
   }
   std::string worker_hosts() const {
     return "127.0.0.1:" + std::to_string(client_port) +
            ",127.0.0.1:" + std::to_string(worker1_port);
   }
   uint16_t& port_of(const std::string& job, int task) {
-    if (job == "ps") return task == 0 ? ps_port : ps1_port;
+    if (job == "ps") return task == 0 ? ps_port : task == 1 ? ps1_port : more_ps_ports.at(task - 2);
     return task == 0 ? client_port : worker1_port;
   }
   // Starts a task; if another process took its port meanwhile, the task gets

@@ -371,8 +371,8 @@ TEST_CASE("truncated, flipped and foreign files are errors naming the file") {
                  "8 bytes of trailing data after the payload"));
   CHECK(contains(error_of([&] { restore_checkpoint(s2, dir / "missing.afck"); }),
                  dir / "missing.afck" + ": cannot open"));
-  CHECK(
-      contains(error_of([&] { restore_checkpoint(s2, dir.path.string()); }), "not a regular file"));
+  CHECK(contains(error_of([&] { restore_checkpoint(s2, dir.path.string()); }),
+                 "a directory without a MANIFEST, so not a checkpoint"));
 
   // A header from another version, with a correct header checksum.
   auto newer = good;

@@ -134,7 +134,8 @@ TEST_CASE("a ps task restarted without its shard: the chief sets only the variab
   CHECK(final_accuracy(out) > 0.8);
 }
 
-TEST_CASE("kill -9 of a ps task: restarted, the chief restores its checkpoint; training completes") {
+TEST_CASE(
+    "kill -9 of a ps task: restarted, the chief restores its checkpoint; training completes") {
   train_cluster c(1, 2);
   auto checkpoints = c.out_dir + "/ckpt";
   auto ps = c.ps(0);
@@ -172,9 +173,9 @@ TEST_CASE("a ps task takes no --checkpoint-dir: the error says where checkpoints
   argv.insert(argv.end(), {"--checkpoint-dir", c.out_dir + "/ps0"});
   child_process ps(argv);
   CHECK(ps.wait_exit(30s) != 0);
-  CHECK_MESSAGE(ps.output().find("the chief (worker 0) keeps the cluster's checkpoints") !=
-                    std::string::npos,
-                ps.output());
+  CHECK_MESSAGE(
+      ps.output().find("the chief (worker 0) keeps the cluster's checkpoints") != std::string::npos,
+      ps.output());
 }
 
 TEST_CASE("two runs into one checkpoint directory: the second chief is refused, naming the lock") {
@@ -182,8 +183,8 @@ TEST_CASE("two runs into one checkpoint directory: the second chief is refused, 
   d.out_dir += "-second";  // its own --out; the checkpoints are c's
   auto checkpoints = c.out_dir + "/shared-ckpt";
   auto ps_c = c.ps(0), ps_d = d.ps(0);
-  auto first = c.worker(0, {"--max-steps", "100000", "--checkpoint-dir", checkpoints,
-                            "--checkpoint-every", "50"});
+  auto first = c.worker(
+      0, {"--max-steps", "100000", "--checkpoint-dir", checkpoints, "--checkpoint-every", "50"});
   REQUIRE(wait_for_cluster_checkpoint(checkpoints, 120s));
   auto second = d.worker(0, {"--max-steps", "100", "--checkpoint-dir", checkpoints});
   CHECK(second->wait_exit(60s) != 0);

@@ -134,8 +134,7 @@ tensor gather_rows(const std::vector<int64_t>& rows, const partition_info& p, dt
 // slot shaped like its part is re-split like the value; any other slot
 // (a scalar, say) is the same in every part and taken from the first.
 variable_state from_parts(const manifest_variable& t,
-                          const std::vector<const manifest_variable*>& parts,
-                          shard_cache& shards) {
+                          const std::vector<const manifest_variable*>& parts, shard_cache& shards) {
   const partition_info& p = parts.front()->partition;
   auto rows = rows_of_target(t);
   variable_state out;

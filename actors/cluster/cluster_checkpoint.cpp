@@ -29,7 +29,8 @@ std::vector<Answer> ask_all(cluster_connection& cluster, const std::vector<std::
   using handle = decltype(self->request(caf::actor(), timeout, request...));
   std::vector<handle> pending;
   std::string failure;
-  for (auto& task : tasks) pending.push_back(self->request(cluster.server(task), timeout, request...));
+  for (auto& task : tasks)
+    pending.push_back(self->request(cluster.server(task), timeout, request...));
   std::vector<Answer> answers(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i)
     pending[i].receive([&](Answer& a) { answers[i] = std::move(a); },
@@ -85,7 +86,7 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
   // taken while the freeze still holds.
   auto self = std::make_shared<caf::scoped_actor>(cluster.rt()->system());
   using handle = decltype((*self)->request(caf::actor(), options.write_timeout,
-                                            snap_commit_atom::value, id, step_dir, step));
+                                           snap_commit_atom::value, id, step_dir, step));
   auto pending = std::make_shared<std::vector<handle>>();
   for (auto& task : tasks)
     pending->push_back((*self)->request(cluster.server(task), options.write_timeout,
@@ -97,8 +98,8 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
       (*pending)[i].receive([&](std::string& f) { fragments[i] = std::move(f); },
                             [&](caf::error& e) {
                               if (failure.empty())
-                                failure = "task " + tasks[i] + " did not save its shard: " +
-                                          error_text(e);
+                                failure = "task " + tasks[i] +
+                                          " did not save its shard: " + error_text(e);
                               if (error_code_of(e) == error_code::unavailable)
                                 cluster.forget(tasks[i]);
                             });

@@ -40,10 +40,9 @@ struct cluster_snapshot_options {
 /// not yet on disk: the caller completes and commits it). Throws naming the
 /// task that did not freeze (the others are thawed); the future throws
 /// naming a task whose write failed.
-std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& cluster,
-                                                        const std::vector<std::string>& tasks,
-                                                        const std::string& step_dir, int64_t step,
-                                                        const cluster_snapshot_options& options = {});
+std::future<checkpoint_manifest> start_cluster_snapshot(
+    cluster_connection& cluster, const std::vector<std::string>& tasks, const std::string& step_dir,
+    int64_t step, const cluster_snapshot_options& options = {});
 
 /// Restores the checkpoint in `step_dir` (its MANIFEST) into the tasks:
 /// `targets` names, per task, the variables it holds now (restore_targets of

@@ -4,10 +4,10 @@
 #include <iostream>
 #include <map>
 
+#include "actors/cluster/checkpoint_shards.hpp"
 #include "actors/resources/resource_table.hpp"
 #include "actors/run/executable.hpp"
 #include "actors/run/messages.hpp"
-#include "actors/cluster/checkpoint_shards.hpp"
 #include "schema/checkpoint_io.hpp"
 #include "schema/checkpoint_manifest.hpp"
 #include "schema/graph_io.hpp"
@@ -97,8 +97,7 @@ caf::result<bool> connect_sends(server_actor* self, uint64_t id,
 }
 
 double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Holds every variable's updates for a consistent snapshot; answers how many.
@@ -106,8 +105,8 @@ caf::result<uint64_t> prepare_snapshot(server_actor* self, uint64_t id, int64_t 
   auto& st = self->state;
   try {
     st.frozen_at[id] = {seconds_now(), double(hold_ms) / 1000.0};
-    return uint64_t(st.resources->freeze(id, std::chrono::milliseconds(hold_ms),
-                                         std::chrono::seconds(30)));
+    return uint64_t(
+        st.resources->freeze(id, std::chrono::milliseconds(hold_ms), std::chrono::seconds(30)));
   } catch (const std::exception& e) {
     st.frozen_at.erase(id);
     return refusal("task " + st.options.task + ": " + e.what());

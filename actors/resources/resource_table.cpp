@@ -117,14 +117,15 @@ size_t resource_table::freeze(uint64_t id, std::chrono::milliseconds hold,
   using handle = decltype(self->request(caf::actor(), timeout, freeze_atom::value, id, int64_t{}));
   std::vector<std::pair<std::string, handle>> pending;
   for (auto& [name, actor] : actors)
-    pending.emplace_back(name, self->request(actor, timeout, freeze_atom::value, id,
-                                             int64_t(hold.count())));
+    pending.emplace_back(
+        name, self->request(actor, timeout, freeze_atom::value, id, int64_t(hold.count())));
   std::string failure;
   for (auto& [name, h] : pending)
     h.receive([](bool) {},
               [&, n = name](caf::error& e) {
                 if (failure.empty())
-                  failure = "the actor of variable '" + n + "' did not answer: " + caf::to_string(e);
+                  failure =
+                      "the actor of variable '" + n + "' did not answer: " + caf::to_string(e);
               });
   if (!failure.empty()) {
     thaw(id);
@@ -150,7 +151,8 @@ std::map<std::string, variable_state> resource_table::snapshot_frozen(
               },
               [&](caf::error& e) { failure = caf::to_string(e); });
       if (!failure.empty())
-        fail("session", "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
+        fail("session",
+             "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
     }
   } catch (...) {
     thaw(id);

@@ -217,8 +217,9 @@ cluster_checkpointer::cluster_checkpointer(const std::string& dir, int64_t every
                                            size_t keep_last) {
   if (dir.empty()) {
     if (every > 0)
-      fail("train", "--checkpoint-every needs --checkpoint-dir on the chief (worker 0): the "
-                    "cluster's checkpoints go there, one shard per ps task");
+      fail("train",
+           "--checkpoint-every needs --checkpoint-dir on the chief (worker 0): the "
+           "cluster's checkpoints go there, one shard per ps task");
     return;
   }
   manager_ = std::make_unique<checkpoint_manager>(dir, keep_last);
@@ -231,13 +232,12 @@ void cluster_checkpointer::finish_pending(bool wait) {
   if (!wait && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
   try {
     auto path = pending_.get();
-    auto m = load_manifest(path);
+    auto m = load_manifest(path + "/" + std::string(manifest_file_name));
     fmt::print("checkpoint step={} saved in {:.0f} ms (pause {:.1f} ms)\n", pending_step_,
                1000.0 * (now_seconds() - pending_since_), m.pause_ms);
     saved_step_ = pending_step_;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", pending_step_,
-               e.what());
+    fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", pending_step_, e.what());
   }
 }
 

@@ -114,8 +114,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && t.sync)
     aggregation = std::make_unique<aggregation_thread>(
-        s, *t.sync, run, last_step, restarted,
-        [&](int64_t step) { checkpoints.at_step(s, step); });
+        s, *t.sync, run, last_step, restarted, [&](int64_t step) { checkpoints.at_step(s, step); });
 
   std::unique_ptr<train_report> report;
   if (chief) {

@@ -139,7 +139,8 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
     if (ops.sync) sess.run({ops.sync->local_step_init});
     if (!sess.eval(ops.state_set).item<bool>()) sess.run({lm.training_graph().reset_state});
   };
-  if (ops.sync) recovery.after_repair = [&](session& sess) { sess.run({ops.sync->chief_init_tokens}); };
+  if (ops.sync)
+    recovery.after_repair = [&](session& sess) { sess.run({ops.sync->chief_init_tokens}); };
   cluster_checkpointer checkpoints(chief ? o.checkpoint_dir : "", chief ? o.checkpoint_every : 0,
                                    size_t(o.keep_checkpoints));
   if (checkpoints.enabled())
@@ -166,8 +167,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   std::unique_ptr<aggregation_thread> aggregation;
   if (chief && ops.sync)
     aggregation = std::make_unique<aggregation_thread>(
-        s, *ops.sync, run, last_step, restarted,
-        [&](int64_t at) { checkpoints.at_step(s, at); });
+        s, *ops.sync, run, last_step, restarted, [&](int64_t at) { checkpoints.at_step(s, at); });
   std::unique_ptr<train_report> report;
   if (chief)
     report = std::make_unique<train_report>(
