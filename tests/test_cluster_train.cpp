@@ -1,10 +1,12 @@
 // actorflow-train in a cluster, across real processes on 127.0.0.1: the
 // synchronous accuracy against the single-process run, a worker killed with
-// kill -9 under backup workers, a ps task killed and restarted from its
-// shard, and a diverged run stopped at its first non-finite loss. Every
+// kill -9 under backup workers, ps tasks killed and restored from the chief's
+// consistent checkpoint, a ps task stopped (SIGSTOP), and a diverged run
+// stopped at its first non-finite loss. Every
 // process started here is killed and reaped by the test.
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +14,8 @@
 #include <regex>
 #include <thread>
 
+#include "schema/checkpoint_io.hpp"
+#include "schema/checkpoint_manifest.hpp"
 #include "schema/event_file.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/train_cluster.hpp"
@@ -192,6 +196,77 @@ TEST_CASE("two runs into one checkpoint directory: the second chief is refused, 
   CHECK_MESSAGE(second->output().find(std::to_string(first->pid())) != std::string::npos,
                 second->output());
   first->stop();
+}
+
+TEST_CASE("4 ps tasks, two killed at once: the chief restores both, every task at one step") {
+  train_cluster c(4, 2);
+  auto checkpoints = c.out_dir + "/ckpt";
+  std::vector<std::unique_ptr<child_process>> ps;
+  for (int i = 0; i < 4; ++i) ps.push_back(c.ps(i));
+  std::vector<std::string> flags{"--sync", "--max-steps", "500", "--recovery-seconds", "60"};
+  auto chief_flags = flags;
+  chief_flags.insert(chief_flags.end(), {"--checkpoint-dir", checkpoints, "--checkpoint-every",
+                                         "20", "--keep-checkpoints", "1000"});
+  auto chief = c.worker(0, chief_flags);
+  auto w1 = c.worker(1, flags);
+  REQUIRE(wait_for_cluster_checkpoint(checkpoints, 120s));
+  ps[1]->kill_now();
+  ps[3]->kill_now();
+  std::this_thread::sleep_for(2s);
+  ps[1] = c.ps(1);
+  ps[3] = c.ps(3);
+  int status = chief->wait_exit(400s);
+  INFO("chief:\n" << chief->output());
+  REQUIRE(status == 0);
+  CHECK(w1->wait_exit(60s) == 0);
+  std::smatch restored;
+  REQUIRE(std::regex_search(chief->output(), restored,
+                            std::regex("recovery: restored checkpoint step=(\\d+)")));
+  // Each ps task's shard of the checkpoint restored holds that step: every
+  // task went back to one global step, not each to its own newest shard.
+  auto manifest =
+      actorflow::load_manifest(checkpoints + "/ckpt-" + restored[1].str() + "/MANIFEST");
+  CHECK(manifest.shards.size() == 4);
+  for (auto& shard : manifest.shards)
+    CHECK(actorflow::load_checkpoint_file(checkpoints + "/ckpt-" + restored[1].str() + "/" +
+                                          shard.file)
+              .global_step == std::stoll(restored[1]));
+  CHECK(final_accuracy(chief->output()) > 0.7);
+}
+
+TEST_CASE("a ps task stopped (SIGSTOP), not dead: a short stop is ridden out, a long one fails") {
+  train_cluster c(1, 2);
+  auto ps = c.ps(0);
+  std::vector<std::string> flags{"--sync", "--max-steps", "400", "--recovery-seconds", "6"};
+  auto chief = c.worker(0, flags);
+  auto w1 = c.worker(1, flags);
+  REQUIRE(chief->wait_for("until step", 60s));
+  std::this_thread::sleep_for(2s);
+  SUBCASE("stopped for 3 s, then woken: training completes") {
+    ::kill(ps->pid(), SIGSTOP);
+    std::this_thread::sleep_for(3s);
+    ::kill(ps->pid(), SIGCONT);
+    int status = chief->wait_exit(300s);
+    INFO("chief:\n" << chief->output());
+    CHECK(status == 0);
+    CHECK(w1->wait_exit(60s) == 0);
+    CHECK(final_accuracy(chief->output()) > 0.7);
+  }
+  SUBCASE("stopped for good: every worker fails within its recovery time, naming the task") {
+    ::kill(ps->pid(), SIGSTOP);
+    auto stopped_at = std::chrono::steady_clock::now();
+    int status = chief->wait_exit(60s);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+    ::kill(ps->pid(), SIGCONT);
+    INFO("chief:\n" << chief->output());
+    CHECK(status != 0);
+    CHECK(chief->output().find("/job:ps/task:0") != std::string::npos);
+    // A step given up after 6 s, retried for 6 s more: no 60 s hang.
+    MESSAGE("the chief failed " << seconds << " s after the stop");
+    CHECK(seconds < 25);
+    CHECK(w1->wait_exit(60s) != 0);
+  }
 }
 
 TEST_CASE(

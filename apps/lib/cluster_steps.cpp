@@ -24,6 +24,14 @@ step_observer worker_observer(const std::string& out, const std::string& job, in
                                         .profile = profile});
 }
 
+cluster_options recovering_cluster_options(double recovery_seconds) {
+  cluster_options options;
+  auto recovery = std::chrono::milliseconds(int64_t(1000 * recovery_seconds));
+  options.connect_timeout = recovery;
+  options.step_timeout = std::min(options.step_timeout, recovery);
+  return options;
+}
+
 void recovering_runner::wait_initialized() {
   double deadline = now_seconds() + recovery_seconds_;
   while (!(*this)([&] { return s_.eval(ops_.ready).item<bool>(); })) {

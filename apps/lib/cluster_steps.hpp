@@ -38,6 +38,12 @@ inline bool chief_finished(const error& e) {
 step_observer worker_observer(const std::string& out, const std::string& job, int task,
                               const std::vector<int64_t>& trace_steps, bool profile);
 
+/// A trainer's connection options: a task not up, or a step that does not
+/// finish (a task that hangs, stopped rather than dead), is given up on
+/// within --recovery-seconds, then retried until it is back or that time
+/// ends, so that a hang becomes an error naming the task.
+cluster_options recovering_cluster_options(double recovery_seconds);
+
 /// What a worker runs to (re)establish the shared state after a task came
 /// back: the chief's initializer, its readiness test, and what sets the
 /// worker's own variables (its local step in synchronous mode).

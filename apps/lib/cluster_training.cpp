@@ -90,8 +90,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
 
   cluster_graph t;
   build(t, c, setup, *train_data);
-  cluster_options options;
-  options.connect_timeout = std::chrono::seconds(int64_t(c.recovery_seconds));
+  auto options = recovering_cluster_options(c.recovery_seconds);
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   session s(t.g, cluster);
   recovery_ops recovery{t.init, t.ready, {}, t.variables};

@@ -123,8 +123,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   auto config = lm_config_from(o, corpus.vocab_size(), "lazy_adam", num_ps);
   if (chief) print_shard_loads(corpus, config);
 
-  cluster_options options;
-  options.connect_timeout = std::chrono::seconds(int64_t(o.recovery_seconds));
+  auto options = recovering_cluster_options(o.recovery_seconds);
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   lm_trainer lm(config, worker_share(corpus.train, setup.task, workers), std::move(corpus.valid),
                 {.cluster = cluster,
