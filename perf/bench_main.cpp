@@ -22,6 +22,7 @@
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
+#include "perf/bench_chaos.hpp"
 #include "perf/bench_control.hpp"
 #include "perf/bench_conv.hpp"
 #include "perf/bench_convnets.hpp"
@@ -186,10 +187,15 @@ int main(int argc, char** argv) {
       ->envname("ACTORFLOW_PERF_REF");
   app.add_option("--only", only,
                  "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-                 "devices, trace, dist (default: all of these), or convnets or lm_cluster (long: "
-                 "only when named)")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
-                             "cnn", "embedding", "devices", "trace", "dist", "lm_cluster"}));
+                 "devices, trace, dist (default: all of these), or convnets, lm_cluster or chaos "
+                 "(long: only when named)")
+      ->check(
+          CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp", "cnn",
+                         "embedding", "devices", "trace", "dist", "lm_cluster", "chaos"}));
+  uint64_t chaos_seed = 1;
+  app.add_option("--chaos-seed", chaos_seed,
+                 "the chaos group's seed: which task is killed when, and its restart's delay")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   bench::reference_dir() = reference_dir;
 
@@ -390,6 +396,8 @@ int main(int argc, char** argv) {
               "2 workers on the same 2 cores as one process");
     for (auto& e : d.errors) add_failure("dist", e);
   }
+
+  if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed);
 
   if (only == "lm_cluster") {
     auto lm = lm_cluster_benchmarks();

@@ -175,6 +175,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
             .eval = "valid_ppl", .eval_title = "validation perplexity", .unit = "words"});
   shard_saver saver(*cluster, num_ps);
   save_schedule saves(o.checkpoint_every, step);
+  progress_printer progress(o.progress_every);
   auto observer = worker_observer(o.out, setup.job, setup.task, o.trace_steps, o.profile);
   train_summaries summaries(chief ? o.logdir : "", o.summary_every);
   summaries.write_graph(lm.g());
@@ -197,6 +198,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
       summaries.write_step(step, {}, r.loss, o.lr, lm.words_per_step(), "words");
     loss_sum += double(r.loss);
     ++steps_run, ++epoch_steps;
+    progress.step_done(step);
     if (chief && saves.due(step)) saver.save(step);
     if (chief && (step / per_epoch > reported_epoch || step >= last_step)) {
       reported_epoch = std::max(reported_epoch + 1, step / per_epoch);
