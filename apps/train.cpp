@@ -300,6 +300,12 @@ int main(int argc, char** argv) {
       ->check(apps::number_between(1, 86400))
       ->group("Cluster")
       ->capture_default_str();
+  app.add_option("--progress-every", c.progress_every,
+                 "in a cluster: print 'progress step=<global step> t=<unix seconds>' after every "
+                 "N of this worker's steps (0: off)")
+      ->check(apps::whole_at_least<int64_t>(0))
+      ->group("Cluster")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if ((c.resume || c.overwrite_checkpoints) && c.checkpoint_dir.empty()) {
     std::cerr << "error: " << (c.resume ? "--resume" : "--overwrite-checkpoints")

@@ -11,8 +11,9 @@
 
 # The folders whose .cpp, .cu and .capnp files must all be listed. apps/*.cpp
 # and tests/ glob (each file there is a program or a suite), so they cannot
-# forget one.
-set(actorflow_source_rooms core schema devices ops actors apps/lib perf)
+# forget one; tests/support's sources build into actorflow-bench's list (and
+# into the suites that use them).
+set(actorflow_source_rooms core schema devices ops actors apps/lib perf tests/support)
 
 # Adds the calling room's CUDA-only sources (paths relative to its folder) to
 # actorflow_objects when the CUDA build is on (ACTORFLOW_HAS_CUDA), and records

@@ -22,6 +22,7 @@
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/state.hpp"
+#include "perf/bench_chaos.hpp"
 #include "perf/bench_checkpoint.hpp"
 #include "perf/bench_control.hpp"
 #include "perf/bench_conv.hpp"
@@ -187,11 +188,11 @@ int main(int argc, char** argv) {
       ->envname("ACTORFLOW_PERF_REF");
   app.add_option("--only", only,
                  "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-                 "devices, trace, dist (default: all of these), or convnets, lm_cluster (long) or "
-                 "checkpoint (writes several GiB): only when named")
-      ->check(
-          CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp", "cnn",
-                         "embedding", "devices", "trace", "dist", "lm_cluster", "checkpoint"}));
+                 "devices, trace, dist (default: all of these), or convnets, lm_cluster, chaos "
+                 "(long) or checkpoint (writes several GiB): only when named")
+      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
+                             "cnn", "embedding", "devices", "trace", "dist", "lm_cluster",
+                             "checkpoint", "chaos"}));
   checkpoint_bench_options checkpoint;
   app.add_option("--checkpoint-gb", checkpoint.gib,
                  "the checkpoint group's model size in GiB (default 1)")
@@ -201,6 +202,10 @@ int main(int argc, char** argv) {
                  "where the checkpoint group writes (default: a fresh directory under $TMPDIR, "
                  "removed afterwards)")
       ->envname("ACTORFLOW_BENCH_CHECKPOINT_DIR");
+  uint64_t chaos_seed = 1;
+  app.add_option("--chaos-seed", chaos_seed,
+                 "the chaos group's seed: which task is killed when, and its restart's delay")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   bench::reference_dir() = reference_dir;
 
@@ -409,6 +414,7 @@ int main(int argc, char** argv) {
       add_failure("checkpoint", e.what());
     }
   }
+  if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed);
 
   if (only == "lm_cluster") {
     auto lm = lm_cluster_benchmarks();

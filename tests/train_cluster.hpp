@@ -51,14 +51,6 @@ struct train_cluster {
   }
   ~train_cluster() { std::filesystem::remove_all(out_dir); }
 
-  static std::string hosts(const std::vector<uint16_t>& ports) {
-    std::string s;
-    for (auto p : ports) {
-      if (!s.empty()) s += ',';
-      s += "127.0.0.1:" + std::to_string(p);
-    }
-    return s;
-  }
   std::vector<std::string> args(const std::string& job, int task) const {
     return {ACTORFLOW_TRAIN_BINARY,
             "--job",
@@ -66,9 +58,9 @@ struct train_cluster {
             "--task",
             std::to_string(task),
             "--ps-hosts",
-            hosts(ps_ports),
+            loopback_hosts(ps_ports),
             "--worker-hosts",
-            hosts(worker_ports),
+            loopback_hosts(worker_ports),
             "--threads",
             "1"};
   }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace actorflow::apps {
 
@@ -13,6 +14,15 @@ void require_finite_loss(float loss, int64_t step, const std::string& task) {
   fail("train", fmt::format("{}: the loss is {} at global step {}: training diverged (try a "
                             "lower --lr); stopping; the ps tasks keep their last saved shards",
                             task, loss, step));
+}
+
+void progress_printer::step_done(int64_t global_step) {
+  if (every_ <= 0 || ++steps_ % every_ != 0) return;
+  // Wall-clock time, which another process on the machine can compare.
+  double t =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  fmt::print("progress step={} t={:.3f}\n", global_step, t);
+  std::fflush(stdout);
 }
 
 step_observer worker_observer(const std::string& out, const std::string& job, int task,

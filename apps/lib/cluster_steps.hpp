@@ -33,6 +33,21 @@ inline bool chief_finished(const error& e) {
   return e.code() == error_code::out_of_range || e.code() == error_code::cancelled;
 }
 
+/// --progress-every N: prints `progress step=<global step> t=<seconds since
+/// the epoch>` after every N of this worker's completed steps (0: never),
+/// flushed at once: a harness that watches the output and kills tasks with
+/// -9 (tests/support/cluster_chaos.hpp) sees when steps flow, and a buffered
+/// line would die with the process.
+class progress_printer {
+ public:
+  explicit progress_printer(int64_t every) : every_(every) {}
+  /// After each completed step, with the global step it reached.
+  void step_done(int64_t global_step);
+
+ private:
+  int64_t every_, steps_ = 0;
+};
+
 /// A cluster worker's step observer (--trace-steps, --profile): its files
 /// named after the task ("trace-worker1-<step>.json").
 step_observer worker_observer(const std::string& out, const std::string& job, int task,

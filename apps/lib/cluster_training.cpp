@@ -127,6 +127,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   int64_t steps_run = 0, reported_epoch = step / steps_per_epoch;
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;
+  progress_printer progress(c.progress_every);
   auto observer = worker_observer(c.out, setup.job, setup.task, c.trace_steps, c.profile);
   // The chief writes the run's summaries (scalars and the graph).
   train_summaries summaries(chief ? c.logdir : "", c.summary_every);
@@ -158,6 +159,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     loss_sum += double(loss);
     ++steps_run;
     ++epoch_steps;
+    progress.step_done(step);
     // Other workers advance the step too: save on crossing a multiple
     // (synchronous: between two aggregations, on the aggregation's thread).
     if (!t.sync) checkpoints.at_step(s, step);

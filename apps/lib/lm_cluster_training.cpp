@@ -179,6 +179,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
         step > 0,
         report_columns{
             .eval = "valid_ppl", .eval_title = "validation perplexity", .unit = "words"});
+  progress_printer progress(o.progress_every);
   auto observer = worker_observer(o.out, setup.job, setup.task, o.trace_steps, o.profile);
   train_summaries summaries(chief ? o.logdir : "", o.summary_every);
   summaries.write_graph(lm.g());
@@ -201,6 +202,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
       summaries.write_step(step, {}, r.loss, o.lr, lm.words_per_step(), "words");
     loss_sum += double(r.loss);
     ++steps_run, ++epoch_steps;
+    progress.step_done(step);
     if (!ops.sync) checkpoints.at_step(s, step);
     if (chief && (step / per_epoch > reported_epoch || step >= last_step)) {
       reported_epoch = std::max(reported_epoch + 1, step / per_epoch);

@@ -46,6 +46,7 @@ struct training_options {
   int backup_workers = 0;         // with sync: each step drops the slowest b workers
   int64_t max_steps = 0;          // stop at this global step (0: after --epochs)
   double recovery_seconds = 120;  // how long to wait for a lost task to come back
+  int64_t progress_every = 0;     // a `progress step= t=` line every N own steps (0: off)
 };
 
 }  // namespace actorflow::apps

@@ -181,4 +181,14 @@ inline uint16_t free_port() {
   throw std::runtime_error("no free port on 127.0.0.1 below " + std::to_string(high));
 }
 
+/// "127.0.0.1:p1,127.0.0.1:p2": a cluster's --ps-hosts or --worker-hosts.
+inline std::string loopback_hosts(const std::vector<uint16_t>& ports) {
+  std::string s;
+  for (auto p : ports) {
+    if (!s.empty()) s += ',';
+    s += "127.0.0.1:" + std::to_string(p);
+  }
+  return s;
+}
+
 }  // namespace actorflow::testing
