@@ -254,6 +254,7 @@ void cluster_checkpointer::finish_pending(bool wait) {
     fmt::print("checkpoint step={} saved in {:.0f} ms (pause {:.1f} ms)\n", pending_step_,
                1000.0 * (now_seconds() - pending_since_), m.pause_ms);
     saved_step_ = pending_step_;
+    std::fflush(stdout);  // read by whoever watches the run, as it happens
   } catch (const std::exception& e) {
     fmt::print(stderr, "warning: the checkpoint of step {} failed: {}\n", pending_step_, e.what());
   }
@@ -295,6 +296,7 @@ int64_t cluster_checkpointer::restore(session& s) {
   const int64_t was = std::max<int64_t>(highest_step_, r.step);
   fmt::print("recovery: restored checkpoint step={} (global step was {}: {} steps lost) from {}\n",
              r.step, was, was - r.step, r.path);
+  std::fflush(stdout);
   highest_step_ = r.step;
   return r.step;
 }
