@@ -69,10 +69,8 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
                                                         const std::string& step_dir, int64_t step,
                                                         const cluster_snapshot_options& options) {
   const uint64_t id = next_request_id();
-  try {
-    ask_all<uint64_t>(cluster, tasks, options.prepare_timeout, "did not freeze its variables",
-                      snap_prepare_atom::value, id, int64_t(options.hold.count()));
-  } catch (const error&) {
+  // A failure lets every task's updates go at once, not after the hold.
+  auto abort_all = [&] {
     for (auto& task : tasks) {
       try {
         caf::anon_send(cluster.server(task), snap_abort_atom::value, id);
@@ -80,6 +78,12 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
         // A task that is down holds no freeze.
       }
     }
+  };
+  try {
+    ask_all<uint64_t>(cluster, tasks, options.prepare_timeout, "did not freeze its variables",
+                      snap_prepare_atom::value, id, int64_t(options.hold.count()));
+  } catch (const error&) {
+    abort_all();
     throw;
   }
   // The commits go out from this thread, before it returns: the cut is
@@ -88,9 +92,14 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
   using handle = decltype((*self)->request(caf::actor(), options.write_timeout,
                                            snap_commit_atom::value, id, step_dir, step));
   auto pending = std::make_shared<std::vector<handle>>();
-  for (auto& task : tasks)
-    pending->push_back((*self)->request(cluster.server(task), options.write_timeout,
-                                        snap_commit_atom::value, id, step_dir, step));
+  try {
+    for (auto& task : tasks)
+      pending->push_back((*self)->request(cluster.server(task), options.write_timeout,
+                                          snap_commit_atom::value, id, step_dir, step));
+  } catch (const error&) {
+    abort_all();  // a task went down between the phases
+    throw;
+  }
   return std::async(std::launch::async, [&cluster, self, pending, tasks, step] {
     std::vector<std::string> fragments(tasks.size());
     std::string failure;
