@@ -237,7 +237,8 @@ TEST_CASE("4 ps tasks, two killed at once: the chief restores both, every task a
 TEST_CASE("a ps task stopped (SIGSTOP), not dead: a short stop is ridden out, a long one fails") {
   train_cluster c(1, 2);
   auto ps = c.ps(0);
-  std::vector<std::string> flags{"--sync", "--max-steps", "400", "--recovery-seconds", "6"};
+  // Enough steps that the stop lands mid-run however fast the machine is.
+  std::vector<std::string> flags{"--sync", "--max-steps", "3000", "--recovery-seconds", "6"};
   auto chief = c.worker(0, flags);
   auto w1 = c.worker(1, flags);
   REQUIRE(chief->wait_for("until step", 60s));

@@ -114,14 +114,6 @@ runtime::runtime(runtime_options options) : options_(options) {
     config_->openssl_key = options_.tls.key;
     config_->openssl_cafile = options_.tls.ca_file;
   }
-  // Tasks that send to each other connect directly (ps task to ps task).
-  // Without it CAF routes a message for a node this one learned of through
-  // another (a ps task learns of the other ps tasks from the workers that
-  // wire their partitions) through that node: when that worker dies, the
-  // route goes with it, and every step with an edge between the two ps tasks
-  // stalls until its timeout. (Under TLS the direct connection, made without
-  // it, is refused, and the route stays indirect.)
-  config_->set("middleman.enable-automatic-connections", true);
   if (options_.network_workers >= 0)
     config_->set("middleman.workers", static_cast<size_t>(options_.network_workers));
   config_->add_message_type<std::vector<tensor>>("std::vector<actorflow::tensor>");

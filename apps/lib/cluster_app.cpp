@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <thread>
 
 #include "actors/caf_ext/auth.hpp"
 #include "actors/cluster/task_server.hpp"
@@ -104,6 +105,46 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
   return options;
 }
 
+namespace {
+
+// Connects a ps task to every other ps task, before any step runs. CAF routes
+// a message for a node it learned of through another node through that
+// node: a ps task that learned of another from a worker wiring its
+// partitions would send to it through the worker, and when the worker dies
+// every step with an edge between the two stalls until its timeout. With a
+// direct connection made first, no route between ps tasks runs through a
+// worker. The tasks up within the connect timeout are reached; one started
+// later reaches this one itself.
+class ps_mesh {
+ public:
+  ps_mesh(std::shared_ptr<runtime> rt, const cluster_setup& setup) {
+    if (setup.job != "ps") return;
+    cluster_options options;
+    options.connect_timeout = std::chrono::seconds(5);
+    options.log = [](const std::string&) {};  // a task not up yet connects to this one
+    peers_ = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
+    thread_ = std::thread([peers = peers_, setup] {
+      for (int i = 0; i < setup.spec.num_tasks("ps"); ++i) {
+        if (i == setup.task) continue;
+        try {
+          peers->server(task_name("ps", i));
+        } catch (const std::exception&) {
+          // Not up: it connects to this task when it starts.
+        }
+      }
+    });
+  }
+  ~ps_mesh() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::shared_ptr<cluster_connection> peers_;  // the connections live as long as the task
+  std::thread thread_;
+};
+
+}  // namespace
+
 int serve_task(const cluster_setup& setup, const std::string& bind,
                const std::string& checkpoint_dir, int threads) {
   if (!checkpoint_dir.empty())
@@ -125,6 +166,7 @@ int serve_task(const cluster_setup& setup, const std::string& bind,
   }
   signals.running();
   std::cout << setup.task_name() << " serving on " << bind << ":" << *port << std::endl;
+  ps_mesh mesh(rt, setup);
   int received = signals.wait_for_stop(std::chrono::seconds(10));
   std::cout << setup.task_name() << " stopping (signal " << received << ")" << std::endl;
   rt->system().middleman().close(*port);
