@@ -1,11 +1,13 @@
 #include "apps/lib/cluster_app.hpp"
 
+#include <atomic>
 #include <caf/io/all.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "actors/caf_ext/auth.hpp"
 #include "actors/cluster/task_server.hpp"
@@ -120,26 +122,39 @@ class ps_mesh {
   ps_mesh(std::shared_ptr<runtime> rt, const cluster_setup& setup) {
     if (setup.job != "ps") return;
     cluster_options options;
-    options.connect_timeout = std::chrono::seconds(5);
+    // Short tries, so that a stop never waits for one.
+    options.connect_timeout = std::chrono::milliseconds(300);
     options.log = [](const std::string&) {};  // a task not up yet connects to this one
     peers_ = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
-    thread_ = std::thread([peers = peers_, setup] {
-      for (int i = 0; i < setup.spec.num_tasks("ps"); ++i) {
-        if (i == setup.task) continue;
-        try {
-          peers->server(task_name("ps", i));
-        } catch (const std::exception&) {
-          // Not up: it connects to this task when it starts.
-        }
-      }
-    });
+    std::vector<std::string> others;
+    for (int i = 0; i < setup.spec.num_tasks("ps"); ++i)
+      if (i != setup.task) others.push_back(task_name("ps", i));
+    thread_ = std::thread([this, others] { connect(others); });
   }
   ~ps_mesh() {
+    stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
 
  private:
+  // Tries each other ps task for a while; one not up by then connects to
+  // this one when it starts.
+  void connect(std::vector<std::string> pending) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!stop_ && !pending.empty() && std::chrono::steady_clock::now() < deadline) {
+      for (auto it = pending.begin(); it != pending.end() && !stop_;) {
+        try {
+          peers_->server(*it);
+          it = pending.erase(it);
+        } catch (const std::exception&) {
+          ++it;
+        }
+      }
+    }
+  }
+
   std::shared_ptr<cluster_connection> peers_;  // the connections live as long as the task
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
