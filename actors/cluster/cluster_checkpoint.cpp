@@ -62,6 +62,59 @@ checkpoint_manifest merge_fragments(const std::vector<std::string>& fragments, i
   return m;
 }
 
+// The commits of one save and where their answers go.
+struct shard_commit {
+  std::vector<std::string> tasks;
+  std::vector<caf::actor> servers;
+  std::string step_dir;
+  int64_t step = 0;
+  uint64_t id = 0;
+  std::chrono::milliseconds timeout{};
+  std::shared_ptr<std::promise<checkpoint_manifest>> result;
+};
+
+struct gather_state {
+  std::vector<std::string> fragments;
+  size_t answered = 0;
+  bool done = false;
+};
+
+// Sends every commit, then waits for each shard's fragment; the first
+// failure, a task going down included, ends the save.
+caf::behavior gather_shards(caf::stateful_actor<gather_state>* self, shard_commit c) {
+  auto& st = self->state;
+  st.fragments.resize(c.tasks.size());
+  auto finish = [self, c](const std::string& failure) {
+    if (self->state.done) return;
+    self->state.done = true;
+    try {
+      if (!failure.empty()) fail("checkpoint", failure);
+      c.result->set_value(merge_fragments(self->state.fragments, c.step, c.tasks));
+    } catch (...) {
+      c.result->set_exception(std::current_exception());
+    }
+    self->quit();
+  };
+  self->set_down_handler([self, c, finish](caf::down_msg& down) {
+    for (size_t i = 0; i < c.servers.size(); ++i)
+      if (c.servers[i].address() == down.source && self->state.fragments[i].empty())
+        finish("task " + c.tasks[i] + " went down while it saved its shard");
+  });
+  for (size_t i = 0; i < c.tasks.size(); ++i) {
+    self->monitor(c.servers[i]);
+    self->request(c.servers[i], c.timeout, snap_commit_atom::value, c.id, c.step_dir, c.step)
+        .then(
+            [self, i, finish, n = c.tasks.size()](std::string& fragment) {
+              self->state.fragments[i] = std::move(fragment);
+              if (++self->state.answered == n) finish("");
+            },
+            [c, i, finish](caf::error& e) {
+              finish("task " + c.tasks[i] + " did not save its shard: " + error_text(e));
+            });
+  }
+  return {[](caf::unit_t) {}};
+}
+
 }  // namespace
 
 std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& cluster,
@@ -86,35 +139,22 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
     abort_all();
     throw;
   }
-  // The commits go out from this thread, before it returns: the cut is
-  // taken while the freeze still holds.
-  auto self = std::make_shared<caf::scoped_actor>(cluster.rt()->system());
-  using handle = decltype((*self)->request(caf::actor(), options.write_timeout,
-                                           snap_commit_atom::value, id, step_dir, step));
-  auto pending = std::make_shared<std::vector<handle>>();
+  std::vector<caf::actor> servers;
   try {
-    for (auto& task : tasks)
-      pending->push_back((*self)->request(cluster.server(task), options.write_timeout,
-                                          snap_commit_atom::value, id, step_dir, step));
+    for (auto& task : tasks) servers.push_back(cluster.server(task));
   } catch (const error&) {
     abort_all();  // a task went down between the phases
     throw;
   }
-  return std::async(std::launch::async, [&cluster, self, pending, tasks, step] {
-    std::vector<std::string> fragments(tasks.size());
-    std::string failure;
-    for (size_t i = 0; i < tasks.size(); ++i)
-      (*pending)[i].receive([&](std::string& f) { fragments[i] = std::move(f); },
-                            [&](caf::error& e) {
-                              if (failure.empty())
-                                failure = "task " + tasks[i] +
-                                          " did not save its shard: " + error_text(e);
-                              if (error_code_of(e) == error_code::unavailable)
-                                cluster.forget(tasks[i]);
-                            });
-    if (!failure.empty()) fail("checkpoint", failure);
-    return merge_fragments(fragments, step, tasks);
-  });
+  // The commits go out now, while the freeze holds; a helper actor gathers
+  // the answers and watches the tasks, so that a task that dies while it
+  // writes fails the save at once rather than after the write timeout.
+  auto result = std::make_shared<std::promise<checkpoint_manifest>>();
+  auto written = result->get_future();
+  cluster.rt()->system().spawn(gather_shards, shard_commit{tasks, servers, step_dir, step, id,
+                                                           options.write_timeout, result});
+  return std::async(std::launch::deferred,
+                    [written = std::move(written)]() mutable { return written.get(); });
 }
 
 void restore_cluster(cluster_connection& cluster,

@@ -289,7 +289,9 @@ void cluster_checkpointer::save_now(session& s, int64_t step) {
 int64_t cluster_checkpointer::restore(session& s) {
   if (!manager_) return -1;
   std::lock_guard<std::mutex> lock(mutex_);
-  finish_pending(true);  // a save in flight may be the newest
+  // A save in flight is not waited for: its task may be the one lost (it
+  // fails when that task's connection goes), or hung.
+  finish_pending(false);
   auto r = manager_->restore_latest(s);
   for (auto& e : r.errors) fmt::print(stderr, "warning: skipped checkpoint: {}\n", e);
   if (!r.restored) return -1;
