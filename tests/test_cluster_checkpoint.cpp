@@ -105,8 +105,6 @@ std::vector<std::unique_ptr<child_process>> start_ps_tasks(test_cluster& c, int 
   return tasks;
 }
 
-std::shared_ptr<cluster_connection> connect_to(const test_cluster& c) { return c.connect(); }
-
 void check_close(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -135,7 +133,7 @@ TEST_CASE("saved by 3 ps tasks, restored into 2 and into one process: the losses
     test_cluster c;
     auto ps = start_ps_tasks(c, 3);
     lookup_model m(3, 3);
-    session s(m.g, connect_to(c));
+    session s(m.g, c.connect());
     s.run({m.init});
     m.train_steps(s, 0, 5);
     checkpoint_manager ckpt(dir);
@@ -155,7 +153,7 @@ TEST_CASE("saved by 3 ps tasks, restored into 2 and into one process: the losses
     test_cluster c;
     auto ps = start_ps_tasks(c, 2);
     lookup_model m(2, 2);
-    session s(m.g, connect_to(c));
+    session s(m.g, c.connect());
     CHECK(restore_checkpoint(s, saved) == 5);
     CHECK(s.eval(m.step.value()).item<int64_t>() == 5);
     check_close(m.train_steps(s, 5, 5), expected);
@@ -183,7 +181,7 @@ TEST_CASE("checkpoints that do not fit or are damaged: errors naming the file, n
   test_cluster c;
   auto ps = start_ps_tasks(c, 2);
   lookup_model m(2, 2);
-  session s(m.g, connect_to(c));
+  session s(m.g, c.connect());
   s.run({m.init});
   m.train_steps(s, 0, 3);
   checkpoint_manager ckpt(dir, 5);
@@ -194,7 +192,7 @@ TEST_CASE("checkpoints that do not fit or are damaged: errors naming the file, n
 
   SUBCASE("another model: a table of other size") {
     lookup_model other(2, 2, kRows + 4);
-    session s2(other.g, connect_to(c));
+    session s2(other.g, c.connect());
     auto e = testing::error_of([&] { restore_checkpoint(s2, newer); });
     CHECK_MESSAGE(
         e.find("'emb' has 17 rows in the graph but 13 in the checkpoint") != std::string::npos, e);
@@ -208,7 +206,7 @@ TEST_CASE("checkpoints that do not fit or are damaged: errors naming the file, n
       auto on = wider.g.device_scope("/job:ps/task:1");
       make_variable(constant(wider.g, tensor::scalar<float>(1.0f)), "extra");
     }
-    session s2(wider.g, connect_to(c));
+    session s2(wider.g, c.connect());
     auto e = testing::error_of([&] { restore_checkpoint(s2, newer); });
     CHECK_MESSAGE(e.find("variable 'extra' is not in the checkpoint") != std::string::npos, e);
   }
@@ -285,7 +283,7 @@ TEST_CASE("the two phases: prepared tasks hold every update until the commit, or
   test_cluster c;
   auto ps = start_ps_tasks(c, 3);
   counters_model m;
-  auto cluster = connect_to(c);
+  auto cluster = c.connect();
   session s(m.g, cluster);
   s.run({global_variables_initializer(m.g)});
   for (int i = 0; i < 5; ++i) s.run({m.step});
@@ -345,7 +343,7 @@ TEST_CASE("a save while steps run: one cut across the ps tasks, training goes on
   test_cluster c;
   auto ps = start_ps_tasks(c, 3);
   counters_model m;
-  session s(m.g, connect_to(c));
+  session s(m.g, c.connect());
   s.run({global_variables_initializer(m.g)});
   std::atomic<bool> stop{false};
   std::atomic<int64_t> steps{0};

@@ -148,32 +148,29 @@ caf::behavior shard_writer(caf::event_based_actor* self, std::shared_ptr<shard_w
 caf::result<std::string> commit_snapshot(server_actor* self, uint64_t id,
                                          const std::string& step_dir, int64_t step) {
   auto& st = self->state;
-  auto w = std::make_shared<shard_write>();
-  w->task = st.options.task;
+  auto frozen = st.frozen_at.find(id);
+  if (frozen == st.frozen_at.end())
+    return refusal("task " + st.options.task + ": no snapshot " + std::to_string(id) +
+                   " was prepared (it restarted meanwhile?)");
+  const auto began = frozen->second;
+  st.frozen_at.erase(frozen);
   // The variables thaw by themselves when the freeze's hold ends: a commit
   // after that would take a cut that is no longer consistent.
-  auto began = st.frozen_at.find(id);
-  if (began != st.frozen_at.end() &&
-      seconds_now() - began->second.began > 0.8 * began->second.hold_s) {
-    st.frozen_at.erase(began);
+  if (seconds_now() - began.began > 0.8 * began.hold_s) {
     st.resources->thaw(id);
     return refusal("task " + st.options.task + ": the commit of snapshot " + std::to_string(id) +
                    " came after its freeze had (nearly) ended");
   }
+  auto w = std::make_shared<shard_write>();
+  w->task = st.options.task;
   try {
     w->path = step_dir + "/" + shard_file_name(st.options.task);
     w->data.global_step = step;
     w->data.variables = st.resources->snapshot_frozen(id, std::chrono::seconds(30));
   } catch (const std::exception& e) {
-    st.frozen_at.erase(id);
     return refusal("task " + st.options.task + ": " + e.what());
   }
-  auto it = st.frozen_at.find(id);
-  if (it == st.frozen_at.end())
-    return refusal("task " + st.options.task + ": no snapshot " + std::to_string(id) +
-                   " was prepared (it restarted meanwhile?)");
-  w->pause_ms = 1000.0 * (seconds_now() - it->second.began);
-  st.frozen_at.erase(it);
+  w->pause_ms = 1000.0 * (seconds_now() - began.began);
   auto writer = self->spawn<caf::detached>(shard_writer, w);
   self->delegate(writer, write_atom::value);  // the writer answers the client
   return caf::delegated<std::string>{};

@@ -63,9 +63,9 @@ void resource_table::close_queues() {
   for (auto& [name, actor] : others_) caf::anon_send(actor, close_atom::value, true);
 }
 
-std::map<std::string, variable_state> resource_table::snapshot(
-    const std::vector<std::string>& names, std::chrono::milliseconds timeout) {
-  std::vector<std::string> uninitialized;
+std::map<std::string, variable_state> resource_table::initialized_states(
+    const std::vector<std::string>& names, std::chrono::milliseconds timeout,
+    std::vector<std::string>& uninitialized) {
   std::map<std::string, variable_state> out;
   caf::scoped_actor self{runtime_.system()};
   for (auto& name : names) {
@@ -87,6 +87,13 @@ std::map<std::string, variable_state> resource_table::snapshot(
     if (!failure.empty())
       fail("session", "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
   }
+  return out;
+}
+
+std::map<std::string, variable_state> resource_table::snapshot(
+    const std::vector<std::string>& names, std::chrono::milliseconds timeout) {
+  std::vector<std::string> uninitialized;
+  auto out = initialized_states(names, timeout, uninitialized);
   if (!uninitialized.empty())
     fail("session",
          "snapshot: " + std::string(uninitialized.size() == 1 ? "variable " : "variables ") +
@@ -136,30 +143,18 @@ size_t resource_table::freeze(uint64_t id, std::chrono::milliseconds hold,
 
 std::map<std::string, variable_state> resource_table::snapshot_frozen(
     uint64_t id, std::chrono::milliseconds timeout) {
-  std::map<std::string, variable_state> out;
+  std::vector<std::string> names, uninitialized;  // unset ones hold nothing to save
+  for (auto& [name, actor] : variables()) names.push_back(name);
   try {
-    // Requests one by one: each answer is the variable's own state, and the
-    // actors are frozen, so the order does not matter; the time is a
-    // message per variable, no bytes are copied.
-    caf::scoped_actor self{runtime_.system()};
-    for (auto& [name, actor] : variables()) {
-      std::string failure;
-      self->request(actor, timeout, snapshot_atom::value)
-          .receive(
-              [&](variable_state& state) {
-                if (state.initialized()) out.emplace(name, std::move(state));
-              },
-              [&](caf::error& e) { failure = caf::to_string(e); });
-      if (!failure.empty())
-        fail("session",
-             "snapshot: the actor of variable '" + name + "' did not answer: " + failure);
-    }
+    // One request at a time: the actors are frozen, so the order does not
+    // matter, and no bytes are copied.
+    auto out = initialized_states(names, timeout, uninitialized);
+    thaw(id);
+    return out;
   } catch (...) {
     thaw(id);
     throw;
   }
-  thaw(id);
-  return out;
 }
 
 void resource_table::thaw(uint64_t id) {

@@ -62,6 +62,11 @@ class resource_table {
 
  private:
   caf::actor variable_locked(const std::string& name, const local_device* device);
+  // The set ones of `names`, sharing their buffers; the others are named in
+  // `uninitialized`. Throws naming a variable whose actor does not answer.
+  std::map<std::string, variable_state> initialized_states(const std::vector<std::string>& names,
+                                                           std::chrono::milliseconds timeout,
+                                                           std::vector<std::string>& uninitialized);
 
   runtime& runtime_;
   mutable std::mutex mutex_;
