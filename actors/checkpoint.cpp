@@ -91,13 +91,15 @@ void complete_manifest(checkpoint_manifest& m, const std::map<std::string, int32
 template <class Commit>
 std::future<std::string> start_cluster_checkpoint(session& s, const std::string& step_dir,
                                                   int64_t step, const std::string& run_id,
-                                                  Commit commit) {
+                                                  double bytes_per_second, Commit commit) {
   auto by_task = targets_by_task(s);
   std::vector<std::string> tasks;
   for (auto& [task, vars] : by_task) tasks.push_back(task);
   std::map<std::string, int32_t> shape;
   for (auto& [job, addresses] : s.cluster()->spec().jobs()) shape[job] = int32_t(addresses.size());
-  auto written = start_cluster_snapshot(*s.cluster(), tasks, step_dir, step);
+  cluster_snapshot_options options;
+  options.write_bytes_per_second = bytes_per_second;
+  auto written = start_cluster_snapshot(*s.cluster(), tasks, step_dir, step, options);
   return std::async(std::launch::async, [shape, by_task, run_id, step_dir, commit,
                                          written = std::move(written)]() mutable {
     auto m = written.get();
@@ -133,7 +135,7 @@ void save_checkpoint(session& s, const std::string& path, int64_t global_step, s
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
     if (ec) fail("save_checkpoint", path + ": cannot make the directory: " + ec.message());
-    auto saved = start_cluster_checkpoint(s, path, global_step, random_run_id(),
+    auto saved = start_cluster_checkpoint(s, path, global_step, random_run_id(), 0,
                                           [path](const checkpoint_manifest& m) {
                                             save_manifest(m, manifest_path(path));
                                             return path;
@@ -174,21 +176,37 @@ void checkpoint_manager::lock_directory() {
   if (!lock_) lock_ = std::make_unique<directory_lock>(dir());
 }
 
-std::string checkpoint_manager::save(session& s, int64_t step) { return start_save(s, step).get(); }
+std::string checkpoint_manager::save(session& s, int64_t step) {
+  return start_save(s, step, 0).get();
+}
 
-std::future<std::string> checkpoint_manager::start_cluster_save(session& s, int64_t step) {
+void checkpoint_manager::set_background_rate(double bytes_per_second) {
+  if (!(bytes_per_second >= 0))
+    fail("checkpoint_manager",
+         "the background rate must be >= 0 bytes/s, got " + std::to_string(bytes_per_second));
+  background_rate_ = bytes_per_second;
+}
+
+std::future<std::string> checkpoint_manager::start_save(session& s, int64_t step) {
+  return start_save(s, step, background_rate_);
+}
+
+std::future<std::string> checkpoint_manager::start_cluster_save(session& s, int64_t step,
+                                                                double bytes_per_second) {
   if (step < 0) fail("checkpoint_manager", "step must be >= 0, got " + std::to_string(step));
   lock_directory();
   cluster_checkpoint_directory target = cluster_dir_;
   return start_cluster_checkpoint(
-      s, target.prepare_step(step), step, run_id_, [target](const checkpoint_manifest& m) {
+      s, target.prepare_step(step), step, run_id_, bytes_per_second,
+      [target](const checkpoint_manifest& m) {
         // The checkpoint is its directory.
         return std::filesystem::path(target.commit(m)).parent_path().string();
       });
 }
 
-std::future<std::string> checkpoint_manager::start_save(session& s, int64_t step) {
-  if (saves_by_tasks(s)) return start_cluster_save(s, step);
+std::future<std::string> checkpoint_manager::start_save(session& s, int64_t step,
+                                                        double bytes_per_second) {
+  if (saves_by_tasks(s)) return start_cluster_save(s, step, bytes_per_second);
   checkpoint_data data;
   data.global_step = step;
   try {
@@ -198,9 +216,10 @@ std::future<std::string> checkpoint_manager::start_save(session& s, int64_t step
   }
   // The references are taken; the bytes go out while training goes on.
   checkpoint_directory files = *this;
-  return std::async(std::launch::async, [files, data = std::move(data), step]() mutable {
-    return files.save_data(data, step);
-  });
+  return std::async(std::launch::async,
+                    [files, data = std::move(data), step, bytes_per_second]() mutable {
+                      return files.save_data(data, step, bytes_per_second);
+                    });
 }
 
 checkpoint_manager::restore_result checkpoint_manager::restore_latest(session& s) const {

@@ -82,8 +82,14 @@ class ACTORFLOW_API checkpoint_manager : public checkpoint_directory {
   /// once the cut is taken (a cluster session: every task froze and took
   /// references; one process: references to every variable), with a future
   /// of the path, ready when the checkpoint is complete. Take it between
-  /// steps on a session of one process.
+  /// steps on a session of one process. The files are written at most at
+  /// the background rate, save() at the disk's.
   std::future<std::string> start_save(session& s, int64_t step);
+
+  /// The most bytes per second each file of a background save (start_save)
+  /// is written at; 0: as fast as the disk takes them. Default:
+  /// default_background_save_bytes_per_second.
+  void set_background_rate(double bytes_per_second);
 
   /// Restores the newest checkpoint that reads cleanly: a truncated or
   /// corrupted one (or a cluster save without its manifest) is reported in
@@ -101,9 +107,11 @@ class ACTORFLOW_API checkpoint_manager : public checkpoint_directory {
   const cluster_checkpoint_directory& cluster_checkpoints() const { return cluster_dir_; }
 
  private:
-  std::future<std::string> start_cluster_save(session& s, int64_t step);
+  std::future<std::string> start_save(session& s, int64_t step, double bytes_per_second);
+  std::future<std::string> start_cluster_save(session& s, int64_t step, double bytes_per_second);
 
   cluster_checkpoint_directory cluster_dir_;
+  double background_rate_ = default_background_save_bytes_per_second;
   std::unique_ptr<directory_lock> lock_;
   std::string run_id_;
 };

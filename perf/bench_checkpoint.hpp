@@ -17,8 +17,8 @@ struct checkpoint_bench_options {
   std::string dir;
   /// Rounds of each rate, alternating; the figures are medians.
   int rounds = 6;
-  /// Background saves of each kind (normal and low priority), each between
-  /// runs of steps without one.
+  /// Background saves of each kind (paced as by default, and unpaced), each
+  /// between runs of steps without one.
   int background_saves = 6;
 };
 

@@ -56,7 +56,8 @@ checkpoint_directory::checkpoint_directory(std::string dir, size_t keep_last, si
   remove_leftover_temporaries(dir_);
 }
 
-std::string checkpoint_directory::save_data(const checkpoint_data& data, int64_t step) {
+std::string checkpoint_directory::save_data(const checkpoint_data& data, int64_t step,
+                                            double bytes_per_second) {
   if (step < 0) fail("checkpoint_manager", "step must be >= 0, got " + std::to_string(step));
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -64,7 +65,7 @@ std::string checkpoint_directory::save_data(const checkpoint_data& data, int64_t
   std::string path = (fs::path(dir_) /
                       (std::string(file_prefix) + std::to_string(step) + std::string(file_suffix)))
                          .string();
-  save_checkpoint_file(data, path, chunk_bytes_);
+  save_checkpoint_file(data, path, chunk_bytes_, bytes_per_second);
 
   // Keep the file just written and the newest others, keep_last in all.
   size_t kept = 1;
@@ -92,10 +93,13 @@ std::vector<checkpoint_directory::entry> checkpoint_directory::list() const {
     if (step < 0) continue;
     // Skipping it would leave the save of that step to fail, much later.
     std::error_code type_ec;
-    if (!it->is_regular_file(type_ec))
-      fail("checkpoint_manager", "'" + it->path().string() +
-                                     "' is not a regular file; move it out of the checkpoint "
-                                     "directory");
+    if (!it->is_regular_file(type_ec)) {
+      // Appended, not "'" + ...: GCC 12 warns falsely (-Wrestrict) about the sum.
+      std::string what = "'";
+      what += it->path().string();
+      fail("checkpoint_manager",
+           what + "' is not a regular file; move it out of the checkpoint directory");
+    }
     out.push_back({step, it->path().string()});
   }
   if (ec) fail("checkpoint_manager", "cannot list '" + dir_ + "': " + ec.message());

@@ -33,8 +33,9 @@ class ACTORFLOW_API checkpoint_directory {
 
   /// Writes `data` as <dir>/ckpt-<step>.afck and then deletes the oldest
   /// (lowest steps) beyond the last keep_last; the file just written is
-  /// always kept. Returns its path.
-  std::string save_data(const checkpoint_data& data, int64_t step);
+  /// always kept. Returns its path. The bytes go out at most
+  /// `bytes_per_second` (0: as fast as the disk takes them).
+  std::string save_data(const checkpoint_data& data, int64_t step, double bytes_per_second = 0);
   /// The newest checkpoint that reads cleanly, or nothing; files that do not
   /// read cleanly are skipped, each named in `errors`. Sets `path` to its file.
   std::optional<checkpoint_data> load_latest(std::vector<std::string>& errors,

@@ -39,10 +39,18 @@ void swap_bytes_if_big_endian(std::byte* p, size_t bytes, size_t elem) {
   }
 }
 
-// CRC32 of a payload given as pieces.
-uint32_t crc_of(const std::vector<std::string_view>& pieces) {
+// CRC32 of a payload given as pieces, summed at `pace`.
+uint32_t crc_of(const std::vector<std::string_view>& pieces,
+                const write_pace& pace = write_pace()) {
+  constexpr size_t slice_bytes = size_t{8} << 20;
   uint32_t crc = 0;
-  for (auto piece : pieces) crc = crc32_update(crc, piece);
+  uint64_t done = 0;
+  for (auto piece : pieces)
+    for (size_t at = 0; at < piece.size(); at += slice_bytes) {
+      auto slice = piece.substr(at, slice_bytes);
+      pace.wait_for(done += slice.size());
+      crc = crc32_update(crc, slice);
+    }
   return crc;
 }
 
@@ -293,28 +301,6 @@ class loader {
   std::string prefix_;
 };
 
-// Writes the payload behind the header's room in batches of about 64 MiB,
-// each handed to the disk as soon as it is written (start_writeback), so that
-// the disk writes while the rest is copied into the page cache.
-void write_payload(int fd, const std::vector<std::string_view>& payload, const std::string& what) {
-  constexpr uint64_t batch_bytes = uint64_t{64} << 20;
-  uint64_t offset = checkpoint_header_bytes, pending = 0;
-  std::vector<std::string_view> batch;
-  auto flush = [&] {
-    write_pieces_at(fd, batch, offset, what);
-    start_writeback(fd, offset, pending);
-    offset += pending;
-    pending = 0;
-    batch.clear();
-  };
-  for (auto piece : payload) {
-    batch.push_back(piece);
-    pending += piece.size();
-    if (pending >= batch_bytes) flush();
-  }
-  flush();
-}
-
 }  // namespace
 
 std::string frame_checkpoint_payload(std::string_view payload) {
@@ -330,23 +316,34 @@ std::string serialize_checkpoint(const checkpoint_data& data, size_t chunk_bytes
   return out;
 }
 
-void save_checkpoint_file(const checkpoint_data& data, const std::string& path,
-                          size_t chunk_bytes) {
+written_file save_checkpoint_file(const checkpoint_data& data, const std::string& path,
+                                  size_t chunk_bytes, double bytes_per_second) {
   std::string where = "[save_checkpoint] " + path + ": ";
   encoded_checkpoint encoded(data, chunk_bytes, where);
   auto& payload = encoded.payload();
+  uint64_t length = length_of(payload);
+  std::string header;
+  uint32_t payload_crc = 0;
   write_file_atomically(
       path,
       [&](int fd, const std::string& what) {
-        // The header holds the payload's CRC32: the payload goes first, behind
-        // room for the header, while another thread sums it (on another core,
-        // the sum costs no time), and the header last.
-        auto crc = std::async(std::launch::async, [&] { return crc_of(payload); });
-        write_payload(fd, payload, what);
-        write_pieces_at(fd, {make_framed_header(checkpoint_format, length_of(payload), crc.get())},
-                        0, what);
+        // The header holds the payload's CRC32: the payload goes first while
+        // another thread sums it (on another core, the sum costs no time).
+        write_pace pace(bytes_per_second);
+        auto crc = std::async(std::launch::async, [&] { return crc_of(payload, pace); });
+        write_header_and_payload(
+            fd, checkpoint_header_bytes, payload,
+            [&] {
+              payload_crc = crc.get();
+              return header = make_framed_header(checkpoint_format, length, payload_crc);
+            },
+            what, pace);
       },
       where);
+  // The whole file's CRC32 without reading it back: the header's, continued
+  // by the payload's.
+  return {checkpoint_header_bytes + length,
+          crc32_concat(crc32_update(0, header), payload_crc, length)};
 }
 
 checkpoint_data deserialize_checkpoint(std::string_view bytes, const std::string& source_name) {

@@ -6,6 +6,7 @@
 #include <capnp/common.h>
 #include <kj/common.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,6 +42,37 @@ void write_pieces_at(int fd, const std::vector<std::string_view>& pieces, uint64
 /// still producing the rest, and a large file's fsync waits only for its
 /// tail. A hint (where the system has none, nothing): failures show at fsync.
 void start_writeback(int fd, uint64_t offset, uint64_t length);
+
+/// Paces a background writer to at most `bytes_per_second` from its
+/// construction on (0: no limit): a save beside training takes longer and
+/// takes less of the CPU the steps need at any moment.
+class write_pace {
+ public:
+  explicit write_pace(double bytes_per_second = 0);
+  /// Sleeps until `bytes` written since the start are due.
+  void wait_for(uint64_t bytes) const;
+
+ private:
+  double rate_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Writes a file made of a header of `header_bytes` and, behind it, the
+/// concatenation of `payload`: the payload first, then the header, which
+/// `header` makes once the payload is out (it may hold the payload's
+/// checksum, summed meanwhile on another thread). The bytes bypass the page
+/// cache (O_DIRECT, through aligned staging buffers): on a virtual machine,
+/// copying a large file into the page cache costs several times the CPU of
+/// the disk's own transfer, CPU that a training step beside a background
+/// save loses. Where the file system refuses direct I/O, they go through the
+/// page cache, each block handed to the disk once written. Either way the
+/// file holds exactly those bytes; `direct` false takes the page cache
+/// always. The payload goes out at `pace`. The header is 1 to 4096 bytes.
+/// Throws actorflow::error `what` followed by the system's reason.
+void write_header_and_payload(int fd, size_t header_bytes,
+                              const std::vector<std::string_view>& payload,
+                              const std::function<std::string()>& header, const std::string& what,
+                              const write_pace& pace = write_pace(), bool direct = true);
 
 /// The standard Cap'n Proto stream framing of a message's segments: (segment
 /// count - 1) and each segment's size in words, as little-endian uint32, padded

@@ -47,6 +47,8 @@ void read_framed_file(const std::string& path, const framed_format& format,
 
 /// zlib's CRC32 of `bytes`, continued from `crc` (0 to start).
 uint32_t crc32_update(uint32_t crc, std::string_view bytes);
+/// The CRC32 of A followed by B, from A's CRC, B's and B's length.
+uint32_t crc32_concat(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 /// "0x0000abcd"
 std::string hex32(uint32_t v);
 /// Text from a file quoted for an error message (escaped, cut when long).

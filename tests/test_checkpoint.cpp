@@ -6,8 +6,10 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -19,6 +21,8 @@
 #include "ops/state.hpp"
 #include "schema/checkpoint.capnp.h"
 #include "schema/checkpoint_io.hpp"
+#include "schema/checkpoint_manifest.hpp"
+#include "schema/file_io.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -276,6 +280,64 @@ TEST_CASE("the bytes stay format version 1's; a saved file holds serialize_check
     CHECK(file == serialize_checkpoint(data, chunk));
     check_same(data.variables, load_checkpoint_file(dir / "same.afck").variables);
   }
+}
+
+TEST_CASE(
+    "a file written around the page cache holds the same bytes at every block and staging edge") {
+  temp_dir dir;
+  auto path = dir / "direct.bin";
+  std::string source(size_t{17} << 20, '\0');
+  std::mt19937 rng(7);
+  for (auto& c : source) c = static_cast<char>(rng());
+  constexpr size_t staged = size_t{8} << 20;
+  for (size_t length : {size_t{0}, size_t{1}, size_t{4063}, size_t{4064}, size_t{4065},
+                        size_t{8192}, staged - 32, staged - 31, staged + 5000, source.size()}) {
+    for (bool direct : {true, false}) {
+      CAPTURE(length);
+      CAPTURE(direct);
+      // The payload in uneven pieces, the header (32 bytes) made last.
+      std::vector<std::string_view> payload;
+      for (size_t at = 0, step = 1; at < length; at += step, step = step * 3 + 1)
+        payload.push_back(std::string_view(source).substr(at, std::min(step, length - at)));
+      std::string header = "header:" + std::to_string(length);
+      header.resize(32, '.');
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      REQUIRE(fd >= 0);
+      write_header_and_payload(
+          fd, 32, payload, [&] { return header; }, "test: ", write_pace(), direct);
+      ::close(fd);
+      std::ifstream in(path, std::ios::binary);
+      std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(file.size() == 32 + length);
+      CHECK(file == header + source.substr(0, length));
+    }
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  CHECK(contains(error_of([&] {
+                   write_header_and_payload(
+                       fd, 0, {}, [] { return ""; }, "t: ");
+                 }),
+                 "a header of 0 bytes"));
+  ::close(fd);
+}
+
+TEST_CASE("a saved file's size and CRC32, as the saver reports them, are the file's") {
+  temp_dir dir;
+  checkpoint_data data;
+  data.global_step = 9;
+  data.variables["w"].value = patterned(dtype::float32, (int64_t{9} << 20) / 4 + 11, 5);
+  data.variables["w"].slots["m"] = patterned(dtype::uint8, 4097, 6);
+  auto written = save_checkpoint_file(data, dir / "w.afck");
+  auto read_back = describe_file(dir / "w.afck");
+  CHECK(written.bytes == read_back.bytes);
+  CHECK(written.crc32 == read_back.crc32);
+  // Paced at 40 MiB/s, the 9 MiB take at least 0.2 s, and the file is the same.
+  auto start = std::chrono::steady_clock::now();
+  auto paced = save_checkpoint_file(data, dir / "paced.afck", default_checkpoint_chunk_bytes,
+                                    40.0 * (1 << 20));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
+  CHECK(paced.crc32 == written.crc32);
 }
 
 TEST_CASE("saving names uninitialized variables; restoring checks every variable, all or nothing") {

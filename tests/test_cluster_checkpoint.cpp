@@ -313,13 +313,28 @@ TEST_CASE("the two phases: prepared tasks hold every update until the commit, or
     std::this_thread::sleep_for(300ms);
     CHECK(steps == 0);  // every update waits behind the freeze
     for (auto& t : tasks)
-      CHECK(ask(t, std::string(), snap_commit_atom::value, uint64_t{11}, dir, int64_t{5}) == "");
+      CHECK(ask(t, std::string(), snap_commit_atom::value, uint64_t{11}, dir, int64_t{5}, 0.0) ==
+            "");
     std::this_thread::sleep_for(200ms);
     stop = true;
     trainer.join();
     CHECK(steps > 0);  // and go on after it
     CHECK(counters_in(dir, {"ps-0.afck", "ps-1.afck", "ps-2.afck"}) ==
           std::vector<int64_t>{5, 5, 5});
+  }
+  SUBCASE("a commit asking for a write rate that would never finish is refused, and thaws") {
+    for (auto& t : tasks)
+      CHECK(ask(t, uint64_t{}, snap_prepare_atom::value, uint64_t{13}, int64_t{5000}) == "");
+    for (double rate : {1.0, -5.0, std::nan("")}) {
+      auto refused = ask(tasks[0], std::string(), snap_commit_atom::value, uint64_t{13}, dir,
+                         int64_t{6}, rate);
+      CHECK_MESSAGE(refused.find("a shard write rate of") != std::string::npos, refused);
+    }
+    for (auto& t : tasks) caf::anon_send(cluster->server(t), snap_abort_atom::value, uint64_t{13});
+    auto start = std::chrono::steady_clock::now();
+    s.run({m.step});  // nothing holds it
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    CHECK_FALSE(std::filesystem::exists(dir + "/ps-0.afck"));
   }
   SUBCASE("a client that never commits: the freeze ends by itself, a late commit is refused") {
     for (auto& t : tasks)
@@ -328,7 +343,7 @@ TEST_CASE("the two phases: prepared tasks hold every update until the commit, or
     s.run({m.step});  // waits out the hold, then runs
     CHECK(std::chrono::steady_clock::now() - start >= 300ms);
     auto refused =
-        ask(tasks[0], std::string(), snap_commit_atom::value, uint64_t{12}, dir, int64_t{6});
+        ask(tasks[0], std::string(), snap_commit_atom::value, uint64_t{12}, dir, int64_t{6}, 0.0);
     CHECK_MESSAGE(refused.find("freeze had (nearly) ended") != std::string::npos, refused);
     CHECK_FALSE(std::filesystem::exists(dir + "/ps-0.afck"));
   }

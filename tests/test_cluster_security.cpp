@@ -133,7 +133,7 @@ TEST_CASE(
                        std::move(msg));
   };
   as_server(caf::make_message(snap_prepare_atom::value, uint64_t{7}, int64_t{5000}));
-  as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}));
+  as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}, 0.0));
   as_server(caf::make_message(connect_atom::value, uint64_t{999}, std::vector<std::string>{"x"},
                               std::vector<caf::actor>{caf::actor{}}));  // answered with an error
   as_server(caf::make_message(std::string("junk"), 3.5));
@@ -168,7 +168,7 @@ TEST_CASE("with a secret, forged save, release and register reach nothing; the p
       forger.send_routed(server.node(), server.id(), server.node(), server.id(), std::move(msg));
     };
     as_server(caf::make_message(snap_prepare_atom::value, uint64_t{7}, int64_t{5000}));
-    as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}));
+    as_server(caf::make_message(snap_commit_atom::value, uint64_t{7}, dir, int64_t{424242}, 0.0));
     for (uint64_t id = 0; id < 8; ++id) as_server(caf::make_message(release_atom::value, id));
     as_server(caf::make_message(register_atom::value, caf::actor{}, std::string("garbage"),
                                 std::vector<std::string>{}, std::vector<std::string>{},

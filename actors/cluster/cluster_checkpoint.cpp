@@ -70,6 +70,7 @@ struct shard_commit {
   int64_t step = 0;
   uint64_t id = 0;
   std::chrono::milliseconds timeout{};
+  double bytes_per_second = 0;
   std::shared_ptr<std::promise<checkpoint_manifest>> result;
 };
 
@@ -102,7 +103,8 @@ caf::behavior gather_shards(caf::stateful_actor<gather_state>* self, shard_commi
   });
   for (size_t i = 0; i < c.tasks.size(); ++i) {
     self->monitor(c.servers[i]);
-    self->request(c.servers[i], c.timeout, snap_commit_atom::value, c.id, c.step_dir, c.step)
+    self->request(c.servers[i], c.timeout, snap_commit_atom::value, c.id, c.step_dir, c.step,
+                  c.bytes_per_second)
         .then(
             [self, i, finish, n = c.tasks.size()](std::string& fragment) {
               self->state.fragments[i] = std::move(fragment);
@@ -151,8 +153,9 @@ std::future<checkpoint_manifest> start_cluster_snapshot(cluster_connection& clus
   // writes fails the save at once rather than after the write timeout.
   auto result = std::make_shared<std::promise<checkpoint_manifest>>();
   auto written = result->get_future();
-  cluster.rt()->system().spawn(gather_shards, shard_commit{tasks, servers, step_dir, step, id,
-                                                           options.write_timeout, result});
+  cluster.rt()->system().spawn(
+      gather_shards, shard_commit{tasks, servers, step_dir, step, id, options.write_timeout,
+                                  options.write_bytes_per_second, result});
   return std::async(std::launch::deferred,
                     [written = std::move(written)]() mutable { return written.get(); });
 }

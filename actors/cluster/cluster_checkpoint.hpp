@@ -32,6 +32,9 @@ struct cluster_snapshot_options {
   std::chrono::milliseconds prepare_timeout = std::chrono::seconds(20);
   /// The longest a task may take to write its shard.
   std::chrono::milliseconds write_timeout = std::chrono::minutes(10);
+  /// The most bytes per second each task writes its shard at (0: as fast as
+  /// its disk takes them): a save beside training paces itself.
+  double write_bytes_per_second = 0;
 };
 
 /// Takes a consistent cut of the variables of `tasks` into `step_dir`

@@ -1,6 +1,7 @@
 #include "actors/cluster/task_server.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -113,11 +114,14 @@ caf::result<uint64_t> prepare_snapshot(server_actor* self, uint64_t id, int64_t 
   }
 }
 
+constexpr double min_write_bytes_per_second = double(uint64_t{1} << 20);
+
 // The task's part of a cluster checkpoint, written off the server's thread.
 struct shard_write {
   std::string task, path;
   checkpoint_data data;
   double pause_ms = 0;
+  double bytes_per_second = 0;
 };
 
 // Writes the shard and answers its manifest fragment (serialize_manifest:
@@ -126,11 +130,15 @@ caf::behavior shard_writer(caf::event_based_actor* self, std::shared_ptr<shard_w
   return {[self, w](write_atom) -> caf::result<std::string> {
     self->quit();
     try {
-      save_checkpoint_file(w->data, w->path);
+      written_file written = save_checkpoint_file(w->data, w->path, default_checkpoint_chunk_bytes,
+                                                  w->bytes_per_second);
       checkpoint_manifest fragment;
       fragment.step = w->data.global_step;
       fragment.pause_ms = w->pause_ms;
-      manifest_shard shard = describe_file(w->path);
+      manifest_shard shard;
+      shard.file = std::filesystem::path(w->path).filename().string();
+      shard.bytes = written.bytes;
+      shard.crc32 = written.crc32;
       shard.task = w->task;
       fragment.shards.push_back(shard);
       for (auto& [name, state] : w->data.variables)
@@ -146,8 +154,16 @@ caf::behavior shard_writer(caf::event_based_actor* self, std::shared_ptr<shard_w
 // Takes the frozen variables (references, no copies), lets updates go on,
 // and writes the shard in the background; answers when it is written.
 caf::result<std::string> commit_snapshot(server_actor* self, uint64_t id,
-                                         const std::string& step_dir, int64_t step) {
+                                         const std::string& step_dir, int64_t step,
+                                         double bytes_per_second) {
   auto& st = self->state;
+  // A pace so slow that the write would outlive any timeout is no pace.
+  if (!(bytes_per_second == 0 || bytes_per_second >= min_write_bytes_per_second)) {
+    st.resources->thaw(id);
+    st.frozen_at.erase(id);
+    return refusal("task " + st.options.task + ": a shard write rate of " +
+                   std::to_string(bytes_per_second) + " bytes/s (0, or at least 1 MiB/s)");
+  }
   auto frozen = st.frozen_at.find(id);
   if (frozen == st.frozen_at.end())
     return refusal("task " + st.options.task + ": no snapshot " + std::to_string(id) +
@@ -163,6 +179,7 @@ caf::result<std::string> commit_snapshot(server_actor* self, uint64_t id,
   }
   auto w = std::make_shared<shard_write>();
   w->task = st.options.task;
+  w->bytes_per_second = bytes_per_second;
   try {
     w->path = step_dir + "/" + shard_file_name(st.options.task);
     w->data.global_step = step;
@@ -248,8 +265,9 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
       [self](snap_prepare_atom, uint64_t id, int64_t hold_ms) {
         return prepare_snapshot(self, id, hold_ms);
       },
-      [self](snap_commit_atom, uint64_t id, const std::string& step_dir, int64_t step) {
-        return commit_snapshot(self, id, step_dir, step);
+      [self](snap_commit_atom, uint64_t id, const std::string& step_dir, int64_t step,
+             double bytes_per_second) {
+        return commit_snapshot(self, id, step_dir, step, bytes_per_second);
       },
       [self](snap_abort_atom, uint64_t id) {
         self->state.frozen_at.erase(id);

@@ -10,7 +10,8 @@
 //   connect, id, send names, recv actors    -> true
 //   release, id                             -> (nothing)
 //   snapprep, id, hold ms                   -> number of variables frozen
-//   snapcommit, id, step dir, step          -> manifest fragment of the shard written
+//   snapcommit, id, step dir, step, bytes/s -> manifest fragment of the shard written
+//                                              (at most bytes/s; 0: no limit)
 //   snapabort, id                           -> (nothing; the variables thaw)
 //   restprep, id, step dir, targets         -> number of variables staged
 //   restcommit, id                          -> true (the staged values set)
