@@ -7,9 +7,12 @@
 #include <capnp/serialize.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +20,7 @@
 #include <tuple>
 
 #include "actors/checkpoint.hpp"
+#include "ops/array.hpp"
 #include "ops/op_util.hpp"
 #include "ops/state.hpp"
 #include "schema/checkpoint.capnp.h"
@@ -26,8 +30,10 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::code_of_failure;
 using actorflow::testing::contains;
 using actorflow::testing::error_of;
+using actorflow::testing::skip_check;
 using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
 
@@ -338,6 +344,50 @@ TEST_CASE("a saved file's size and CRC32, as the saver reports them, are the fil
                                     40.0 * (1 << 20));
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
   CHECK(paced.crc32 == written.crc32);
+}
+
+TEST_CASE("a full disk fails the save naming the file, and leaves the last checkpoint as it was" *
+          doctest::test_suite("small_filesystem")) {
+  // A 4 MiB file system of this process's own (a mount namespace of its
+  // own: the mount goes away with the process, however it ends).
+  temp_dir dir;
+  auto small = dir / "small";
+  fs::create_directories(small);
+  if (::unshare(CLONE_NEWNS) != 0 ||
+      ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    skip_check("small_filesystem", std::string("cannot mount a small file system here (") +
+                                       std::strerror(errno) + "; it needs root)");
+    return;
+  }
+  graph g;
+  make_variable(fill(g, {int64_t{640} << 10}, 0.5), "w");  // 2.5 MiB: two do not fit
+  make_variable(fill(g, {4}, 1.0), "v");
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  checkpoint_manager manager(small, 5);
+  CHECK(manager.save(s, 1) == small + "/ckpt-1.afck");
+  for (bool background : {false, true}) {
+    CAPTURE(background);
+    auto save = [&] {
+      if (background)
+        manager.start_save(s, 2).get();
+      else
+        manager.save(s, 2);
+    };
+    auto e = error_of(save);
+    CHECK_MESSAGE(contains(e, "[save_checkpoint] " + small + "/ckpt-2.afck"), e);
+    CHECK_MESSAGE(contains(e, "No space left on device"), e);
+    CHECK(code_of_failure(save) == error_code::resource_exhausted);
+    CHECK_FALSE(fs::exists(small + "/ckpt-2.afck"));
+    CHECK_FALSE(fs::exists(small + "/ckpt-2.afck.tmp"));
+    std::vector<std::string> errors;
+    auto last = manager.load_latest(errors);
+    REQUIRE(last.has_value());
+    CHECK(last->global_step == 1);
+    CHECK(errors.empty());
+  }
+  ::umount2(small.c_str(), MNT_DETACH);
 }
 
 TEST_CASE("saving names uninitialized variables; restoring checks every variable, all or nothing") {
