@@ -99,8 +99,12 @@ session::~session() {
 
 caf::actor session::queue_actor(output queue) {
   check_same_graph(graph_, queue.owner(), "queue '" + queue.name() + "'");
-  if (queue.node().op != "fifo_queue")
-    fail("session", "'" + queue.name() + "' is a " + queue.node().op + ", not a queue");
+  if (queue.node().op != "fifo_queue") {
+    // Appended, not "'" + ...: GCC 12 warns falsely (-Wrestrict) about the sum.
+    std::string what = "'";
+    what += queue.name();
+    fail("session", what + "' is a " + queue.node().op + ", not a queue");
+  }
   return resources_->actor_for(queue.node());
 }
 

@@ -8,9 +8,12 @@
 // steps flow again (target <= 10 s), the steps the restores lost against
 // the bound (the steps since the last checkpoint before each kill), the
 // final test accuracy (target >= 0.85), and the run's wall time beside the
-// same flags uninterrupted.
+// same flags uninterrupted. Then the same for the LSTM language model
+// (chaos_lm_*), whose target is a validation perplexity at most 1.1 times
+// the uninterrupted run's.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "perf/bench_gemm.hpp"
 
@@ -18,6 +21,7 @@ namespace actorflow::bench {
 
 /// chaos_* rows; a value of NaN is a failure, its note saying why. The
 /// per-kill table goes to stderr.
-void add_chaos_rows(const add_row_fn& add_row, uint64_t seed);
+/// `models`: "mlp", "lm" or "all".
+void add_chaos_rows(const add_row_fn& add_row, uint64_t seed, const std::string& models);
 
 }  // namespace actorflow::bench

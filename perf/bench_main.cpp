@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
   app.add_option("--chaos-seed", chaos_seed,
                  "the chaos group's seed: which task is killed when, and its restart's delay")
       ->capture_default_str();
+  std::string chaos_models = "all";
+  app.add_option("--chaos-models", chaos_models,
+                 "the chaos group's models: mlp, lm or all (mlp, then lm)")
+      ->check(CLI::IsMember({"mlp", "lm", "all"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   bench::reference_dir() = reference_dir;
 
@@ -414,7 +419,7 @@ int main(int argc, char** argv) {
       add_failure("checkpoint", e.what());
     }
   }
-  if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed);
+  if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed, chaos_models);
 
   if (only == "lm_cluster") {
     auto lm = lm_cluster_benchmarks();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/checkpoint.hpp"
+#include "actors/cluster/checkpoint_shards.hpp"
 #include "actors/run/messages.hpp"
 #include "actors/session.hpp"
 #include "ops/array.hpp"
@@ -321,6 +322,19 @@ TEST_CASE("the two phases: prepared tasks hold every update until the commit, or
     CHECK(steps > 0);  // and go on after it
     CHECK(counters_in(dir, {"ps-0.afck", "ps-1.afck", "ps-2.afck"}) ==
           std::vector<int64_t>{5, 5, 5});
+  }
+  SUBCASE("a restore prepared, then aborted: its commit is refused, nothing changed") {
+    auto saved = dir + "/saved";
+    save_checkpoint(s, saved, 5);  // the counters at 5
+    s.run({m.step});               // at 6
+    std::vector<manifest_variable> wanted{{"counter0", dtype::int64, {}, 0, {}}};
+    CHECK(ask(tasks[0], uint64_t{}, restore_prepare_atom::value, uint64_t{21}, saved,
+              serialize_targets(wanted)) == "");
+    caf::anon_send(cluster->server(tasks[0]), restore_abort_atom::value, uint64_t{21});
+    auto refused = ask(tasks[0], bool{}, restore_commit_atom::value, uint64_t{21});
+    CHECK_MESSAGE(refused.find("no restore 21 was prepared") != std::string::npos, refused);
+    save_checkpoint(s, dir + "/after", 6);
+    CHECK(counters_in(dir + "/after", {"ps-0.afck"}) == std::vector<int64_t>{6});
   }
   SUBCASE("a commit asking for a write rate that would never finish is refused, and thaws") {
     for (auto& t : tasks)

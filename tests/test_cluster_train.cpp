@@ -234,6 +234,50 @@ TEST_CASE("4 ps tasks, two killed at once: the chief restores both, every task a
   CHECK(final_accuracy(chief->output()) > 0.7);
 }
 
+// The newest global step in `output`'s progress lines (--progress-every), or -1.
+int64_t last_progress_step(const std::string& output) {
+  static const std::regex progress("progress step=([0-9]+)");
+  int64_t step = -1;
+  for (std::sregex_iterator it(output.begin(), output.end(), progress), end; it != end; ++it)
+    step = std::stoll((*it)[1]);
+  return step;
+}
+
+TEST_CASE(
+    "a worker stopped (SIGSTOP) past the recovery time: the others go on, and woken it "
+    "changes nothing it missed") {
+  // 3 workers, 1 backup: the aggregate needs 2. The stopped worker's
+  // gradient, when it wakes, is for a step long past: the accumulators drop
+  // it (TensorFlow's semantics for a late backup worker), and the worker
+  // takes the next token and trains on.
+  train_cluster c(1, 3);
+  auto ps = c.ps(0);
+  std::vector<std::string> flags{"--sync", "--backup-workers",   "1", "--max-steps",
+                                 "2000",   "--recovery-seconds", "6", "--progress-every",
+                                 "1"};
+  auto chief = c.worker(0, flags);
+  auto w1 = c.worker(1, flags), w2 = c.worker(2, flags);
+  REQUIRE(chief->wait_for("progress step=", 60s));
+  std::this_thread::sleep_for(1s);
+  ::kill(w2->pid(), SIGSTOP);
+  int64_t at_stop = last_progress_step(chief->output());
+  std::this_thread::sleep_for(9s);
+  int64_t at_wake = last_progress_step(chief->output());
+  int64_t w2_at_wake = last_progress_step(w2->output());
+  ::kill(w2->pid(), SIGCONT);
+  int status = chief->wait_exit(300s);
+  INFO("chief:\n" << chief->output() << "\nworker 2:\n" << w2->output());
+  CHECK(status == 0);
+  MESSAGE("global steps while worker 2 was stopped: " << at_stop << " to " << at_wake);
+  CHECK(at_wake > at_stop + 50);  // the others went on without it
+  CHECK(w1->wait_exit(60s) == 0);
+  CHECK(w2->wait_exit(60s) == 0);
+  // Woken, it trained on: steps it completed after the wake-up.
+  CHECK(last_progress_step(w2->output()) > at_wake);
+  CHECK(w2_at_wake <= at_stop + 1);
+  CHECK(final_accuracy(chief->output()) > 0.7);
+}
+
 TEST_CASE("a ps task stopped (SIGSTOP), not dead: a short stop is ridden out, a long one fails") {
   train_cluster c(1, 2);
   auto ps = c.ps(0);

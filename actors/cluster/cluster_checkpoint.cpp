@@ -166,20 +166,43 @@ void restore_cluster(cluster_connection& cluster,
   const uint64_t id = next_request_id();
   std::vector<std::string> tasks;
   for (auto& [task, vars] : targets) tasks.push_back(task);
+  // A failure drops what the tasks staged (a staged copy of a large model
+  // would otherwise stay in memory until the next restore).
+  auto abort_all = [&] {
+    for (auto& task : tasks) {
+      try {
+        caf::anon_send(cluster.server(task), restore_abort_atom::value, id);
+      } catch (const error&) {
+        // A task that is down holds nothing.
+      }
+    }
+  };
   // Phase one, per task: its own targets; then, only if all staged, commit.
   caf::scoped_actor self{cluster.rt()->system()};
   std::string failure;
   for (auto& [task, vars] : targets) {
-    self->request(cluster.server(task), timeout, restore_prepare_atom::value, id, step_dir,
-                  serialize_targets(vars))
-        .receive([](uint64_t) {},
-                 [&, t = task](caf::error& e) {
-                   if (failure.empty()) failure = "task " + t + ": " + error_text(e);
-                 });
-    if (!failure.empty()) fail("checkpoint", "restore from " + step_dir + " failed: " + failure);
+    try {
+      self->request(cluster.server(task), timeout, restore_prepare_atom::value, id, step_dir,
+                    serialize_targets(vars))
+          .receive([](uint64_t) {},
+                   [&, t = task](caf::error& e) {
+                     if (failure.empty()) failure = "task " + t + ": " + error_text(e);
+                   });
+    } catch (const error& e) {
+      failure = e.what();  // the task is down
+    }
+    if (!failure.empty()) {
+      abort_all();
+      fail("checkpoint", "restore from " + step_dir + " failed: " + failure);
+    }
   }
-  ask_all<bool>(cluster, tasks, timeout, "did not set its restored variables",
-                restore_commit_atom::value, id);
+  try {
+    ask_all<bool>(cluster, tasks, timeout, "did not set its restored variables",
+                  restore_commit_atom::value, id);
+  } catch (const error&) {
+    abort_all();
+    throw;
+  }
 }
 
 }  // namespace actorflow

@@ -276,6 +276,7 @@ caf::behavior task_server(server_actor* self, runtime* rt, task_server_options o
       [self](restore_prepare_atom, uint64_t id, const std::string& step_dir,
              const std::string& targets) { return prepare_restore(self, id, step_dir, targets); },
       [self](restore_commit_atom, uint64_t id) { return commit_restore(self, id); },
+      [self](restore_abort_atom, uint64_t id) { self->state.staged.erase(id); },
       [self](ping_atom) { return self->state.options.task; },
   };
 }

@@ -15,6 +15,7 @@
 //   snapabort, id                           -> (nothing; the variables thaw)
 //   restprep, id, step dir, targets         -> number of variables staged
 //   restcommit, id                          -> true (the staged values set)
+//   restabort, id                           -> (nothing; the staged values dropped)
 //   ping                                    -> task name
 // Authentication is the connection's, not the server's: with a cluster
 // secret, a peer reaches this actor only through a connection on which it

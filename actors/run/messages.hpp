@@ -204,6 +204,7 @@ using snap_commit_atom = caf::atom_constant<caf::atom("snapcommit")>;
 using snap_abort_atom = caf::atom_constant<caf::atom("snapabort")>;
 using restore_prepare_atom = caf::atom_constant<caf::atom("restprep")>;
 using restore_commit_atom = caf::atom_constant<caf::atom("restcommit")>;
+using restore_abort_atom = caf::atom_constant<caf::atom("restabort")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
 
 template <class Inspector>

@@ -42,6 +42,7 @@ const std::regex recovery_line(
     "recovery: restored checkpoint step=([0-9]+) \\(global step was ([0-9]+): ([0-9]+) steps "
     "lost\\)");
 const std::regex accuracy_line("test_acc=([0-9.]+)");
+const std::regex perplexity_line("^valid_ppl=([0-9.]+) words_per_s=");
 
 // One task of the cluster: its command line, kept for its restarts, and its
 // current process.
@@ -265,6 +266,9 @@ void chaos_run::on_chief_line(const std::string& line, double at) {
   } else if (line.rfind("test_acc=", 0) == 0 && std::regex_search(line, m, accuracy_line)) {
     // The final line only: the epochs' report lines hold a test_acc= too.
     r_.test_acc = std::stod(m[1]);
+  } else if (std::regex_search(line, m, perplexity_line)) {
+    // The final line only: the epochs' lines hold a valid_ppl= after other text.
+    r_.valid_ppl = std::stod(m[1]);
   }
 }
 
@@ -420,10 +424,10 @@ std::string chaos_result::table() const {
         (long long)r.bound(), (long long)r.checkpoint_before_kill);
   s += format(
       "%zu kills, max gap %.1f s, %zu checkpoints, %zu recoveries, steps lost %lld (bound "
-      "%lld), last step %lld, test_acc %.4f, wall %.1f s (chaos from %.1f s)%s\n",
+      "%lld), last step %lld, test_acc %.4f, valid_ppl %.2f, wall %.1f s (chaos from %.1f s)%s\n",
       kills.size(), max_gap(), checkpoints.size(), recoveries.size(), (long long)steps_lost(),
-      (long long)lost_bound(), (long long)last_step, test_acc, wall_seconds, chaos_started,
-      timed_out ? ", timed out" : "");
+      (long long)lost_bound(), (long long)last_step, test_acc, valid_ppl, wall_seconds,
+      chaos_started, timed_out ? ", timed out" : "");
   for (auto& [task, status] : exit_status) s += format("%s exit %d; ", task.c_str(), status);
   if (!failure.empty()) s += "\nfailure: " + failure;
   return s + "\n";

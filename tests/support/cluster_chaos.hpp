@@ -12,7 +12,8 @@
 //   progress step=<global step> t=<unix seconds>    every worker, --progress-every
 //   checkpoint step=<k> saved in <ms> ms (pause <p> ms)                the chief
 //   recovery: restored checkpoint step=<k> (global step was <g>: <n> steps lost)
-//   test_acc=<accuracy>                                       the chief, at the end
+//   test_acc=<accuracy>                               the chief, at the end (MLP)
+//   valid_ppl=<perplexity> words_per_s=...            the chief, at the end (LM)
 //
 // Every process it starts it stops, on every way out (an exception, a
 // timeout); every wait is bounded by the run's timeout.
@@ -99,7 +100,8 @@ struct chaos_result {
   /// Each task's last process: its exit status, -1 while it ran (a ps task
   /// serves until the harness stops it, so it should be -1; a worker 0).
   std::map<std::string, int> exit_status;
-  double test_acc = -1;      ///< the chief's final line; -1: none
+  double test_acc = -1;      ///< the chief's final line (MLP); -1: none
+  double valid_ppl = -1;     ///< the chief's final line (LM); -1: none
   int64_t last_step = 0;     ///< the global step of the last progress line
   double wall_seconds = 0;   ///< the first start to the chief's exit
   double chaos_started = 0;  ///< the first completed step, since the first start
