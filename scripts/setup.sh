@@ -11,6 +11,7 @@ packages=(
   libopenblas-serial-dev libblis-serial-dev  # measured beside it by actorflow-bench
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
   openssl
+  iproute2                                   # cluster-sim: network namespaces, tc (test_cluster_sim_netns)
   clang-format                               # test_clang_format
   python3 python3-venv                       # test_bench_launch; TensorBoard's venv (tensorboard_venv.sh)
   dataset-fashion-mnist fortunes
