@@ -17,13 +17,6 @@ namespace actorflow::bench {
 
 namespace {
 
-// The Python that imports TensorFlow: $ACTORFLOW_TF_PYTHON, else python3 if it does.
-std::optional<std::string> tensorflow_python() {
-  if (const char* p = std::getenv("ACTORFLOW_TF_PYTHON"); p != nullptr && *p) return p;
-  if (python_runs("python3", "import tensorflow")) return "python3";
-  return std::nullopt;
-}
-
 double per_iteration_us(session& s, const feed_list& feeds, const output& result, int iterations) {
   double secs = median_seconds(5, 1, [&] { s.run(feeds, {result}); });
   return secs * 1e6 / iterations;
@@ -62,6 +55,12 @@ double while_us_per_iteration_4ops(int iterations) {
   std::fill(ones.mutable_data<float>(), ones.mutable_data<float>() + 64 * 64, 1.0f);
   return per_iteration_us(s, {{n, tensor::scalar<int32_t>(iterations)}, {x, ones}}, outs[1],
                           iterations);
+}
+
+std::optional<std::string> tensorflow_python() {
+  if (const char* p = std::getenv("ACTORFLOW_TF_PYTHON"); p != nullptr && *p) return p;
+  if (python_runs("python3", "import tensorflow")) return "python3";
+  return std::nullopt;
 }
 
 std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args) {

@@ -17,6 +17,8 @@ double while_us_per_iteration_4ops(int iterations);
 /// $ACTORFLOW_TF_PYTHON (or a python3 that imports tensorflow) runs it with
 /// `args`; nothing when the script or such a Python is not there, or it fails.
 std::optional<std::string> run_tf_reference(const std::string& script, const std::string& args);
+/// The Python that imports TensorFlow: $ACTORFLOW_TF_PYTHON, else python3 if it does.
+std::optional<std::string> tensorflow_python();
 
 struct tf_while_figures {
   double us_per_iteration;

@@ -31,6 +31,7 @@
 #include "perf/bench_dist.hpp"
 #include "perf/bench_gemm.hpp"
 #include "perf/bench_lm_cluster.hpp"
+#include "perf/bench_scaling.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/reference_launch.hpp"
@@ -188,11 +189,11 @@ int main(int argc, char** argv) {
       ->envname("ACTORFLOW_PERF_REF");
   app.add_option("--only", only,
                  "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-                 "devices, trace, dist (default: all of these), or convnets, lm_cluster, chaos "
-                 "(long) or checkpoint (writes several GiB): only when named")
+                 "devices, trace, dist (default: all of these), or convnets, lm_cluster, chaos, "
+                 "scaling (long) or checkpoint (writes several GiB): only when named")
       ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
                              "cnn", "embedding", "devices", "trace", "dist", "lm_cluster",
-                             "checkpoint", "chaos"}));
+                             "checkpoint", "chaos", "scaling"}));
   checkpoint_bench_options checkpoint;
   app.add_option("--checkpoint-gb", checkpoint.gib,
                  "the checkpoint group's model size in GiB (default 1)")
@@ -205,6 +206,15 @@ int main(int argc, char** argv) {
   uint64_t chaos_seed = 1;
   app.add_option("--chaos-seed", chaos_seed,
                  "the chaos group's seed: which task is killed when, and its restart's delay")
+      ->capture_default_str();
+  scaling_bench_options scaling;
+  app.add_option("--scaling-experiments", scaling.experiments,
+                 "the scaling group's experiments: scalar, dense, sparse or all")
+      ->check(CLI::IsMember({"scalar", "dense", "sparse", "all"}))
+      ->capture_default_str();
+  app.add_option("--scaling-max-workers", scaling.max_workers,
+                 "the scaling group's most workers (1, 2, 4, ... up to it)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   std::string chaos_models = "all";
   app.add_option("--chaos-models", chaos_models,
@@ -420,6 +430,13 @@ int main(int argc, char** argv) {
     }
   }
   if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed, chaos_models);
+  if (only == "scaling") {
+    try {
+      add_scaling_rows(add_row_or_failure, scaling);
+    } catch (const std::exception& e) {
+      add_failure("scaling", e.what());
+    }
+  }
 
   if (only == "lm_cluster") {
     auto lm = lm_cluster_benchmarks();

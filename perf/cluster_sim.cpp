@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -278,6 +280,104 @@ testing::child_process& netns_cluster::start(const sim_task& t,
 }
 
 std::vector<std::string> netns_cluster::namespaces() const { return made_; }
+
+double process_cpu_seconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  // After the command's name: state (field 3) ... utime (14), stime (15).
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i >= 14) ticks += std::stod(f);
+  return ticks / double(::sysconf(_SC_CLK_TCK));
+}
+
+const sim_task_result& sim_run_result::of(const std::string& name) const {
+  for (auto& t : tasks)
+    if (t.task.name() == name) return t;
+  throw std::runtime_error("the run has no task " + name);
+}
+
+namespace {
+
+std::string fill_placeholders(std::string s, const std::map<std::string, std::string>& values) {
+  for (auto& [key, v] : values)
+    for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), v);
+  return s;
+}
+
+std::string output_tail(const std::string& text, size_t n = 2000) {
+  return text.size() > n ? "..." + text.substr(text.size() - n) : text;
+}
+
+}  // namespace
+
+sim_run_result run_tasks(netns_cluster& sim, const std::vector<std::string>& command, int port,
+                         double timeout_s, const std::string& out) {
+  if (command.empty()) throw std::runtime_error("run_tasks: no command");
+  auto start = std::chrono::steady_clock::now();
+  sim_run_result r;
+  std::vector<testing::child_process*> procs;
+  for (auto& t : sim.tasks()) {
+    std::map<std::string, std::string> values{{"{job}", t.job},
+                                              {"{index}", std::to_string(t.index)},
+                                              {"{ip}", t.ip},
+                                              {"{port}", std::to_string(port)},
+                                              {"{ps_hosts}", sim.hosts("ps", port)},
+                                              {"{worker_hosts}", sim.hosts("worker", port)},
+                                              {"{out}", out}};
+    std::vector<std::string> argv;
+    for (auto& a : command) argv.push_back(fill_placeholders(a, values));
+    argv[0] = tool_path(argv[0]);
+    procs.push_back(&sim.start(t, argv));
+    r.tasks.push_back({t});
+  }
+  auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+  for (;;) {
+    bool workers_running = false;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      auto& t = r.tasks[i];
+      if (t.status >= 0) continue;
+      procs[i]->output();  // keep the pipe drained
+      double cpu = process_cpu_seconds(procs[i]->pid());
+      if (cpu >= 0) t.cpu_seconds = cpu;
+      t.status = procs[i]->wait_exit(0ms);
+      if (t.status < 0) {
+        workers_running = workers_running || t.task.job == "worker";
+        continue;
+      }
+      if (t.task.job == "ps" || t.status != 0) {
+        r.why = fmt::format("{} exited with status {}; the end of its output:\n{}", t.task.name(),
+                            t.status, output_tail(procs[i]->output()));
+        r.status = 1;
+      }
+    }
+    if (r.status != 0 || !workers_running) break;
+    if (interrupted()) {
+      r.why = "interrupted", r.status = 130;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      r.why = fmt::format("the timeout ({} s) came first", timeout_s), r.status = 124;
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (r.tasks[i].status < 0) {
+      double cpu = process_cpu_seconds(procs[i]->pid());
+      if (cpu >= 0) r.tasks[i].cpu_seconds = cpu;
+      procs[i]->stop(1s);
+    }
+    r.tasks[i].output = procs[i]->output();
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
 
 void netns_cluster::remove() {
   // The processes first, each with a moment for a clean exit, then anything

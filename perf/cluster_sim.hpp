@@ -83,6 +83,34 @@ class netns_cluster {
   std::vector<std::unique_ptr<testing::child_process>> processes_;
 };
 
+/// What each task of a run did.
+struct sim_task_result {
+  sim_task task;
+  int status = -1;  ///< exit status; -1: it ran until stopped (a ps task)
+  double cpu_seconds = 0;
+  std::string output;
+};
+
+struct sim_run_result {
+  std::vector<sim_task_result> tasks;
+  /// 0 when every worker exited 0; 1 when a task failed (a worker's nonzero
+  /// exit, a ps task's exit); 124 at the timeout; 130 when interrupted.
+  int status = 0;
+  std::string why;  ///< what ended it early, with the failed task's output's tail
+  double seconds = 0;
+  const sim_task_result& of(const std::string& name) const;
+};
+
+/// Runs `command` in every task of `sim` (ps tasks first), each with
+/// {job} {index} {ip} {port} {ps_hosts} {worker_hosts} {out} filled in
+/// (`out` for {out}), until every worker has exited (the ps tasks are then
+/// stopped), a task fails, `timeout_s` passes or a signal arrives.
+sim_run_result run_tasks(netns_cluster& sim, const std::vector<std::string>& command, int port,
+                         double timeout_s, const std::string& out = "");
+
+/// Seconds of CPU a live process has used (user + system), or -1.
+double process_cpu_seconds(int pid);
+
 /// Namespaces named afsim-<pid>-... whose pid is no longer alive (a run
 /// that was killed): removed, their processes killed. Returns their names.
 std::vector<std::string> remove_stale_namespaces();

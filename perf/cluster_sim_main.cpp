@@ -43,8 +43,7 @@ using namespace actorflow::bench;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-constexpr int exit_failed = 1, exit_usage = 2, exit_no_namespaces = 3, exit_timeout = 124,
-              exit_interrupted = 130;
+constexpr int exit_failed = 1, exit_usage = 2, exit_no_namespaces = 3, exit_interrupted = 130;
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -135,35 +134,6 @@ flags parse(int argc, char** argv) {
   return f;
 }
 
-std::string fill(std::string s, const std::map<std::string, std::string>& values) {
-  for (auto& [key, v] : values)
-    for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), v);
-  return s;
-}
-
-// Seconds of CPU a process has used (user + system), or -1.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
-}
-
-struct running {
-  const sim_task* task;
-  actorflow::testing::child_process* proc;
-  int status = -1;
-  double cpu = 0;
-};
-
 std::string tail(const std::string& text, size_t n = 2000) {
   return text.size() > n ? "..." + text.substr(text.size() - n) : text;
 }
@@ -171,66 +141,19 @@ std::string tail(const std::string& text, size_t n = 2000) {
 int run(const flags& f) {
   netns_cluster sim(f.sim);
   fs::create_directories(f.out);
-  std::vector<running> tasks;
-  for (auto& t : sim.tasks()) {
-    std::map<std::string, std::string> values{{"{job}", t.job},
-                                              {"{index}", std::to_string(t.index)},
-                                              {"{ip}", t.ip},
-                                              {"{port}", std::to_string(f.port)},
-                                              {"{ps_hosts}", sim.hosts("ps", f.port)},
-                                              {"{worker_hosts}", sim.hosts("worker", f.port)},
-                                              {"{out}", fs::absolute(f.out).string()}};
-    std::vector<std::string> argv;
-    for (auto& a : f.command) argv.push_back(fill(a, values));
-    argv[0] = tool_path(argv[0]);
-    tasks.push_back({&t, &sim.start(t, argv)});
-  }
   std::cerr << fmt::format("cluster-sim: {} ps tasks, {} workers, links {} (ps {}), MTU {}\n",
                            f.sim.ps, f.sim.workers, rate_text(f.sim.link_bps),
                            rate_text(f.sim.ps_link_bps > 0 ? f.sim.ps_link_bps : f.sim.link_bps),
                            f.sim.mtu);
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(f.timeout_s));
-  int result = 0;
-  std::string why;
-  for (;;) {
-    bool workers_running = false;
-    for (auto& r : tasks) {
-      if (r.status >= 0) continue;
-      r.proc->output();  // keep the pipe drained
-      double cpu = cpu_seconds(r.proc->pid());
-      if (cpu >= 0) r.cpu = cpu;
-      r.status = r.proc->wait_exit(0ms);
-      if (r.status < 0) {
-        workers_running = workers_running || r.task->job == "worker";
-        continue;
-      }
-      if (r.task->job == "ps" || r.status != 0) {
-        why = fmt::format("{} exited with status {}; the end of its output:\n{}", r.task->name(),
-                          r.status, tail(r.proc->output()));
-        result = exit_failed;
-      }
-    }
-    if (result != 0 || !workers_running) break;
-    if (interrupted()) {
-      why = "interrupted", result = exit_interrupted;
-      break;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      why = fmt::format("the timeout ({} s) came first", f.timeout_s), result = exit_timeout;
-      break;
-    }
-    std::this_thread::sleep_for(50ms);
+  auto r = run_tasks(sim, f.command, f.port, f.timeout_s, fs::absolute(f.out).string());
+  for (auto& t : r.tasks) {
+    std::ofstream(f.out + "/" + t.task.name() + ".log") << t.output;
+    std::cout << fmt::format("{} ip={} status={} cpu_s={:.2f}\n", t.task.name(), t.task.ip,
+                             t.status < 0 ? std::string("stopped") : std::to_string(t.status),
+                             t.cpu_seconds);
   }
-  for (auto& r : tasks) {
-    std::ofstream(f.out + "/" + r.task->name() + ".log") << r.proc->output();
-    std::cout << fmt::format("{} ip={} status={} cpu_s={:.2f}\n", r.task->name(), r.task->ip,
-                             r.status < 0 ? std::string("stopped") : std::to_string(r.status),
-                             r.cpu);
-  }
-  if (!why.empty()) std::cerr << "cluster-sim: " << why << "\n";
-  return result;
+  if (!r.why.empty()) std::cerr << "cluster-sim: " << r.why << "\n";
+  return r.status;
 }
 
 // ---------------------------------------------------------- calibration
