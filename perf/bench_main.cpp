@@ -216,6 +216,9 @@ int main(int argc, char** argv) {
                  "the scaling group's most workers (1, 2, 4, ... up to it)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  app.add_option("--scaling-svg", scaling.svg,
+                 "where the scaling group's figure goes (empty: none)")
+      ->capture_default_str();
   std::string chaos_models = "all";
   app.add_option("--chaos-models", chaos_models,
                  "the chaos group's models: mlp, lm or all (mlp, then lm)")

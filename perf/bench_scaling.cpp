@@ -8,10 +8,13 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "perf/bench_control.hpp"
 #include "perf/cluster_sim.hpp"
+#include "perf/svg_plot.hpp"
+#include "schema/file_io.hpp"
 
 namespace actorflow::bench {
 
@@ -109,6 +112,14 @@ outcome run_experiment(const experiment& e) {
   return out;
 }
 
+// What the figure shows, gathered as the experiments run.
+struct figure {
+  plot_series scalar{"actorflow", "#2471a3"}, tf_scalar{"TensorFlow", "#c0392b"};
+  plot_series dense_100mb{"actorflow", "#2471a3"}, line_100mb{"line rate", "#888", {}, true};
+  plot_series dense_1gb{"actorflow", "#2471a3"}, line_1gb{"line rate", "#888", {}, true};
+  plot_series sparse{"actorflow, 4 workers", "#2471a3"};
+};
+
 std::vector<int> worker_counts(int max_workers) {
   std::vector<int> out;
   for (int w = 1; w <= max_workers; w *= 2) out.push_back(w);
@@ -136,7 +147,7 @@ std::optional<std::vector<std::string>> tensorflow_task() {
   return std::vector<std::string>{*python, std::string(ACTORFLOW_PERF_DIR) + "/tf_sync_step.py"};
 }
 
-void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
+void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts, figure& fig) {
   auto tf = tensorflow_task();
   if (!tf) std::cerr << "  scaling: TensorFlow not found ($ACTORFLOW_TF_PYTHON): no tf_ rows\n";
   for (int w : worker_counts(opts.max_workers)) {
@@ -146,9 +157,11 @@ void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
     add_outcome(add_row, fmt::format("sync_scalar_step_ms_w{}", w), o, "ms", o.step_ms,
                 "a float per ps task, fetched, a trivial gradient sent back, aggregated by the "
                 "chief");
+    fig.scalar.points.emplace_back(w, o.step_ms);
     if (!tf) continue;
     e.program = *tf, e.timeout_s = 900;
     auto t = run_experiment(e);
+    fig.tf_scalar.points.emplace_back(w, t.step_ms);
     add_outcome(add_row, fmt::format("tf_sync_scalar_step_ms_w{}", w), t, "ms", t.step_ms,
                 fmt::format("TensorFlow (perf/tf_sync_step.py, SyncReplicasOptimizer), the same "
                             "cluster; actorflow's is {:.2f}x (target <= 0.2)",
@@ -156,7 +169,7 @@ void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
   }
 }
 
-void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
+void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts, figure& fig) {
   for (auto [mb, link, tag, steps] : {std::tuple{100.0, dense_100mb_link_bps, "100mb", 5},
                                       std::tuple{1000.0, dense_1gb_link_bps, "1gb", 3}})
     for (int w : worker_counts(opts.max_workers)) {
@@ -165,6 +178,8 @@ void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
       e.timeout_s = 1800;
       auto o = run_experiment(e);
       double needs = line_rate_ms(mb, w, link);
+      (mb < 500 ? fig.dense_100mb : fig.dense_1gb).points.emplace_back(w, o.step_ms / 1e3);
+      (mb < 500 ? fig.line_100mb : fig.line_1gb).points.emplace_back(w, needs / 1e3);
       add_outcome(add_row, fmt::format("sync_dense_{}_line_rate_ratio_w{}", tag, w), o, "x",
                   o.step_ms / needs,
                   fmt::format("step {:.0f} ms over the {:.0f} ms its bytes need at {} (target "
@@ -173,7 +188,7 @@ void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
     }
 }
 
-void sparse_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
+void sparse_rows(const add_row_fn& add_row, const scaling_bench_options& opts, figure& fig) {
   // The largest table: what half the memory available holds (the ps tasks
   // keep it once, the accumulators only the rows a step touches).
   double largest_mb = std::floor(available_mb() * 0.5 / 1000) * 1000;
@@ -186,10 +201,40 @@ void sparse_rows(const add_row_fn& add_row, const scaling_bench_options& opts) {
               fmt::format("a 1 GB table, 32 random rows a step, {} workers", w));
   e.model_mb = largest_mb, e.timeout_s = 1800;
   auto large = run_experiment(e);
+  fig.sparse.points = {{1, small.step_ms}, {largest_mb / 1000, large.step_ms}};
   add_outcome(add_row, "sync_sparse_max_step_ms", large, "ms", large.step_ms,
               fmt::format("a {:.0f} GB table (half the memory available), the same steps; {:.2f}x "
                           "the 1 GB table's (target within 1.1)",
                           largest_mb / 1000, large.step_ms / small.step_ms));
+}
+
+// Figure 6's layout: step time against workers, one panel per model.
+void write_figure(const figure& fig, const std::string& path) {
+  std::vector<plot_panel> panels{
+      {"scalar (4 B per ps task)",
+       "workers",
+       "median step (ms)",
+       true,
+       {fig.scalar, fig.tf_scalar}},
+      {"dense 100 MB", "workers", "median step (s)", true, {fig.dense_100mb, fig.line_100mb}},
+      {"dense 1 GB", "workers", "median step (s)", true, {fig.dense_1gb, fig.line_1gb}},
+      {"sparse, 32 rows a step", "table (GB)", "median step (ms)", true, {fig.sparse}}};
+  std::string note = fmt::format(
+      "Synchronous replicas (the paper's Figure 6): 16 ps tasks and the workers, each task a "
+      "process in a network namespace of its own, behind a link shaped by tc tbf (full duplex, "
+      "MTU 9000).\n"
+      "Links: scalar {}, dense 100 MB {}, dense 1 GB {}, sparse {}. Line rate: the time a dense "
+      "step's bytes need on its busiest link (the model in, then the gradient out).\n"
+      "This simulates a cluster of up to 32 machines on the {} cores of one: each row's note in "
+      "the JSON gives the CPU the tasks used.",
+      rate_text(scalar_link_bps), rate_text(dense_100mb_link_bps), rate_text(dense_1gb_link_bps),
+      rate_text(sparse_link_bps), std::thread::hardware_concurrency());
+  write_file_atomically(path,
+                        {svg_figure("actorflow: synchronous replica microbenchmark on an "
+                                    "emulated network",
+                                    panels, note)},
+                        "[scaling] ");
+  std::cerr << "  scaling: the figure is in " << path << "\n";
 }
 
 }  // namespace
@@ -200,9 +245,11 @@ void add_scaling_rows(const add_row_fn& add_row, const scaling_bench_options& op
     return;
   }
   const std::string& which = options.experiments;
-  if (which == "all" || which == "scalar") scalar_rows(add_row, options);
-  if (which == "all" || which == "dense") dense_rows(add_row, options);
-  if (which == "all" || which == "sparse") sparse_rows(add_row, options);
+  figure fig;
+  if (which == "all" || which == "scalar") scalar_rows(add_row, options, fig);
+  if (which == "all" || which == "dense") dense_rows(add_row, options, fig);
+  if (which == "all" || which == "sparse") sparse_rows(add_row, options, fig);
+  if (!options.svg.empty()) write_figure(fig, options.svg);
 }
 
 }  // namespace actorflow::bench

@@ -23,6 +23,8 @@ struct scaling_bench_options {
   std::string experiments = "all";
   /// The most workers (1, 2, 4, ... up to it).
   int max_workers = 16;
+  /// Where the figure (SVG, laid out like the paper's Figure 6) goes; empty: none.
+  std::string svg = "scaling-figure6.svg";
 };
 
 /// sync_* rows (see docs/benchmarks.md). Where network namespaces cannot be
