@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -35,7 +36,7 @@ struct experiment {
   /// The task's program: actorflow-scaling-task, or Python and tf_sync_step.py.
   std::vector<std::string> program{ACTORFLOW_SCALING_TASK_BINARY};
   double model_mb = 0;
-  int workers = 1;
+  int workers = 1, ps = ps_tasks;
   double link_bps = 1e9;
   int steps = 20, warmup = 3;
   double timeout_s = 600;
@@ -58,12 +59,16 @@ double available_mb() {
   return 0;
 }
 
-// The memory an experiment needs, roughly: the ps tasks hold the model and
-// its accumulators; a dense worker holds what it fetched, its gradient and
-// the messages' copies; every process some 60 MB of its own.
+// The memory an experiment needs, roughly: the ps tasks hold the model and,
+// a dense model's, its accumulators and every worker's gradient as it arrives;
+// a dense worker holds what it fetched, its gradient and the messages'
+// copies of both (measured: 4 dense 1 GB workers were killed for memory on
+// a machine of 24 GB); every process some 60 MB of its own.
 double needed_mb(const experiment& e) {
-  double per_worker = e.model == "dense" ? 3 * e.model_mb : 1;
-  return 2 * e.model_mb + e.workers * per_worker + (ps_tasks + e.workers) * 60;
+  bool dense = e.model == "dense";
+  double ps = (dense ? 2 + e.workers : 1) * e.model_mb;  // a sparse accumulator holds rows
+  double per_worker = dense ? 5 * e.model_mb : 1;
+  return ps + e.workers * per_worker + (e.ps + e.workers) * 60;
 }
 
 outcome run_experiment(const experiment& e) {
@@ -75,7 +80,7 @@ outcome run_experiment(const experiment& e) {
     return out;
   }
   cluster_sim_options o;
-  o.ps = ps_tasks, o.workers = e.workers, o.link_bps = e.link_bps;
+  o.ps = e.ps, o.workers = e.workers, o.link_bps = e.link_bps;
   netns_cluster sim(o);
   std::vector<std::string> argv = e.program;
   for (auto a : {"--job", "{job}", "--task", "{index}", "--ps-hosts", "{ps_hosts}",
@@ -87,6 +92,7 @@ outcome run_experiment(const experiment& e) {
               {"--model", e.model, "--model-mb", fmt::format("{}", e.model_mb), "--steps",
                std::to_string(e.steps), "--warmup", std::to_string(e.warmup)});
   auto r = run_tasks(sim, argv, port, e.timeout_s);
+  if (interrupted()) throw std::runtime_error("interrupted");  // no experiment after it
   if (r.status != 0) {
     out.note = "failed: " + r.why;
     return out;
@@ -108,7 +114,7 @@ outcome run_experiment(const experiment& e) {
   out.note = fmt::format(
       "{} ps + {} workers at {}, median of {} steps; CPU over the run: ps tasks {:.2f} cores "
       "(the busiest {:.2f}), workers {:.2f} (the busiest {:.2f})",
-      ps_tasks, e.workers, rate_text(e.link_bps), e.steps, ps_cpu, ps_max, worker_cpu, worker_max);
+      e.ps, e.workers, rate_text(e.link_bps), e.steps, ps_cpu, ps_max, worker_cpu, worker_max);
   return out;
 }
 
@@ -138,6 +144,33 @@ double line_rate_ms(double model_mb, int workers, double link_bps) {
 void add_outcome(const add_row_fn& add_row, const std::string& key, const outcome& o,
                  const std::string& unit, double value, const std::string& what) {
   add_row(key, std::isnan(o.step_ms) ? NAN : value, unit, what + "; " + o.note);
+}
+
+// The emulated links against their configured rates, at each rate the
+// experiments use: raw TCP between two namespaces (cluster-sim --calibrate),
+// and an actorflow tensor transfer (a dense 100 MB model on 1 ps task and 1
+// worker: the parameters in, the gradient out).
+void calibration_rows(const add_row_fn& add_row) {
+  for (double bps : {dense_100mb_link_bps, dense_1gb_link_bps}) {
+    testing::child_process p({CLUSTER_SIM_BINARY, "--calibrate", "--link", rate_text(bps)});
+    int status = p.wait_exit(std::chrono::seconds(60));
+    std::smatch m;
+    std::string out = p.output();
+    bool ok = status == 0 && std::regex_search(out, m, std::regex("configured: ([0-9.]+) of it"));
+    add_row(fmt::format("scaling_calibration_tcp_ratio_{}", rate_text(bps)),
+            ok ? std::stod(m[1]) : NAN, "x",
+            ok ? "raw TCP between two namespaces over the configured rate"
+               : "cluster-sim --calibrate failed: " + out);
+    experiment e{"dense"};
+    e.model_mb = 100, e.ps = 1, e.link_bps = bps, e.steps = 3, e.warmup = 1;
+    auto o = run_experiment(e);
+    double needs = line_rate_ms(100, 1, bps);
+    add_outcome(add_row, fmt::format("scaling_calibration_tensor_ratio_{}", rate_text(bps)), o, "x",
+                needs / o.step_ms,
+                fmt::format("an actorflow transfer of 100 MB each way (1 ps, 1 worker) over the "
+                            "configured rate: {:.0f} ms against {:.0f} ms",
+                            o.step_ms, needs));
+  }
 }
 
 // TensorFlow's task: Python (one that imports TensorFlow) and tf_sync_step.py.
@@ -246,6 +279,7 @@ void add_scaling_rows(const add_row_fn& add_row, const scaling_bench_options& op
   }
   const std::string& which = options.experiments;
   figure fig;
+  calibration_rows(add_row);
   if (which == "all" || which == "scalar") scalar_rows(add_row, options, fig);
   if (which == "all" || which == "dense") dense_rows(add_row, options, fig);
   if (which == "all" || which == "sparse") sparse_rows(add_row, options, fig);

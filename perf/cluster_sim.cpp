@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -216,6 +217,13 @@ netns_cluster::netns_cluster(const cluster_sim_options& o)
         o.ps, o.workers));
   if (o.mtu < 1280 || o.mtu > 65000)
     throw std::runtime_error(fmt::format("MTU {}: 1280 to 65000", o.mtu));
+  // A pipe per task's output, and the commands that set the network up.
+  struct rlimit files {};
+  auto needed = static_cast<rlim_t>(64 + 4 * (o.ps + o.workers));
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < needed)
+    throw std::runtime_error(
+        fmt::format("{} tasks need about {} file descriptors; this process may open {} (ulimit -n)",
+                    o.ps + o.workers, needed, files.rlim_cur));
   catch_signals();
   try {
     remove_stale_namespaces();

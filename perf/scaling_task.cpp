@@ -77,9 +77,15 @@ void build(scaling_graph& t, const scaling_flags& f, int num_ps) {
     t.table_rows = std::max<int64_t>(num_ps, int64_t(bytes / 4 / row_floats));
     std::vector<std::string> devices;
     for (int p = 0; p < num_ps; ++p) devices.push_back(ps_device(p));
+    // Each part's initial value made beside it: made here, a large table
+    // would cross the network at the first step.
     auto table = make_partitioned_variable(
         g, {t.table_rows, row_floats}, num_ps,
-        [](graph& g, shape dims, int) { return fill(g, dims, 0.5); }, "table", devices);
+        [](graph& g, shape dims, int k) {
+          auto on = g.device_scope(ps_device(k));
+          return fill(g, dims, 0.5);
+        },
+        "table", devices);
     t.ids = placeholder(g, dtype::int64, {f.rows}, "ids");
     parts.push_back(l2_loss(embedding_lookup(table, t.ids)));
   } else {
