@@ -25,7 +25,6 @@
 #include "ops/state.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
-#include "schema/file_io.hpp"
 
 namespace actorflow::bench {
 

@@ -287,8 +287,6 @@ testing::child_process& netns_cluster::start(const sim_task& t,
   return *processes_.back();
 }
 
-std::vector<std::string> netns_cluster::namespaces() const { return made_; }
-
 double process_cpu_seconds(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -70,9 +70,6 @@ class netns_cluster {
   /// (child_process). Stopped by the destructor if still running.
   testing::child_process& start(const sim_task& t, const std::vector<std::string>& argv);
 
-  /// The namespaces' names, bridge first.
-  std::vector<std::string> namespaces() const;
-
   /// Stops every process and removes every namespace; the destructor calls it.
   void remove();
 

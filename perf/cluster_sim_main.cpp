@@ -29,7 +29,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -134,10 +133,6 @@ flags parse(int argc, char** argv) {
   return f;
 }
 
-std::string tail(const std::string& text, size_t n = 2000) {
-  return text.size() > n ? "..." + text.substr(text.size() - n) : text;
-}
-
 int run(const flags& f) {
   netns_cluster sim(f.sim);
   fs::create_directories(f.out);
@@ -224,7 +219,7 @@ int calibrate(const flags& f, const char* self) {
   auto out = source.output();
   auto at = out.find("tcp_bps=");
   if (status != 0 || at == std::string::npos)
-    throw std::runtime_error("the TCP source failed: " + tail(out));
+    throw std::runtime_error("the TCP source failed: " + out);
   double bps = std::stod(out.substr(at + 8));
   std::cout << fmt::format(
       "calibration: raw TCP between two namespaces {:.3f} Gbit/s at {} "
