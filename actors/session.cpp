@@ -80,7 +80,23 @@ session::session(graph& g, std::shared_ptr<runtime> rt, session_options options)
       runtime_(rt ? std::move(rt) : throw error("[session] no runtime")),
       options_(options),
       resources_(std::make_unique<resource_table>(*runtime_)),
-      in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {}
+      in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {
+  resources_->set_home_resolver(
+      [this](const std::string& name, tensor_spec& declared) { return home_of(name, declared); });
+}
+
+// Where the graph places variable `name` in this process, for a restore
+// before any step placed it (null: the first device, as for a name the
+// graph lacks or places on another task).
+const local_device* session::home_of(const std::string& name, tensor_spec& declared) const {
+  const node* n = graph_.find(name);
+  if (n == nullptr || n->def->role != op_role::variable) return nullptr;
+  if (cluster_ && !checked_device(*n).job.empty()) return nullptr;
+  device_placer placer(graph_, runtime_->devices());
+  const local_device& d = runtime_->devices()[static_cast<size_t>(placer.device_of(n->id))];
+  declared = n->outputs.at(0);
+  return &d;
+}
 
 session::session(graph& g, std::shared_ptr<cluster_connection> cluster, session_options options)
     : session(g, cluster ? cluster->rt() : throw error("[session] no cluster"), options) {
@@ -176,7 +192,7 @@ std::shared_ptr<runnable> session::build(const run_signature& sig) {
 // One process's executable, unless placement puts nodes on other tasks.
 std::shared_ptr<runnable> session::build_on(const graph& g, const run_signature& sig) {
   auto resources = [this](const node& n, const local_device& d) {
-    return resources_->actor_for(n, &d);
+    return resources_->resource_for(n, &d);
   };
   std::string local = cluster_ ? cluster_->local_task() : "/job:localhost/task:0";
   auto tasks = place(g, sig, local);

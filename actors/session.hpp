@@ -31,6 +31,7 @@ class runnable;
 class cluster_connection;
 class runtime;
 class resource_table;
+struct local_device;
 struct run_signature;
 struct step_request;
 
@@ -121,6 +122,7 @@ class ACTORFLOW_API session {
                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
+  const local_device* home_of(const std::string& name, tensor_spec& declared) const;
   std::future<std::vector<tensor>> start(std::shared_ptr<step_request> request,
                                          const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets);

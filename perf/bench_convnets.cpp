@@ -95,7 +95,7 @@ std::pair<double, double> dense_sgd_update_ms() {
 
 std::optional<double> torch_convnet_step_ms(const std::string& model) {
   static const std::regex field(R"(step_ms=([0-9.]+))");
-  return run_torch_reference(std::string(ACTORFLOW_PERF_DIR) + "/torch_convnets.py",
+  return run_torch_reference(perf_dir() + "/torch_convnets.py",
                              fmt::format("{} {} {}", model, timed_steps(model), batch), field);
 }
 

@@ -123,7 +123,7 @@ std::optional<tf_figures> tf_reference(int ps, bool full, int64_t vocab, int ste
   auto args = fmt::format(
       "--workers 1 --ps {} --vocab {}{}{}", ps, vocab - 1, full ? " --full-softmax" : "",
       epoch ? " --epochs 1" : fmt::format(" --max-steps {} --no-eval", warmup_steps + steps));
-  auto out = run_tf_reference(std::string(ACTORFLOW_PERF_DIR) + "/tf_lm_cluster.py", args);
+  auto out = run_tf_reference(perf_dir() + "/tf_lm_cluster.py", args);
   static const std::regex words(R"(words_per_s=([0-9.]+))"), ppl(R"(valid_ppl=([0-9.]+))");
   std::smatch m;
   if (!out || !std::regex_search(*out, m, words)) return std::nullopt;

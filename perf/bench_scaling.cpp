@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "perf/bench_control.hpp"
+#include "perf/bench_util.hpp"
 #include "perf/cluster_sim.hpp"
 #include "perf/svg_plot.hpp"
 #include "schema/file_io.hpp"
@@ -177,7 +178,7 @@ void calibration_rows(const add_row_fn& add_row) {
 std::optional<std::vector<std::string>> tensorflow_task() {
   auto python = tensorflow_python();
   if (!python) return std::nullopt;
-  return std::vector<std::string>{*python, std::string(ACTORFLOW_PERF_DIR) + "/tf_sync_step.py"};
+  return std::vector<std::string>{*python, perf_dir() + "/tf_sync_step.py"};
 }
 
 void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts, figure& fig) {

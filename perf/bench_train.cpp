@@ -33,6 +33,9 @@ fmnist_step::fmnist_step(const std::string& model, int batch,
                          session_options options, const std::function<void(graph&)>& extend) {
   auto images = placeholder(g, dtype::float32, {batch, 28, 28, 1}, "images");
   auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  // One device: the whole step there, the loss and its gradient too.
+  auto whole_step = devices.size() == 1 ? g.device_scope(devices[0])
+                                        : graph::scope_guard(std::function<void()>());
   auto net = models::make_classifier(g, model, 1, devices, p);
   loss = models::mean_cross_entropy(net->logits(images), labels);
   train = adam(1e-3).minimize(loss);
@@ -76,12 +79,17 @@ std::pair<double, double> traced_step_ms(int batch, int steps) {
   return {median(plain), median(traced)};
 }
 
-std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
-                                          const std::string& device) {
+std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps) {
   static const std::regex field(R"(step_ms=([0-9.]+))");
   return run_torch_reference(
-      "torch_fmnist.py",
-      model + " " + std::to_string(steps) + " " + std::to_string(batch) + " " + device, field);
+      "torch_fmnist.py", model + " " + std::to_string(steps) + " " + std::to_string(batch), field);
+}
+
+std::optional<double> torch_gpu_step_ms(const std::string& model, int batch, int steps) {
+  static const std::regex field(R"(step_ms=([0-9.]+))");
+  return run_torch_reference(perf_dir() + "/torch_gpu_fmnist.py",
+                             model + " " + std::to_string(steps) + " " + std::to_string(batch),
+                             field);
 }
 
 // loss = sum(lookup(ids)^2) over a rows x cols table in 4 shards.

@@ -52,9 +52,11 @@ std::pair<double, double> traced_step_ms(int batch, int steps);
 /// The reference torch_fmnist.py's step_ms for the same model (the median of
 /// three runs), when it is in bench::reference_dir() and python3-torch and
 /// the dataset are installed.
-/// `device`: "cpu" or "cuda".
-std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps,
-                                          const std::string& device = "cpu");
+std::optional<double> torch_train_step_ms(const std::string& model, int batch, int steps);
+
+/// PyTorch's step on the GPU (perf/torch_gpu_fmnist.py, run by torch_python()):
+/// the same model and batch, fed from host memory, the loss read back each step.
+std::optional<double> torch_gpu_step_ms(const std::string& model, int batch, int steps);
 
 /// Milliseconds of one AdaGrad step through embedding_lookup on a table of
 /// `rows` x `cols` float32 split in 4 shards, `batch` random ids per step:

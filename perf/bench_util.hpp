@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -113,6 +114,19 @@ inline bool python_runs(const std::string& python, const std::string& code) {
   return run_child_output({python, "-c", code}).has_value();
 }
 
+/// The Python that holds PyTorch: $ACTORFLOW_TORCH_PYTHON, else Debian's
+/// /usr/bin/python3 (python3-torch). A GPU machine's own PyTorch with CUDA
+/// is often another interpreter.
+inline std::string torch_python() {
+  const char* chosen = std::getenv("ACTORFLOW_TORCH_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+}
+
+/// This repository's perf/ folder, where its own reference scripts are:
+/// $ACTORFLOW_PERF_DIR where set (a bench carried to another machine), else
+/// the source tree it was built from.
+std::string perf_dir();  // bench_main.cpp, where the source tree's path is known
+
 /// Runs PyTorch reference `script` (see reference_script) with `args` and
 /// returns the number captured by `pattern` (one group) in its output;
 /// nothing when the script, python3-torch or the number is missing.
@@ -120,11 +134,13 @@ inline std::optional<double> run_torch_reference(const std::string& script, cons
                                                  const std::regex& pattern) {
   auto path = reference_script(script, "PyTorch");
   if (!path) return std::nullopt;
-  if (!python_runs("/usr/bin/python3", "import torch")) {
-    say_once("PyTorch reference skipped: /usr/bin/python3 cannot import torch (python3-torch)");
+  const std::string python = torch_python();
+  if (!python_runs(python, "import torch")) {
+    say_once("PyTorch reference skipped: " + python +
+             " cannot import torch (python3-torch, or set ACTORFLOW_TORCH_PYTHON)");
     return std::nullopt;
   }
-  auto out = run_reference_script("/usr/bin/python3", *path, args);
+  auto out = run_reference_script(python, *path, args);
   std::smatch m;
   if (out && std::regex_search(*out, m, pattern)) return std::stod(m[1]);
   return std::nullopt;

@@ -395,6 +395,62 @@ TEST_CASE("the device actor enqueues without waiting and reports completion as a
   self->send_exit(device.actor, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
+// Streams that enqueue on call, as a GPU's do: the work runs at launch; the
+// stream "runs" it (when_done fires) only when the test says so.
+class held_streams final : public gpu::stream_executor {
+ public:
+  int num_streams() const override { return 1; }
+  bool enqueues_on_call() const override { return true; }
+  void launch(int, std::function<void()> work) override { work(); }
+  void when_done(int, std::function<void(std::string)> done) override {
+    std::lock_guard<std::mutex> l(mutex);
+    waiting.push_back(std::move(done));
+  }
+  void run_all() {
+    std::vector<std::function<void(std::string)>> now;
+    {
+      std::lock_guard<std::mutex> l(mutex);
+      now.swap(waiting);
+    }
+    for (auto& done : now) done("");
+  }
+  std::mutex mutex;
+  std::vector<std::function<void(std::string)>> waiting;
+};
+
+}  // namespace
+
+TEST_CASE("work whose results stay on the device is answered once enqueued, the rest once run") {
+  caf::actor_system_config cfg;
+  caf::actor_system system(cfg);
+  auto streams = std::make_shared<held_streams>();
+  auto device = spawn_gpu_device(system, streams);
+  caf::scoped_actor self(system);
+  gpu_task stays{0, [] {}, 1};
+  stays.answer_on_enqueue = true;
+  self->send(device.actor, run_atom::value, std::move(stays));
+  auto c = next_completion(self);  // the stream has run nothing yet
+  CHECK(c.id == 1);
+  CHECK(c.error.empty());
+  self->send(device.actor, run_atom::value, gpu_task{0, [] {}, 2});  // a copy to the host, say
+  bool early = false;
+  self->receive([&](gpu_done_atom, uint64_t, std::string) { early = true; },
+                caf::after(std::chrono::milliseconds(200)) >> [] {});
+  CHECK_FALSE(early);
+  streams->run_all();
+  CHECK(next_completion(self).id == 2);
+  // A throwing work function is answered with its error either way.
+  gpu_task bad{0, [] { throw error("[neg] out of memory"); }, 3};
+  bad.answer_on_enqueue = true;
+  self->send(device.actor, run_atom::value, std::move(bad));
+  auto failed = next_completion(self);
+  CHECK(failed.id == 3);
+  CHECK(failed.error == "[neg] out of memory");
+  self->send_exit(device.actor, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("the device actor keeps nothing of a task once it is launched") {
   // A CUDA stream callback must not call CUDA, which releasing a device tensor
   // would do: what the work captured is gone before its completion arrives.

@@ -330,7 +330,7 @@ TEST_CASE("a loop's nodes run in one actor; a long loop takes turns with other s
   run_signature sig{{l.n.ref()}, {l.outs[1].ref()}, {}};
   auto rt = runtime::shared();  // outlives the executable's actors
   {
-    executable ex(l.g, sig, *rt, [](const node&, const local_device&) { return caf::actor(); });
+    executable ex(l.g, sig, *rt, [](const node&, const local_device&) { return resource_ref(); });
     CHECK(ex.num_actors() == 5);
   }
 

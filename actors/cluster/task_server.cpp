@@ -63,7 +63,9 @@ register_reply register_partition(server_actor* self, const caf::actor& owner,
     auto* resources = st.resources.get();
     p.exe = std::make_shared<executable>(
         *p.g, sig, *st.rt,
-        [resources](const node& n, const local_device& d) { return resources->actor_for(n, &d); },
+        [resources](const node& n, const local_device& d) {
+          return resources->resource_for(n, &d);
+        },
         st.options.task);
   } catch (const std::exception& e) {
     return refusal("task " + st.options.task + ": " + e.what());

@@ -23,9 +23,25 @@ std::string device_list(const std::vector<local_device>& devices) {
   return s;
 }
 
+// Why accelerator d cannot hold variable n ("" when it can): it must run
+// every op the graph applies to the variable, which follow it there.
+std::string why_variable_not_on(const local_device& d, const graph& g, const node& n) {
+  const dtype type = n.outputs.at(0).type;
+  if (type == dtype::bfloat16) return d.name + " holds no bfloat16 variable";
+  for (size_t id = 0; id < g.size(); ++id) {
+    const node& m = g.at(static_cast<int>(id));
+    if (!m.def->update || m.inputs.empty() || m.inputs[0].node != n.id) continue;
+    if (!d.accel->has_update_kernel(*m.def, type))
+      return d.name + " has no kernel for " + m.op + " on " + dtype_name(type) + " (node '" +
+             m.name + "', which acts on it)";
+  }
+  return "";
+}
+
 // Why device d cannot run n ("" when it can). CPU devices run every op.
 std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   if (!d.accel) return "";
+  if (n.def->role == op_role::variable) return why_variable_not_on(d, g, n);
   if (n.def->served_by_runtime()) return d.name + " does not serve " + n.op + " (the runtime does)";
   if (g.frame_of(n.id) >= 0) return d.name + " does not run loop bodies";
   std::vector<dtype> types;
@@ -102,8 +118,33 @@ int device_placer::device_of(int id) {
         r.name + "'";
     return device_[uid];
   }
+  if (n.def->role == op_role::variable && checked_device(n).type.empty()) {
+    int d = readers_device(n);
+    if (d >= 0) {
+      device_[uid] = d;
+      why_[uid] = "with its readers on " + devices_[static_cast<size_t>(d)].name;
+      return d;
+    }
+  }
   device_[uid] = place_by_hint(n, why_[uid]);
   return device_[uid];
+}
+
+int device_placer::readers_device(const node& var) {
+  int common = -1;
+  for (size_t id = 0; id < g_.size(); ++id) {
+    const node& m = g_.at(static_cast<int>(id));
+    if (m.def->acts_on_resource()) continue;  // placed with the variable
+    bool reads = false;
+    for (auto& e : m.inputs) reads |= e.node == var.id;
+    if (!reads) continue;
+    int d = device_of(m.id);
+    if (common >= 0 && d != common) return -1;
+    common = d;
+  }
+  if (common < 0) return -1;
+  const local_device& d = devices_[static_cast<size_t>(common)];
+  return d.accel && why_not_on(d, g_, var).empty() ? common : -1;
 }
 
 placement_entry device_placer::entry(int id) const {
@@ -120,7 +161,10 @@ void device_placer::place_by_cost(const std::vector<bool>& needed,
     if (!needed[uid]) continue;
     int id = static_cast<int>(uid);
     const node& n = g_.at(id);
-    bool free = colocation_root(g_, id) == id && checked_device(n).type.empty();
+    // A variable goes where its hint or its readers say, the same in every
+    // signature: it lives on one device (resource_table).
+    bool free = colocation_root(g_, id) == id && checked_device(n).type.empty() &&
+                n.def->role != op_role::variable;
     int fixed = free ? -1 : device_of(id);
     double flops = estimated_flops(g_, n);
     int best = -1;  // always found: a CPU device runs any node

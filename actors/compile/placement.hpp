@@ -57,6 +57,9 @@ class device_placer {
 
  private:
   int place_by_hint(const node& n, std::string& why) const;
+  // The accelerator every reader of variable `var` (the nodes that take its
+  // value, not those acting on it) is placed on, if it can hold `var`; else -1.
+  int readers_device(const node& var);
 
   const graph& g_;
   const std::vector<local_device>& devices_;

@@ -15,28 +15,69 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 resource_table::~resource_table() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [name, actor] : variables_)
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  for (auto& [name, entry] : variables_)
+    caf::anon_send_exit(entry.actor, caf::exit_reason::user_shutdown);
   for (auto& [name, actor] : others_) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
-caf::actor resource_table::variable_locked(const std::string& name, const local_device* device) {
-  auto& actor = variables_[name];
+namespace {
+
+bool is_accelerator(const local_device* d) { return d != nullptr && d->accel != nullptr; }
+
+}  // namespace
+
+void resource_table::set_home_resolver(home_resolver resolve) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  resolve_home_ = std::move(resolve);
+}
+
+resource_table::variable_entry& resource_table::variable_locked(const std::string& name,
+                                                                const local_device* device,
+                                                                const tensor_spec& declared) {
+  auto& entry = variables_[name];
   if (!device) device = &runtime_.devices().front();
-  if (!actor) actor = spawn_variable_actor(runtime_.system(), name, *device->arena);
-  return actor;
+  if (entry.actor) {
+    // CPU devices share one memory: a variable on one serves nodes on another.
+    if (entry.home != device && (is_accelerator(entry.home) || is_accelerator(device)))
+      fail("session", "variable '" + name + "' lives on " + entry.home->name +
+                          ", but a node of it is placed on " + device->name +
+                          " (hint the variable's nodes to one device)");
+    return entry;
+  }
+  entry.home = device;
+  if (is_accelerator(device)) {
+    entry.on_device = std::make_shared<device_variable>();
+    entry.on_device->name = name;
+    entry.on_device->declared = declared;
+    entry.actor = spawn_device_variable_actor(runtime_.system(),
+                                              {device->accel, device->actor, entry.on_device});
+  } else {
+    entry.actor = spawn_variable_actor(runtime_.system(), name, *device->arena);
+  }
+  return entry;
 }
 
 caf::actor resource_table::variable(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return variable_locked(name, nullptr);
+  auto it = variables_.find(name);
+  if (it != variables_.end()) return it->second.actor;
+  tensor_spec declared;  // filled by the resolver where the home is an accelerator
+  const local_device* home = resolve_home_ ? resolve_home_(name, declared) : nullptr;
+  return variable_locked(name, home, declared).actor;
 }
 
 caf::actor resource_table::actor_for(const node& n, const local_device* device) {
+  return resource_for(n, device).actor;
+}
+
+resource_ref resource_table::resource_for(const node& n, const local_device* device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (n.def->role == op_role::variable) return variable_locked(n.name, device);
+  if (n.def->role == op_role::variable) {
+    auto& entry = variable_locked(n.name, device, n.outputs.at(0));
+    return {entry.actor, entry.on_device};
+  }
   auto& actor = others_[n.name];
-  if (actor) return actor;
+  if (actor) return {actor, nullptr};
   if (n.op == "fifo_queue")
     actor = spawn_queue_actor(runtime_.system(), n.name, queue_spec_of(n.attrs, n.op));
   else if (n.op == "conditional_accumulator")
@@ -44,18 +85,20 @@ caf::actor resource_table::actor_for(const node& n, const local_device* device) 
                                     is_sparse_accumulator(n.attrs));
   else
     fail("session", "node '" + n.name + "' (" + n.op + ") is not a resource an actor can serve");
-  return actor;
+  return {actor, nullptr};
 }
 
 caf::actor resource_table::find_variable(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = variables_.find(name);
-  return it == variables_.end() ? caf::actor() : it->second;
+  return it == variables_.end() ? caf::actor() : it->second.actor;
 }
 
 std::map<std::string, caf::actor> resource_table::variables() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return variables_;
+  std::map<std::string, caf::actor> out;
+  for (auto& [name, entry] : variables_) out.emplace(name, entry.actor);
+  return out;
 }
 
 void resource_table::close_queues() {
@@ -101,8 +144,18 @@ std::map<std::string, variable_state> resource_table::snapshot(
   return out;
 }
 
+void resource_table::check_device_restores(const std::map<std::string, variable_state>& states) {
+  for (auto& [name, state] : states) {
+    variable(name);  // spawned where the graph places it
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& entry = variables_.at(name);
+    if (entry.on_device) check_restorable(*entry.on_device, state, entry.home->name);
+  }
+}
+
 void resource_table::restore(const std::map<std::string, variable_state>& states,
                              std::chrono::milliseconds timeout) {
+  check_device_restores(states);
   caf::scoped_actor self{runtime_.system()};
   for (auto& [name, state] : states) {
     auto actor = variable(name);
@@ -128,12 +181,16 @@ size_t resource_table::freeze(uint64_t id, std::chrono::milliseconds hold,
         name, self->request(actor, timeout, freeze_atom::value, id, int64_t(hold.count())));
   std::string failure;
   for (auto& [name, h] : pending)
-    h.receive([](bool) {},
-              [&, n = name](caf::error& e) {
-                if (failure.empty())
-                  failure =
-                      "the actor of variable '" + n + "' did not answer: " + caf::to_string(e);
-              });
+    h.receive(
+        [&, n = name](bool frozen) {
+          if (!frozen && failure.empty())
+            failure = "variable '" + n +
+                      "' lives on an accelerator, where a freeze cannot hold its updates";
+        },
+        [&, n = name](caf::error& e) {
+          if (failure.empty())
+            failure = "the actor of variable '" + n + "' did not answer: " + caf::to_string(e);
+        });
   if (!failure.empty()) {
     thaw(id);
     fail("session", "freeze: " + failure);

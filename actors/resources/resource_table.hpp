@@ -6,11 +6,13 @@
 #pragma once
 #include <caf/all.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "actors/run/executable.hpp"
 #include "actors/run/runtime.hpp"
 #include "core/graph.hpp"
 
@@ -26,9 +28,20 @@ class resource_table {
 
   /// The actor serving resource node `n` (a variable, a fifo_queue, ...),
   /// spawned on first use. Resources are keyed by node name. A variable
-  /// spawned here runs its large updates on `device`'s threads (null: the
-  /// first device's).
+  /// spawned here lives on `device` (null: the first device): on a CPU
+  /// device its large updates run on the device's threads; on an
+  /// accelerator its value and slots live in the device's memory
+  /// (resource_for gives that variable). Fails when a variable that lives on
+  /// an accelerator is asked for on another device.
   caf::actor actor_for(const node& n, const local_device* device = nullptr);
+  /// actor_for, and for a variable on an accelerator the variable itself.
+  resource_ref resource_for(const node& n, const local_device* device = nullptr);
+  /// Where a variable not spawned yet lives when a restore or a snapshot
+  /// spawns it before any step placed it (the session resolves it from its
+  /// graph): its device (null: the first) and its declared dtype and shape.
+  using home_resolver =
+      std::function<const local_device*(const std::string& name, tensor_spec& declared)>;
+  void set_home_resolver(home_resolver resolve);
   /// The variable actor of `name`, spawned on first use (on the first device
   /// when it is spawned here, before any step placed it).
   caf::actor variable(const std::string& name);
@@ -61,7 +74,16 @@ class resource_table {
   void thaw(uint64_t id);
 
  private:
-  caf::actor variable_locked(const std::string& name, const local_device* device);
+  struct variable_entry {
+    caf::actor actor;
+    const local_device* home = nullptr;
+    device_variable_ptr on_device;  // set when home is an accelerator
+  };
+  variable_entry& variable_locked(const std::string& name, const local_device* device,
+                                  const tensor_spec& declared);
+  // Fails naming the variable unless every state of `states` whose variable
+  // lives on an accelerator fits it (before anything is restored).
+  void check_device_restores(const std::map<std::string, variable_state>& states);
   // The set ones of `names`, sharing their buffers; the others are named in
   // `uninitialized`. Throws naming a variable whose actor does not answer.
   std::map<std::string, variable_state> initialized_states(const std::vector<std::string>& names,
@@ -70,7 +92,8 @@ class resource_table {
 
   runtime& runtime_;
   mutable std::mutex mutex_;
-  std::map<std::string, caf::actor> variables_;
+  std::map<std::string, variable_entry> variables_;
+  home_resolver resolve_home_;
   std::map<std::string, caf::actor> others_;  // queues and other resource actors
 };
 

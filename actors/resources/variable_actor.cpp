@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
+#include <map>
 
 #include "actors/run/messages.hpp"
 #include "core/op_registry.hpp"
@@ -76,7 +78,110 @@ void freeze(variable_actor* self, uint64_t id, int64_t hold_ms) {
                      thaw_atom::value, id, false);
 }
 
+struct device_variable_actor_state {
+  variable_on_device home;
+  uint64_t last_work = 0;
+  // Work sent to the device actor, by id: what to do once the stream ran it.
+  std::map<uint64_t, std::function<void(const std::string& error)>> pending;
+};
+
+using device_variable_actor = caf::stateful_actor<device_variable_actor_state>;
+
+// Runs `work` on the device's stream 0, after the launches sent before it,
+// then done(error) here ("" on success). Work that throws fails only itself:
+// its error is kept and handed to done (a stand-in stream would stop).
+void on_device(device_variable_actor* self, std::function<void()> work,
+               std::function<void(const std::string&)> done) {
+  auto& st = self->state;
+  auto work_error = std::make_shared<std::string>();
+  const uint64_t id = ++st.last_work;
+  st.pending.emplace(id, [work_error, done = std::move(done)](const std::string& stream_error) {
+    done(stream_error.empty() ? *work_error : stream_error);
+  });
+  auto guarded = [work = std::move(work), work_error] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      *work_error = e.what();
+    }
+  };
+  self->send(st.home.device_actor, run_atom::value, gpu::gpu_task{0, std::move(guarded), id});
+}
+
+std::string where(const device_variable_actor* self) {
+  return "variable '" + self->state.home.variable->name + "' on " + self->state.home.device->name();
+}
+
+caf::result<variable_state> snapshot_on_device(device_variable_actor* self) {
+  auto promise = self->make_response_promise<variable_state>();
+  auto out = std::make_shared<variable_state>();
+  auto& home = self->state.home;
+  on_device(
+      self,
+      [device = home.device, var = home.variable, out] { device->enqueue_snapshot(0, *var, *out); },
+      [promise, out, what = where(self)](const std::string& error) mutable {
+        if (!error.empty())
+          promise.deliver(caf::make_error(caf::sec::runtime_error, what + ": " + error));
+        else
+          promise.deliver(std::move(*out));
+      });
+  return promise;
+}
+
+caf::result<bool> restore_on_device(device_variable_actor* self, variable_state& in) {
+  auto promise = self->make_response_promise<bool>();
+  auto& home = self->state.home;
+  on_device(
+      self,
+      [device = home.device, var = home.variable, in = std::move(in)] {
+        device->enqueue_restore(0, *var, in);
+      },
+      [promise, what = where(self)](const std::string& error) mutable {
+        if (!error.empty())
+          promise.deliver(caf::make_error(caf::sec::runtime_error, what + ": " + error));
+        else
+          promise.deliver(true);
+      });
+  return promise;
+}
+
 }  // namespace
+
+caf::actor spawn_device_variable_actor(caf::actor_system& system, variable_on_device home) {
+  return system.spawn(
+      [](device_variable_actor* self, variable_on_device home) -> caf::behavior {
+        self->state.home = std::move(home);
+        return {
+            // Its nodes on the device read and update it there; these come
+            // only from a node placed elsewhere, which placement prevents.
+            [self](read_atom) {
+              return step_value::failure(where(self) + " is read on its device only",
+                                         error_code::internal);
+            },
+            [self](update_atom, variable_update& u) {
+              return update_result::failure(
+                  "node '" + u.node_name + "': " + where(self) + " is updated on its device only",
+                  error_code::internal);
+            },
+            [self](snapshot_atom) { return snapshot_on_device(self); },
+            [self](restore_atom, variable_state& s) { return restore_on_device(self, s); },
+            // Its updates do not pass through here, so a freeze cannot hold
+            // them: false, which a consistent cut reports.
+            [](freeze_atom, uint64_t, int64_t) { return false; },
+            [](thaw_atom, uint64_t) { return true; },
+            [](thaw_atom, uint64_t, bool) {},
+            [self](gpu::gpu_done_atom, uint64_t id, std::string& error) {
+              auto& pending = self->state.pending;
+              auto it = pending.find(id);
+              if (it == pending.end()) return;
+              auto done = std::move(it->second);
+              pending.erase(it);
+              done(error);
+            },
+        };
+      },
+      std::move(home));
+}
 
 caf::actor spawn_variable_actor(caf::actor_system& system, std::string name,
                                 tbb::task_arena& arena) {

@@ -311,6 +311,16 @@ class executable_builder {
     if (n.def->role == op_role::next_iteration) return fold_next_iteration(g_, n, plans_, edges_);
     auto plan = std::make_shared<node_plan>();
     plan->kind = kind_of(n);
+    // A variable in an accelerator's memory: its nodes there are launches on it.
+    if (device.accel && (plan->kind == node_kind::variable_read ||
+                         (plan->kind == node_kind::variable_update && n.def->update))) {
+      const node& var = plan->kind == node_kind::variable_read ? n : g_.at(n.inputs[0].node);
+      plan->device_variable = vars_(var, device).on_device;
+      if (!plan->device_variable)
+        fail("session", "node '" + n.name + "' is placed on " + device.name + ", but variable '" +
+                            var.name + "' does not live there");
+      plan->kind = node_kind::kernel;
+    }
     plan->def = n.def;
     plan->name = n.name;
     plan->task = task_;
@@ -326,6 +336,7 @@ class executable_builder {
     plan->output_consumers.resize(n.outputs.size());
     plan_kind(n, device, *plan, routes);
     plan_inputs(n, *plan);
+    if (plan->accel) plan->constants_on_device = std::make_shared<device_constants>();
     coord_->has_loops |= plan->kind == node_kind::enter_frame;
     if (plan->kind == node_kind::loop_merge) {
       if (plan->slot_input.size() != 1)
@@ -356,10 +367,10 @@ class executable_builder {
         plan.slot_input.push_back(-1);
         return;
       case node_kind::variable_read:
-        plan.variable = vars_(n, device);
+        plan.variable = vars_(n, device).actor;
         return;
       case node_kind::variable_update: {
-        plan.variable = vars_(g_.at(n.inputs[0].node), device);
+        plan.variable = vars_(g_.at(n.inputs[0].node), device).actor;
         auto& waiting = coord_->waiting_resources;
         if (n.def->may_wait &&
             std::find(waiting.begin(), waiting.end(), plan.variable) == waiting.end())

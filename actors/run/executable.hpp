@@ -17,9 +17,15 @@
 
 namespace actorflow {
 
-/// Finds (or spawns) the actor serving resource node `n` (a variable, a
-/// queue); a variable's large updates run on `device`'s threads.
-using variable_lookup = std::function<caf::actor(const node& n, const local_device& device)>;
+/// The actor serving a resource node and, for a variable in an
+/// accelerator's memory, that variable (its nodes there launch on it).
+struct resource_ref {
+  caf::actor actor;
+  device_variable_ptr on_device;
+};
+/// Finds (or spawns) what serves resource node `n` (a variable, a queue); a
+/// variable lives on `device` (see resource_table::actor_for).
+using variable_lookup = std::function<resource_ref(const node& n, const local_device& device)>;
 
 /// What a session runs steps on: one process's executable, or a
 /// distributed one whose partitions live in several processes.

@@ -77,8 +77,13 @@ std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_valu
   launch->node_name = plan.name;
   launch->attrs = &plan.attrs;
   launch->invocation = invocation;
+  launch->variable = plan.device_variable;
   launch->host_inputs = plan.bound_inputs;
   launch->device_inputs.resize(plan.bound_inputs.size());
+  launch->constants = plan.constants_on_device;
+  launch->is_constant.resize(plan.bound_inputs.size());
+  for (size_t i = 0; i < plan.bound_inputs.size(); ++i)
+    launch->is_constant[i] = plan.bound_inputs[i].valid();
   for (size_t s = 0; s < num_slots; ++s)
     if (int i = plan.slot_input[s]; i >= 0) {
       launch->host_inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
@@ -99,8 +104,14 @@ void accelerator_launches::start(node_host_base* self, const node_plan& plan, ui
   uint64_t id = (uint64_t{member} << member_shift) | next_++;
   pending_.emplace(id, launched{step, tag, launch, now_if_tracing()});
   accelerator* accel = plan.accel;
-  self->send(plan.device, run_atom::value,
-             gpu::gpu_task{0, [accel, launch] { accel->enqueue(0, *launch); }, id});
+  // Outputs that all stay on the device are ready for their consumers there
+  // once enqueued: their launches come later on the same stream. Only a
+  // copy to the host waits for the stream (no node waits for a kernel).
+  bool stays_on_device = true;
+  for (char to_host : launch->to_host) stays_on_device &= !to_host;
+  gpu::gpu_task task{0, [accel, launch] { accel->enqueue(0, *launch); }, id};
+  task.answer_on_enqueue = stays_on_device;
+  self->send(plan.device, run_atom::value, std::move(task));
 }
 
 void accelerator_launches::finish(node_host_base* self, const node_plan& plan, uint64_t id,

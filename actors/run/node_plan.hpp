@@ -102,6 +102,10 @@ struct node_plan {
   tbb::task_arena* arena = nullptr;  // the device's threads, which a loop's kernels join
   /// A node on an accelerator: every firing goes to `device` as a gpu_task.
   accelerator* accel = nullptr;
+  /// A read or an update of a variable in `accel`'s memory (launched on it).
+  device_variable_ptr device_variable;
+  /// On an accelerator: its constants' copies in the device's memory.
+  std::shared_ptr<actorflow::device_constants> constants_on_device;
   std::shared_ptr<send_route> route;  // for sends
   /// The most messages one turn of the actor handles (0: no limit), so that
   /// a batch of steps splits in smaller waves down a segmented chain.

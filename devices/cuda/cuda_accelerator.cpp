@@ -23,6 +23,7 @@ class opened_on_use final : public stream_executor {
   explicit opened_on_use(cuda_accelerator* owner) : owner_(owner) {}
   int num_streams() const override { return streams_per_device; }
   void launch(int s, std::function<void()> work) override;
+  bool enqueues_on_call() const override { return true; }
   void when_done(int s, std::function<void(std::string)> done) override;
 
  private:
@@ -46,30 +47,69 @@ class cuda_accelerator final : public accelerator {
     return at >= input_types.size() || k->supports(input_types[at]);
   }
 
+  bool has_update_kernel(const op_def& def, dtype value_type) const override {
+    const gpu_kernel_def* k = gpu_kernel_registry::global().find(def.name);
+    return k && k->update && k->supports(value_type);
+  }
+
   std::shared_ptr<stream_executor> streams() const override { return streams_; }
 
   void enqueue(int s, accelerator_launch& launch) override {
     cuda_device& dev = device();
     ++launches_;
     try {
-      std::vector<device_tensor> inputs;
-      for (size_t i = 0; i < launch.host_inputs.size(); ++i) {
-        const device_value_ptr& in = launch.device_inputs[i];
-        if (in && in->owner != this) fail(name_, "input " + std::to_string(i) + " lives elsewhere");
-        if (in) {
-          inputs.push_back(in->tensor);
-        } else {
-          bytes_in_ += static_cast<int64_t>(launch.host_inputs[i].size_bytes());
-          inputs.push_back(dev.upload(launch.host_inputs[i], s));
-        }
-      }
-      auto outputs =
-          dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s, launch.node_name);
+      std::vector<device_tensor> inputs = device_inputs(dev, s, launch);
+      // Enqueued work keeps what it reads (record_stream, stream order): the
+      // launch lets go of its inputs now, so that a variable's next update
+      // finds its value unshared and writes it in place.
+      launch.host_inputs.clear();
+      launch.device_inputs.clear();
+      std::vector<device_tensor> outputs;
+      if (!launch.variable)
+        outputs =
+            dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s, launch.node_name);
+      else
+        outputs = run_on_variable(dev, s, launch, std::move(inputs));
       copy_outputs(dev, s, outputs, launch);
     } catch (const std::exception& e) {
       launch.error = e.what();
       launch.failure_code = code_of(e);
     }
+  }
+
+  void enqueue_snapshot(int s, device_variable& v, variable_state& out) override {
+    cuda_device& dev = device();
+    auto& st = v.state;
+    out = variable_state{};
+    if (!st.value.valid()) return;
+    auto fetch = [&](const device_tensor& t, tensor& into) {
+      bytes_out_ += static_cast<int64_t>(t.size_bytes());
+      dev.download(t, s, [&into](tensor host, std::string error) {
+        if (error.empty()) into = std::move(host);  // left empty: the snapshot fails
+      });
+    };
+    fetch(st.value, out.value);
+    for (auto& [name, t] : st.slots) fetch(t, out.slots[name]);
+    for (auto& [name, count] : st.counters) out.slots[name] = tensor::scalar<int64_t>(count);
+    dev.order(dev.d2h_stream(), s);  // s's completion comes after the copies
+  }
+
+  void enqueue_restore(int s, device_variable& v, const variable_state& in) override {
+    check_restorable(v, in, name_);
+    cuda_device& dev = device();
+    gpu_variable_state st;
+    auto upload = [&](const tensor& t) {
+      bytes_in_ += static_cast<int64_t>(t.size_bytes());
+      return dev.upload(t, s);
+    };
+    st.value = upload(in.value);
+    for (auto& [name, slot] : in.slots) {
+      if (is_counter_slot(slot, in.value.type()))
+        st.counters[name] = slot.data<int64_t>()[0];
+      else
+        st.slots[name] = upload(slot);
+    }
+    v.state = std::move(st);
   }
 
   accelerator_stats stats() const override {
@@ -95,6 +135,39 @@ class cuda_accelerator final : public accelerator {
   }
 
  private:
+  // The launch's inputs in this GPU's memory: host ones uploaded for stream s.
+  std::vector<device_tensor> device_inputs(cuda_device& dev, int s, accelerator_launch& launch) {
+    std::vector<device_tensor> inputs;
+    for (size_t i = 0; i < launch.host_inputs.size(); ++i) {
+      const device_value_ptr& in = launch.device_inputs[i];
+      if (in && in->owner != this) fail(name_, "input " + std::to_string(i) + " lives elsewhere");
+      if (in) {
+        inputs.push_back(in->tensor);
+      } else {
+        auto copied = input_on_device(launch, i, [&](const tensor& host) {
+          bytes_in_ += static_cast<int64_t>(host.size_bytes());
+          return std::make_shared<const device_value>(device_value{dev.upload(host, s), this});
+        });
+        inputs.push_back(copied->tensor);
+      }
+    }
+    return inputs;
+  }
+
+  // A node of a variable in this GPU's memory: its read, or an update kernel.
+  std::vector<device_tensor> run_on_variable(cuda_device& dev, int s, accelerator_launch& launch,
+                                             std::vector<device_tensor> inputs) {
+    gpu_variable_state& st = launch.variable->state;
+    if (launch.def->role != op_role::variable)
+      return dev.run_update(launch.def->name, st, std::move(inputs), *launch.attrs, s,
+                            launch.node_name);
+    if (!st.value.valid())
+      fail(
+          error_code::failed_precondition, name_,
+          "variable '" + launch.variable->name + "' is read before it was initialized or restored");
+    return {st.value};
+  }
+
   // Each output stays on the GPU for its consumers there; the others get a
   // host copy, downloaded on the copy stream. The compute stream then waits
   // for those copies (and their callbacks, which fill host_outputs), so the

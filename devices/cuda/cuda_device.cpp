@@ -283,12 +283,16 @@ std::vector<device_tensor> cuda_device::run_update(const std::string& op, gpu_va
                                                    const std::string& node_name) {
   const op_def& def = op_registry::global().get(op);
   const gpu_kernel_def& k = gpu_kernel_for(op, inputs, true);
-  if (!v.value.valid()) fail(op, "variable is uninitialized (node '" + node_name + "')");
   for (auto& t : inputs) t.record_stream(s);
   v.value.record_stream(s);
   for (auto& [slot, t] : v.slots) t.record_stream(s);
   auto specs = specs_of(inputs);
-  specs.insert(specs.begin(), tensor_spec{v.value.type(), v.value.dims()});
+  // The kernels say whether they take an uninitialized variable (assign
+  // does); meanwhile the shape function sees it as its first value's spec.
+  tensor_spec var = v.value.valid() ? tensor_spec{v.value.type(), v.value.dims()}
+                    : specs.empty() ? tensor_spec{dtype::float32, shape{}}
+                                    : specs.front();
+  specs.insert(specs.begin(), var);
   auto out_specs = infer_outputs(def, specs, attrs);
   const std::string& name = node_name.empty() ? op : node_name;
   gpu_kernel_context ctx{def.name, name,         attrs, std::move(inputs), std::move(out_specs),

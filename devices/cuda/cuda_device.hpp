@@ -59,6 +59,7 @@ class cuda_device final : public stream_executor {
   // thread, with this device current; it enqueues and returns.
   int num_streams() const override;
   void launch(int s, std::function<void()> work) override;
+  bool enqueues_on_call() const override { return true; }
   /// done(error) runs on a CUDA driver thread once stream s has run its work
   /// so far, also when the device failed (cudaStreamAddCallback, which unlike
   /// cudaLaunchHostFunc reports errors instead of dropping the callback). It

@@ -22,6 +22,10 @@ void launch_task(stream_executor& streams, gpu_task& task, const caf::actor& rep
     tell(e.what());
     return;
   }
+  if (task.answer_on_enqueue && streams.enqueues_on_call()) {
+    tell("");  // stream order does the rest; no callback to pay for
+    return;
+  }
   // The work's closure is gone (launch took it), so whatever it held - device
   // tensors included - was released here, on this thread, not in the callback.
   in_flight->fetch_add(1);

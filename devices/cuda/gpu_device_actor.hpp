@@ -29,6 +29,10 @@ class ACTORFLOW_API stream_executor {
   /// and copies on the stream; either way launch() does not wait for the
   /// stream. Throws actorflow::error when the work cannot be enqueued.
   virtual void launch(int s, std::function<void()> work) = 0;
+  /// Whether launch() enqueues the work before it returns (a GPU), so that
+  /// work launched later on the same stream runs after it: then a task's
+  /// completion may be told as soon as it is enqueued (gpu_task::answer_on_enqueue).
+  virtual bool enqueues_on_call() const { return false; }
   /// Calls done(error) once stream s has run everything launched on it so far:
   /// error is "" on success, else what failed (a failure is sticky, as a CUDA
   /// stream's). Called exactly once, on a thread of the executor's choosing
@@ -42,6 +46,11 @@ struct ACTORFLOW_API gpu_task {
   std::function<void()> work;
   /// Echoed in the completion message, so the sender can match it.
   uint64_t id = 0;
+  /// Answer once the work is enqueued rather than run, where the streams
+  /// enqueue on call: for work whose results stay on the device, which later
+  /// work on the stream reads in stream order. A fault of the device during
+  /// it then shows at the next completion that waits for the stream.
+  bool answer_on_enqueue = false;
 };
 
 /// The completion of a gpu_task: (gpu_done_atom, id, error), error "" on success.

@@ -33,8 +33,12 @@ class stand_in_device final : public accelerator {
 
   const std::string& name() const override { return name_; }
   bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const override;
+  /// Every update op: it runs the CPU's update on copies, as its kernels do.
+  bool has_update_kernel(const op_def& def, dtype value_type) const override;
   std::shared_ptr<gpu::stream_executor> streams() const override { return streams_; }
   void enqueue(int s, accelerator_launch& launch) override;
+  void enqueue_snapshot(int s, device_variable& v, variable_state& out) override;
+  void enqueue_restore(int s, device_variable& v, const variable_state& in) override;
   accelerator_stats stats() const override;
 
   /// Copies a host tensor into this device's memory for work on stream s.
@@ -44,6 +48,15 @@ class stand_in_device final : public accelerator {
 
  private:
   device_value_ptr to_device_memory(const tensor& host, int s);
+  // Copies of the launch's inputs, as host tensors for the CPU's kernel.
+  std::vector<tensor> host_copies(int s, accelerator_launch& launch);
+  // The CPU's kernel or update on copies; the outputs in host memory.
+  std::vector<tensor> run_on_host(int s, accelerator_launch& launch, std::vector<tensor> inputs);
+  // Copies out to a host tensor, counted or not (a variable's own round trip is not).
+  tensor to_host(const gpu::device_tensor& t) const;
+  // Writes host tensor `from` into `into`: in place where nobody else holds
+  // the block, else into a new one (copy-on-write, as a GPU update does).
+  void write_back(const tensor& from, gpu::device_tensor& into, int s);
 
   std::string name_;
   std::shared_ptr<thread_streams> streams_;

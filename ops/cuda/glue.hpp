@@ -69,6 +69,24 @@ inline void relabel(gpu_kernel_context& ctx) {
   ctx.set_output(0, ctx.input(0).reshaped(ctx.output_specs[0].dims));
 }
 
+/// A device copy of t on the context's stream (copy-on-write of shared buffers).
+inline device_tensor clone(gpu_kernel_context& ctx, const device_tensor& t) {
+  device_tensor c = ctx.allocate_temp(t.type(), t.dims());
+  if (t.size_bytes() > 0)
+    check_cuda(cudaMemcpyAsync(c.raw_mutable_data(), t.raw_data(), t.size_bytes(),
+                               cudaMemcpyDeviceToDevice, stream_of(ctx)),
+               ctx.op, "cudaMemcpyAsync");
+  return c;
+}
+
+/// The variable's value, made safe to write in place: cloned first where a
+/// reader not yet launched still holds the buffer (a launch lets go of its
+/// inputs once enqueued, so stream order covers the others).
+inline void* writable_value(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  if (!v.value.is_unique()) v.value = clone(ctx, v.value);
+  return v.value.raw_mutable_data();
+}
+
 /// Reduces x over the dims `reduced` marks into output 0 (whose spec holds the
 /// kept dims), with the CPU kernel's rules for empty reductions: the reductions'
 /// kernel (reduce_kernels.cpp), which bias_add_grad's uses too.

@@ -128,6 +128,9 @@ struct update_args {
   const void* lr;
   dtype lr_type;
   double weight_decay;
+  /// The optional gradient scale (clipping's), a device scalar; null: 1.
+  const void* scale = nullptr;
+  dtype scale_type = dtype::float32;
 };
 void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s);
 void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,

@@ -11,24 +11,40 @@ namespace actorflow::gpu::kernels {
 
 namespace {
 
-__device__ __forceinline__ double read_lr(const void* lr, bool is_double) {
-  return is_double ? *static_cast<const double*>(lr) : double(*static_cast<const float*>(lr));
+__device__ __forceinline__ double read_scalar(const void* p, bool is_double) {
+  return is_double ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
+}
+
+// The learning rate and the optional gradient scale (clipping's), device
+// scalars read by every thread.
+struct device_scalars {
+  const void* lr;
+  bool lr_double;
+  const void* scale;  // null: 1
+  bool scale_double;
+  __device__ __forceinline__ double rate() const { return read_scalar(lr, lr_double); }
+  __device__ __forceinline__ double grad_scale() const {
+    return scale ? read_scalar(scale, scale_double) : 1.0;
+  }
+};
+
+device_scalars scalars_of(const update_args& a) {
+  return {a.lr, a.lr_type == dtype::float64, a.scale, a.scale_type == dtype::float64};
 }
 
 template <class T>
-__global__ void sgd_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g, const void* lr,
-                           bool lr_double, T wd) {
-  const T rate = T(read_lr(lr, lr_double));
-  AF_GRID_LOOP(i, n) w[i] -= rate * (g[i] + wd * w[i]);
+__global__ void sgd_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g, device_scalars k,
+                           T wd) {
+  const T rate = T(k.rate()), gs = T(k.grad_scale());
+  AF_GRID_LOOP(i, n) w[i] -= rate * (gs * g[i] + wd * w[i]);
 }
 
 template <class T>
 __global__ void momentum_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
-                                T* __restrict__ buf, const void* lr, bool lr_double, T wd, T mu,
-                                bool nesterov) {
-  const T rate = T(read_lr(lr, lr_double));
+                                T* __restrict__ buf, device_scalars k, T wd, T mu, bool nesterov) {
+  const T rate = T(k.rate()), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = g[i] + wd * w[i];
+    const T gi = gs * g[i] + wd * w[i];
     buf[i] = mu * buf[i] + gi;
     w[i] -= rate * (nesterov ? gi + mu * buf[i] : buf[i]);
   }
@@ -37,11 +53,11 @@ __global__ void momentum_kernel(int64_t n, T* __restrict__ w, const T* __restric
 // w -= (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps)
 template <class T>
 __global__ void adam_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
-                            T* __restrict__ m, T* __restrict__ v, const void* lr, bool lr_double,
-                            T wd, T b1, T b2, double c1, T inv_sqrt_c2, T eps) {
-  const T step = T(read_lr(lr, lr_double) / c1);
+                            T* __restrict__ m, T* __restrict__ v, device_scalars k, T wd, T b1,
+                            T b2, double c1, T inv_sqrt_c2, T eps) {
+  const T step = T(k.rate() / c1), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = g[i] + wd * w[i];
+    const T gi = gs * g[i] + wd * w[i];
     m[i] = b1 * m[i] + (T(1) - b1) * gi;
     v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
     w[i] -= step * m[i] / (sqrt(v[i]) * inv_sqrt_c2 + eps);
@@ -50,11 +66,11 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ 
 
 template <class T>
 __global__ void rmsprop_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
-                               T* __restrict__ ms, T* __restrict__ mom, const void* lr,
-                               bool lr_double, T wd, T rho, T eps, T mu) {
-  const T rate = T(read_lr(lr, lr_double));
+                               T* __restrict__ ms, T* __restrict__ mom, device_scalars k, T wd,
+                               T rho, T eps, T mu) {
+  const T rate = T(k.rate()), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = g[i] + wd * w[i];
+    const T gi = gs * g[i] + wd * w[i];
     ms[i] = rho * ms[i] + (T(1) - rho) * gi * gi;
     T step = gi / (sqrt(ms[i]) + eps);
     if (mom) step = mom[i] = mu * mom[i] + step;
@@ -64,10 +80,10 @@ __global__ void rmsprop_kernel(int64_t n, T* __restrict__ w, const T* __restrict
 
 template <class T>
 __global__ void adagrad_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
-                               T* __restrict__ acc, const void* lr, bool lr_double, T wd, T eps) {
-  const T rate = T(read_lr(lr, lr_double));
+                               T* __restrict__ acc, device_scalars k, T wd, T eps) {
+  const T rate = T(k.rate()), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = g[i] + wd * w[i];
+    const T gi = gs * g[i] + wd * w[i];
     acc[i] += gi * gi;
     w[i] -= rate * gi / (sqrt(acc[i]) + eps);
   }
@@ -86,11 +102,11 @@ const T* as(const void* p) {
 
 void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s) {
   if (a.n == 0) return;
-  const bool lr_double = a.lr_type == dtype::float64;
+  const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    sgd_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), a.lr,
-                                                            lr_double, T(a.weight_decay));
+    sgd_kernel<T>
+        <<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), k, T(a.weight_decay));
   });
   note_launch();
 }
@@ -98,12 +114,11 @@ void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s) {
 void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,
                     bool nesterov, cudaStream_t s) {
   if (a.n == 0) return;
-  const bool lr_double = a.lr_type == dtype::float64;
+  const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    momentum_kernel<T>
-        <<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), as<T>(velocity), a.lr,
-                                                   lr_double, T(a.weight_decay), T(mu), nesterov);
+    momentum_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
+        a.n, as<T>(w), as<T>(g), as<T>(velocity), k, T(a.weight_decay), T(mu), nesterov);
   });
   note_launch();
 }
@@ -111,12 +126,12 @@ void apply_momentum(const update_args& a, void* w, const void* g, void* velocity
 void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, double beta1,
                 double beta2, double c1, double c2, double epsilon, cudaStream_t s) {
   if (a.n == 0) return;
-  const bool lr_double = a.lr_type == dtype::float64;
+  const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), a.lr, lr_double, T(a.weight_decay), T(beta1),
-        T(beta2), c1, T(1.0 / std::sqrt(c2)), T(epsilon));
+        a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), k, T(a.weight_decay), T(beta1), T(beta2), c1,
+        T(1.0 / std::sqrt(c2)), T(epsilon));
   });
   note_launch();
 }
@@ -124,12 +139,12 @@ void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, 
 void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_square,
                    void* momentum_slot, double rho, double epsilon, double mu, cudaStream_t s) {
   if (a.n == 0) return;
-  const bool lr_double = a.lr_type == dtype::float64;
+  const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
     rmsprop_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(mean_square), as<T>(momentum_slot), a.lr, lr_double,
-        T(a.weight_decay), T(rho), T(epsilon), T(mu));
+        a.n, as<T>(w), as<T>(g), as<T>(mean_square), as<T>(momentum_slot), k, T(a.weight_decay),
+        T(rho), T(epsilon), T(mu));
   });
   note_launch();
 }
@@ -137,12 +152,11 @@ void apply_rmsprop(const update_args& a, void* w, const void* g, void* mean_squa
 void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulator, double epsilon,
                    cudaStream_t s) {
   if (a.n == 0) return;
-  const bool lr_double = a.lr_type == dtype::float64;
+  const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g),
-                                                                as<T>(accumulator), a.lr, lr_double,
-                                                                T(a.weight_decay), T(epsilon));
+    adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
+        a.n, as<T>(w), as<T>(g), as<T>(accumulator), k, T(a.weight_decay), T(epsilon));
   });
   note_launch();
 }

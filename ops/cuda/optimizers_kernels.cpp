@@ -11,15 +11,6 @@ namespace {
 
 using namespace kernels;
 
-// A device copy of t on the context's stream (copy-on-write of shared buffers).
-device_tensor clone(gpu_kernel_context& ctx, const device_tensor& t) {
-  device_tensor c = ctx.allocate_temp(t.type(), t.dims());
-  check_cuda(cudaMemcpyAsync(c.raw_mutable_data(), t.raw_data(), t.size_bytes(),
-                             cudaMemcpyDeviceToDevice, stream_of(ctx)),
-             ctx.op, "cudaMemcpyAsync");
-  return c;
-}
-
 // The slot `name` of v, made as `fill` of v's shape on first use and never
 // shared when written (a snapshot may hold the old one).
 device_tensor& slot(gpu_variable_state& v, gpu_kernel_context& ctx, const std::string& name,
@@ -34,31 +25,42 @@ device_tensor& slot(gpu_variable_state& v, gpu_kernel_context& ctx, const std::s
   return it->second;
 }
 
-void* value_for_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
-  if (!v.value.is_unique()) v.value = clone(ctx, v.value);
-  return v.value.raw_mutable_data();
+// A float32 or float64 scalar read on the device (learning rate, gradient scale).
+const device_tensor& device_scalar(gpu_kernel_context& ctx, size_t i, const char* what) {
+  const device_tensor& t = ctx.input(i);
+  if (t.num_elements() != 1 || (t.type() != dtype::float32 && t.type() != dtype::float64))
+    ctx.fail(std::string(what) + " must be a float32 or float64 scalar, got " + t.describe());
+  return t;
 }
 
 update_args read_args(gpu_variable_state& v, gpu_kernel_context& ctx) {
+  if (!v.value.valid())
+    fail(error_code::failed_precondition, ctx.op,
+         "variable is uninitialized (node '" + ctx.node_name + "')");
   const device_tensor& grad = ctx.input(0);
-  const device_tensor& lr = ctx.input(1);
   if (grad.type() != v.value.type() || grad.dims() != v.value.dims())
     ctx.fail("gradient " + grad.describe() + " does not match variable " + v.value.describe());
-  if (lr.num_elements() != 1) ctx.fail("learning rate must be a scalar");
-  return {v.value.type(), v.value.num_elements(), lr.raw_data(), lr.type(),
-          ctx.attr_or<double>("weight_decay", 0.0)};
+  const device_tensor& lr = device_scalar(ctx, 1, "learning rate");
+  update_args a{v.value.type(), v.value.num_elements(), lr.raw_data(), lr.type(),
+                ctx.attr_or<double>("weight_decay", 0.0)};
+  if (ctx.inputs.size() > 2) {
+    const device_tensor& scale = device_scalar(ctx, 2, "gradient scale");
+    a.scale = scale.raw_data();
+    a.scale_type = scale.type();
+  }
+  return a;
 }
 
 void apply_sgd_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
   auto a = read_args(v, ctx);
-  apply_sgd(a, value_for_update(v, ctx), ctx.input(0).raw_data(), stream_of(ctx));
+  apply_sgd(a, writable_value(v, ctx), ctx.input(0).raw_data(), stream_of(ctx));
   ctx.set_output(0, v.value);
 }
 
 void apply_momentum_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
   auto a = read_args(v, ctx);
   void* velocity = slot(v, ctx, "momentum/velocity").raw_mutable_data();
-  apply_momentum(a, value_for_update(v, ctx), ctx.input(0).raw_data(), velocity,
+  apply_momentum(a, writable_value(v, ctx), ctx.input(0).raw_data(), velocity,
                  ctx.attr<double>("momentum"), ctx.attr_or<bool>("nesterov", false),
                  stream_of(ctx));
   ctx.set_output(0, v.value);
@@ -72,7 +74,7 @@ void apply_adam_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
   const double c1 = 1.0 - std::pow(b1, double(t)), c2 = 1.0 - std::pow(b2, double(t));
   void* m = slot(v, ctx, "adam/m").raw_mutable_data();
   void* s = slot(v, ctx, "adam/v").raw_mutable_data();
-  apply_adam(a, value_for_update(v, ctx), ctx.input(0).raw_data(), m, s, b1, b2, c1, c2, eps,
+  apply_adam(a, writable_value(v, ctx), ctx.input(0).raw_data(), m, s, b1, b2, c1, c2, eps,
              stream_of(ctx));
   ctx.set_output(0, v.value);
 }
@@ -83,7 +85,7 @@ void apply_rmsprop_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
   const double mu = ctx.attr_or<double>("momentum", 0.0);
   void* ms = slot(v, ctx, "rmsprop/mean_square").raw_mutable_data();
   void* mom = mu != 0.0 ? slot(v, ctx, "rmsprop/momentum").raw_mutable_data() : nullptr;
-  apply_rmsprop(a, value_for_update(v, ctx), ctx.input(0).raw_data(), ms, mom, rho, eps, mu,
+  apply_rmsprop(a, writable_value(v, ctx), ctx.input(0).raw_data(), ms, mom, rho, eps, mu,
                 stream_of(ctx));
   ctx.set_output(0, v.value);
 }
@@ -93,7 +95,7 @@ void apply_adagrad_update(gpu_variable_state& v, gpu_kernel_context& ctx) {
   const double eps = ctx.attr<double>("epsilon");
   const double initial = ctx.attr_or<double>("initial_accumulator", 0.0);
   void* acc = slot(v, ctx, "adagrad/accumulator", initial).raw_mutable_data();
-  apply_adagrad(a, value_for_update(v, ctx), ctx.input(0).raw_data(), acc, eps, stream_of(ctx));
+  apply_adagrad(a, writable_value(v, ctx), ctx.input(0).raw_data(), acc, eps, stream_of(ctx));
   ctx.set_output(0, v.value);
 }
 

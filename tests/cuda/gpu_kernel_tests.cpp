@@ -14,6 +14,7 @@
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
 #include "cuda/cuda_test_util.hpp"
+#include "device_training.hpp"
 #include "devices/cuda/gpu_support.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
@@ -393,6 +394,22 @@ TEST_SUITE("gpu") {
     REQUIRE(gpu.size() == cpu.size());
     for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == doctest::Approx(cpu[i]).epsilon(1e-4));
     CHECK(cpu.back() < cpu.front());
+  }
+
+  TEST_CASE("every optimizer trains with its variables and slots in the GPU's memory") {
+    if (!have_gpu()) return;
+    auto cpu = std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 0});
+    auto rt = std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 1});
+    check_training_on(cpu, rt, "/gpu:0", 1e-4);
+    // Adam's step count comes back from the GPU as an int64 slot, and a
+    // restored one goes on counting there.
+    auto first = train_mlp_on(rt, "/gpu:0", "adam", 2);
+    CHECK(first.variables.at("fc1/w").slots.at("adam/t").item<int64_t>() == 2);
+    auto on_cpu = train_mlp_on(cpu, "", "adam", 2, &first.variables);
+    auto on_gpu = train_mlp_on(rt, "/gpu:0", "adam", 2, &first.variables);
+    for (size_t i = 0; i < on_cpu.losses.size(); ++i)
+      CHECK(on_gpu.losses[i] == doctest::Approx(on_cpu.losses[i]).epsilon(1e-4));
+    CHECK(on_gpu.variables.at("fc1/w").slots.at("adam/t").item<int64_t>() == 4);
   }
 
   TEST_CASE("mixed precision MLP steps keep the bfloat16 products on the CPU and match it") {
