@@ -192,12 +192,13 @@ int main(int argc, char** argv) {
                  "the PyTorch and TensorFlow reference scripts' directory (perf-ref); "
                  "default $ACTORFLOW_PERF_REF; without either, those references are skipped")
       ->envname("ACTORFLOW_PERF_REF");
-  app.add_option("--only", only,
-                 "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-                 "devices, trace, dist (default: all of these), or convnets, lm_cluster, chaos, "
-                 "scaling (long) or checkpoint (writes several GiB): only when named")
+  app.add_option(
+         "--only", only,
+         "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
+         "devices, gpu, trace, dist (default: all of these), or convnets, lm_cluster, chaos, "
+         "scaling (long) or checkpoint (writes several GiB): only when named")
       ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
-                             "cnn", "embedding", "devices", "trace", "dist", "lm_cluster",
+                             "cnn", "embedding", "devices", "gpu", "trace", "dist", "lm_cluster",
                              "checkpoint", "chaos", "scaling"}));
   checkpoint_bench_options checkpoint;
   app.add_option("--checkpoint-gb", checkpoint.gib,

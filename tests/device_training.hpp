@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/run/runtime.hpp"
@@ -18,6 +19,30 @@
 #include "ops/train.hpp"
 
 namespace actorflow::testing {
+
+/// A runtime of one CPU device (one thread) and the accelerator stand-in,
+/// with `memory_bytes` of device memory (0: no limit); no GPU.
+inline std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
+  return std::make_shared<runtime>(runtime_options{.compute_threads = 1,
+                                                   .gpus = 0,
+                                                   .stand_in_devices = 1,
+                                                   .stand_in_memory_bytes = memory_bytes});
+}
+
+inline accelerator& stand_in_of(runtime& rt) {
+  auto* d = rt.find_device("stand_in", 0);
+  REQUIRE(d != nullptr);
+  REQUIRE(d->accel != nullptr);
+  return *d->accel;
+}
+
+/// The device's memory in use once every launch has let go of its values
+/// (the last launch's state may go a moment after the step's answer).
+inline size_t settled_bytes_in_use(accelerator& a) {
+  for (int i = 0; i < 1000 && a.stats().memory.bytes_in_use > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return a.stats().memory.bytes_in_use;
+}
 
 struct device_training {
   std::vector<float> losses;

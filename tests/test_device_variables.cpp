@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "actors/resources/resource_table.hpp"
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "device_training.hpp"
@@ -18,27 +19,14 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::settled_bytes_in_use;
+using actorflow::testing::stand_in_of;
+using actorflow::testing::with_stand_in;
 
 namespace {
 
-std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
-  return std::make_shared<runtime>(runtime_options{.compute_threads = 1,
-                                                   .gpus = 0,
-                                                   .stand_in_devices = 1,
-                                                   .stand_in_memory_bytes = memory_bytes});
-}
-
 std::shared_ptr<runtime> cpu_only() {
   return std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 0});
-}
-
-accelerator& stand_in_of(runtime& rt) { return *rt.find_device("stand_in", 0)->accel; }
-
-// The device's memory in use once every launch has let go of its values.
-size_t settled_bytes_in_use(accelerator& a) {
-  for (int i = 0; i < 1000 && a.stats().memory.bytes_in_use > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return a.stats().memory.bytes_in_use;
 }
 
 placement_entry entry_of(const session& s, const std::string& node) {
@@ -154,4 +142,20 @@ TEST_CASE("a variable without a hint lives with its readers; a bfloat16 one stay
   auto n = entry_of(s, "narrow");
   CHECK(n.device == "/cpu:0");
   CHECK(n.reason == "soft placement: /stand_in:0 holds no bfloat16 variable");
+}
+
+TEST_CASE("a freeze for a consistent cut refuses a variable whose updates run on a device") {
+  auto rt = with_stand_in();
+  graph g;
+  auto v = make_variable(fill(g, {2}, 1.0), "v");
+  resource_table table(*rt);
+  const local_device* device = rt->find_device("stand_in", 0);
+  auto ref = table.resource_for(g.at(v.value().ref().node), device);
+  REQUIRE(ref.on_device != nullptr);
+  CHECK(ref.on_device->name == "v");
+  auto e = error_of([&] { table.freeze(1, std::chrono::seconds(1), std::chrono::seconds(10)); });
+  CHECK_MESSAGE(e.find("variable 'v' lives on an accelerator") != std::string::npos, e);
+  // Asked for on another device, it says where it lives.
+  e = error_of([&] { table.resource_for(g.at(v.value().ref().node), &rt->devices().front()); });
+  CHECK_MESSAGE(e.find("variable 'v' lives on /stand_in:0") != std::string::npos, e);
 }

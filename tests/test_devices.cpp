@@ -14,6 +14,7 @@
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "device_training.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
@@ -25,6 +26,9 @@
 
 using namespace actorflow;
 using actorflow::testing::error_of;
+using actorflow::testing::settled_bytes_in_use;
+using actorflow::testing::stand_in_of;
+using actorflow::testing::with_stand_in;
 
 namespace {
 
@@ -315,32 +319,6 @@ TEST_CASE("steps in flight pipeline through the two halves and give each batch's
 
 // ---------------------------------------------------------------------------------------------
 // The accelerator stand-in: placement and execution on a device with memory of its own
-
-namespace {
-
-std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
-  return std::make_shared<runtime>(runtime_options{.compute_threads = 1,
-                                                   .gpus = 0,
-                                                   .stand_in_devices = 1,
-                                                   .stand_in_memory_bytes = memory_bytes});
-}
-
-accelerator& stand_in_of(runtime& rt) {
-  auto* d = rt.find_device("stand_in", 0);
-  REQUIRE(d != nullptr);
-  REQUIRE(d->accel != nullptr);
-  return *d->accel;
-}
-
-// The stand-in's memory in use once every launch has let go of its values
-// (the last launch's state may go a moment after the step's answer).
-size_t settled_bytes_in_use(accelerator& a) {
-  for (int i = 0; i < 1000 && a.stats().memory.bytes_in_use > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return a.stats().memory.bytes_in_use;
-}
-
-}  // namespace
 
 TEST_CASE("nodes on the stand-in run there, and values cross to it and back only at the cuts") {
   auto rt = with_stand_in();
