@@ -215,15 +215,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   scaling_bench_options scaling;
   app.add_option("--scaling-experiments", scaling.experiments,
-                 "the scaling group's experiments: scalar, dense, sparse or all")
-      ->check(CLI::IsMember({"scalar", "dense", "sparse", "all"}))
+                 "the scaling group's experiments: scalar, dense, sparse (Figure 6), lm "
+                 "(Figure 9) or all")
+      ->check(CLI::IsMember({"scalar", "dense", "sparse", "lm", "all"}))
       ->capture_default_str();
   app.add_option("--scaling-max-workers", scaling.max_workers,
                  "the scaling group's most workers (1, 2, 4, ... up to it)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--scaling-svg", scaling.svg,
-                 "where the scaling group's figure goes (empty: none)")
+                 "where the scaling group's Figure 6 goes (empty: none)")
+      ->capture_default_str();
+  app.add_option("--scaling-lm-svg", scaling.lm_svg,
+                 "where the scaling group's Figure 9 (the language model) goes (empty: none)")
       ->capture_default_str();
   std::string chaos_models = "all";
   app.add_option("--chaos-models", chaos_models,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "perf/bench_control.hpp"
+#include "perf/bench_lm_scaling.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/cluster_sim.hpp"
 #include "perf/svg_plot.hpp"
@@ -123,6 +124,7 @@ outcome run_experiment(const experiment& e) {
 struct figure {
   plot_series scalar{"actorflow", "#2471a3"}, tf_scalar{"TensorFlow", "#c0392b"};
   plot_series dense_100mb{"actorflow", "#2471a3"}, line_100mb{"line rate", "#888", {}, true};
+  plot_series tf_dense_100mb{"TensorFlow", "#c0392b"};
   plot_series dense_1gb{"actorflow", "#2471a3"}, line_1gb{"line rate", "#888", {}, true};
   plot_series sparse{"actorflow, 4 workers", "#2471a3"};
 };
@@ -203,7 +205,21 @@ void scalar_rows(const add_row_fn& add_row, const scaling_bench_options& opts, f
   }
 }
 
+// TensorFlow's step of the same experiment, beside actorflow's `ours` (ms).
+void tf_row(const add_row_fn& add_row, const std::optional<std::vector<std::string>>& tf,
+            experiment e, const std::string& key, double ours, plot_series* series = nullptr) {
+  if (!tf) return;
+  e.program = *tf;
+  auto t = run_experiment(e);
+  if (series) series->points.emplace_back(e.workers, t.step_ms / 1e3);
+  add_outcome(add_row, key, t, "ms", t.step_ms,
+              fmt::format("TensorFlow (perf/tf_sync_step.py), the same cluster; actorflow's step "
+                          "is {:.2f}x",
+                          ours / t.step_ms));
+}
+
 void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts, figure& fig) {
+  auto tf = tensorflow_task();
   for (auto [mb, link, tag, steps] : {std::tuple{100.0, dense_100mb_link_bps, "100mb", 5},
                                       std::tuple{1000.0, dense_1gb_link_bps, "1gb", 3}})
     for (int w : worker_counts(opts.max_workers)) {
@@ -219,6 +235,10 @@ void dense_rows(const add_row_fn& add_row, const scaling_bench_options& opts, fi
                   fmt::format("step {:.0f} ms over the {:.0f} ms its bytes need at {} (target "
                               "<= 1.3)",
                               o.step_ms, needs, rate_text(link)));
+      // TensorFlow's 100 MB steps (its 1 GB ones would take hours here).
+      if (mb < 500)
+        tf_row(add_row, tf, e, fmt::format("tf_sync_dense_100mb_step_ms_w{}", w), o.step_ms,
+               &fig.tf_dense_100mb);
     }
 }
 
@@ -233,6 +253,7 @@ void sparse_rows(const add_row_fn& add_row, const scaling_bench_options& opts, f
   auto small = run_experiment(e);
   add_outcome(add_row, "sync_sparse_1gb_step_ms", small, "ms", small.step_ms,
               fmt::format("a 1 GB table, 32 random rows a step, {} workers", w));
+  tf_row(add_row, tensorflow_task(), e, "tf_sync_sparse_1gb_step_ms", small.step_ms);
   e.model_mb = largest_mb, e.timeout_s = 1800;
   auto large = run_experiment(e);
   fig.sparse.points = {{1, small.step_ms}, {largest_mb / 1000, large.step_ms}};
@@ -250,7 +271,11 @@ void write_figure(const figure& fig, const std::string& path) {
        "median step (ms)",
        true,
        {fig.scalar, fig.tf_scalar}},
-      {"dense 100 MB", "workers", "median step (s)", true, {fig.dense_100mb, fig.line_100mb}},
+      {"dense 100 MB",
+       "workers",
+       "median step (s)",
+       true,
+       {fig.dense_100mb, fig.tf_dense_100mb, fig.line_100mb}},
       {"dense 1 GB", "workers", "median step (s)", true, {fig.dense_1gb, fig.line_1gb}},
       {"sparse, 32 rows a step", "table (GB)", "median step (ms)", true, {fig.sparse}}};
   std::string note = fmt::format(
@@ -284,7 +309,8 @@ void add_scaling_rows(const add_row_fn& add_row, const scaling_bench_options& op
   if (which == "all" || which == "scalar") scalar_rows(add_row, options, fig);
   if (which == "all" || which == "dense") dense_rows(add_row, options, fig);
   if (which == "all" || which == "sparse") sparse_rows(add_row, options, fig);
-  if (!options.svg.empty()) write_figure(fig, options.svg);
+  if (which != "lm" && !options.svg.empty()) write_figure(fig, options.svg);
+  if (which == "all" || which == "lm") add_lm_scaling_rows(add_row, options.lm_svg);
 }
 
 }  // namespace actorflow::bench

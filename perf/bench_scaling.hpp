@@ -10,7 +10,8 @@
 // independent of the table's size). Each task's CPU use goes in the notes:
 // on a machine of few cores this is the simulation of a larger cluster, and
 // the link rates are chosen low enough that the links, not the cores, limit
-// the dense and sparse steps.
+// the dense and sparse steps. The language model's ps-task scaling (section
+// 6.4, Figure 9) is perf/bench_lm_scaling.hpp.
 #pragma once
 #include <string>
 
@@ -19,12 +20,14 @@
 namespace actorflow::bench {
 
 struct scaling_bench_options {
-  /// Which experiments: scalar, dense, sparse, or all.
+  /// Which experiments: scalar, dense, sparse, lm (perf/bench_lm_scaling.hpp), or all.
   std::string experiments = "all";
   /// The most workers (1, 2, 4, ... up to it).
   int max_workers = 16;
   /// Where the figure (SVG, laid out like the paper's Figure 6) goes; empty: none.
   std::string svg = "scaling-figure6.svg";
+  /// Where the language model's figure (laid out like Figure 9) goes; empty: none.
+  std::string lm_svg = "scaling-figure9.svg";
 };
 
 /// sync_* rows (see docs/benchmarks.md). Where network namespaces cannot be

@@ -102,6 +102,7 @@ std::string to_string(const std::vector<placement_entry>& log) {
 device_placer::device_placer(const graph& g, const std::vector<local_device>& devices)
     : g_(g), devices_(devices), device_(g.size(), -1), why_(g.size()) {
   if (devices_.empty()) fail("session", "the runtime has no devices");
+  for (auto& d : devices_) has_accelerator_ |= d.accel != nullptr;
 }
 
 int device_placer::device_of(int id) {
@@ -118,7 +119,7 @@ int device_placer::device_of(int id) {
         r.name + "'";
     return device_[uid];
   }
-  if (n.def->role == op_role::variable && checked_device(n).type.empty()) {
+  if (n.def->role == op_role::variable && has_accelerator_ && checked_device(n).type.empty()) {
     int d = readers_device(n);
     if (d >= 0) {
       device_[uid] = d;

@@ -65,6 +65,7 @@ class device_placer {
   const std::vector<local_device>& devices_;
   std::vector<int> device_;  // -1: not placed yet
   std::vector<std::string> why_;
+  bool has_accelerator_ = false;  // else no variable looks for its readers
 };
 
 }  // namespace actorflow
