@@ -159,3 +159,35 @@ TEST_CASE("a freeze for a consistent cut refuses a variable whose updates run on
   e = error_of([&] { table.resource_for(g.at(v.value().ref().node), &rt->devices().front()); });
   CHECK_MESSAGE(e.find("variable 'v' lives on /stand_in:0") != std::string::npos, e);
 }
+
+TEST_CASE(
+    "a batch too large for the device's memory fails its step; the variables and the session go "
+    "on") {
+  auto rt = with_stand_in(size_t{16} << 20);  // the MLP's weights take 2.7 MB
+  graph g;
+  auto images = placeholder(g, dtype::float32, shape{-1, 28, 28, 1}, "images");
+  auto labels = placeholder(g, dtype::int32, shape{-1}, "labels");
+  auto net = models::make_classifier(g, "mlp", 5, {"/stand_in:0"});
+  auto loss = models::mean_cross_entropy(net->logits(images), labels);
+  auto train = make_optimizer("sgd", 0.05)->minimize(loss);
+  session s(g, rt);
+  s.run({global_variables_initializer(g)});
+  testing::random_source rnd;
+  auto batch = [&](int64_t n) {
+    return feed_list{{images, rnd.uniform(dtype::float32, shape{n, 28, 28, 1}, 0, 1)},
+                     {labels, rnd.uniform(dtype::int32, shape{n}, 0, 9)}};
+  };
+  auto before = s.snapshot_variables();
+  auto huge = batch(8192);  // 25 MB of images alone
+  auto e = error_of([&] { s.run(huge, {loss}, {train}); });
+  CHECK_MESSAGE(e.find("[/stand_in:0] out of memory") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("node '") != std::string::npos, e);
+  CHECK(testing::code_of_failure([&] { s.run(huge, {loss}, {train}); }) ==
+        error_code::resource_exhausted);
+  // The failed steps applied nothing; a batch that fits trains on.
+  testing::check_same_variables(before, s.snapshot_variables(), 1e-12);
+  auto fits = batch(16);
+  float first = s.run(fits, {loss}, {train})[0].item<float>();
+  for (int i = 0; i < 5; ++i) s.run(fits, {loss}, {train});
+  CHECK(s.run(fits, {loss})[0].item<float>() < first);
+}
