@@ -4,8 +4,8 @@ namespace actorflow {
 
 device_value_ptr input_on_device(accelerator_launch& launch, size_t i,
                                  const std::function<device_value_ptr(const tensor&)>& copy_in) {
-  const bool constant =
-      launch.constants && i < launch.is_constant.size() && launch.is_constant[i] != 0;
+  const bool constant = launch.constants && i < launch.constants->is_constant.size() &&
+                        launch.constants->is_constant[i] != 0;
   if (!constant) return copy_in(launch.host_inputs[i]);
   std::lock_guard<std::mutex> lock(launch.constants->mutex);
   auto& values = launch.constants->values;

@@ -65,6 +65,8 @@ ACTORFLOW_API bool is_counter_slot(const tensor& slot, dtype value_type);
 /// accelerator's memory, copied in at the node's first launch and kept as
 /// long as the node: a step copies in only what it was fed.
 struct ACTORFLOW_API device_constants {
+  /// Which inputs are constants, fixed when the node is planned.
+  std::vector<char> is_constant;
   std::mutex mutex;
   std::vector<device_value_ptr> values;  // by input; null: not copied in yet
 };
@@ -79,9 +81,8 @@ struct ACTORFLOW_API accelerator_launch {
   /// else host_inputs[i], which the launch copies in.
   std::vector<tensor> host_inputs;
   std::vector<device_value_ptr> device_inputs;
-  /// Which host inputs are the node's constants, and where their device
-  /// copies are kept (null: nowhere; see constant_on_device).
-  std::vector<char> is_constant;
+  /// The node's constants and their device copies (null: none kept; see
+  /// input_on_device).
   std::shared_ptr<device_constants> constants;
   /// Output i goes to host memory (a consumer on another device, a fetch),
   /// stays in device memory (a consumer on this device), or both.

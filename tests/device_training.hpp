@@ -36,6 +36,14 @@ inline accelerator& stand_in_of(runtime& rt) {
   return *d->accel;
 }
 
+/// What the session's placement log says of `node`; fails when it has none.
+inline placement_entry entry_of(const session& s, const std::string& node) {
+  for (auto& e : s.placement_log())
+    if (e.node == node) return e;
+  FAIL("no placement log entry for '" << node << "'");
+  return {};
+}
+
 /// The device's memory in use once every launch has let go of its values
 /// (the last launch's state may go a moment after the step's answer).
 inline size_t settled_bytes_in_use(accelerator& a) {

@@ -18,6 +18,7 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::entry_of;
 using actorflow::testing::error_of;
 using actorflow::testing::settled_bytes_in_use;
 using actorflow::testing::stand_in_of;
@@ -27,13 +28,6 @@ namespace {
 
 std::shared_ptr<runtime> cpu_only() {
   return std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 0});
-}
-
-placement_entry entry_of(const session& s, const std::string& node) {
-  for (auto& e : s.placement_log())
-    if (e.node == node) return e;
-  FAIL("no placement log entry for '" << node << "'");
-  return {};
 }
 
 }  // namespace

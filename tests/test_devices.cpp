@@ -25,6 +25,7 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::entry_of;
 using actorflow::testing::error_of;
 using actorflow::testing::settled_bytes_in_use;
 using actorflow::testing::stand_in_of;
@@ -73,13 +74,6 @@ const op_registrar probe_op{op_def{
 output probe(output x) {
   auto& n = x.owner().add_node("test_device_probe", {x});
   return output(&x.owner(), endpoint{n.id, 0});
-}
-
-placement_entry entry_of(const session& s, const std::string& node) {
-  for (auto& e : s.placement_log())
-    if (e.node == node) return e;
-  FAIL("no placement log entry for '" << node << "'");
-  return {};
 }
 
 tensor random_floats(shape dims, uint32_t seed) {

@@ -336,7 +336,11 @@ class executable_builder {
     plan->output_consumers.resize(n.outputs.size());
     plan_kind(n, device, *plan, routes);
     plan_inputs(n, *plan);
-    if (plan->accel) plan->constants_on_device = std::make_shared<device_constants>();
+    if (plan->accel) {
+      plan->constants_on_device = std::make_shared<device_constants>();
+      for (auto& bound : plan->bound_inputs)
+        plan->constants_on_device->is_constant.push_back(bound.valid());
+    }
     coord_->has_loops |= plan->kind == node_kind::enter_frame;
     if (plan->kind == node_kind::loop_merge) {
       if (plan->slot_input.size() != 1)

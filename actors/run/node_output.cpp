@@ -81,9 +81,6 @@ std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_valu
   launch->host_inputs = plan.bound_inputs;
   launch->device_inputs.resize(plan.bound_inputs.size());
   launch->constants = plan.constants_on_device;
-  launch->is_constant.resize(plan.bound_inputs.size());
-  for (size_t i = 0; i < plan.bound_inputs.size(); ++i)
-    launch->is_constant[i] = plan.bound_inputs[i].valid();
   for (size_t s = 0; s < num_slots; ++s)
     if (int i = plan.slot_input[s]; i >= 0) {
       launch->host_inputs[static_cast<size_t>(i)] = std::move(slots[s].value);
