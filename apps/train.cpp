@@ -31,7 +31,6 @@
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
-#include "devices/cuda/gpu_support.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 
@@ -101,13 +100,7 @@ epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int
 
 int train(const train_config& c) {
   auto ckpt = apps::prepare_outputs(c);
-  auto rt = std::make_shared<runtime>(
-      runtime_options{.scheduler_threads = c.threads,
-                      .compute_threads = c.threads,
-                      .gpus = c.device == "gpu" ? -1 : 0,
-                      .stand_in_devices = c.device == "stand_in" ? 1 : 0});
-  if (c.device == "gpu" && !rt->find_device("gpu", 0))
-    fail("train", "--device gpu: no GPU to train on (" + gpu::gpu_placement_refusal() + ")");
+  auto rt = apps::make_training_runtime(c);
   double t0 = now_seconds();
   auto data = load_fashion_mnist(c.data_dir);
   auto train_data =
@@ -168,6 +161,7 @@ int train(const train_config& c) {
   double acc = models::test_accuracy(s, t.predictions, t.eval_images, test_data);
   double step_ms = steps_run ? 1000.0 * train_seconds / double(steps_run) : 0.0;
   double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
+  if (c.device != "cpu") apps::print_soft_placement(s);
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);
   observer.finish(step, std::cout);
   summaries.finish();
@@ -319,8 +313,8 @@ int main(int argc, char** argv) {
   }
   try {
     auto setup = apps::resolve_cluster(cluster);
-    if (c.device != "cpu" && (setup.enabled() || c.model == "lstm_lm"))
-      fail("train", "--device " + c.device + " is for mlp and cnn in one process, for now");
+    if (c.device != "cpu" && setup.enabled())
+      fail("train", "--device " + c.device + " is for one process, for now");
     // A ps task only serves; it writes its shards where the chief says.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);

@@ -29,6 +29,11 @@ inline std::shared_ptr<runtime> with_stand_in(size_t memory_bytes = 0) {
                                                    .stand_in_memory_bytes = memory_bytes});
 }
 
+/// A runtime of one CPU device (one thread): the results to compare with.
+inline std::shared_ptr<runtime> cpu_only() {
+  return std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 0});
+}
+
 inline accelerator& stand_in_of(runtime& rt) {
   auto* d = rt.find_device("stand_in", 0);
   REQUIRE(d != nullptr);

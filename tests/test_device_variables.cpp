@@ -18,19 +18,12 @@
 #include "test_util.hpp"
 
 using namespace actorflow;
+using actorflow::testing::cpu_only;
 using actorflow::testing::entry_of;
 using actorflow::testing::error_of;
 using actorflow::testing::settled_bytes_in_use;
 using actorflow::testing::stand_in_of;
 using actorflow::testing::with_stand_in;
-
-namespace {
-
-std::shared_ptr<runtime> cpu_only() {
-  return std::make_shared<runtime>(runtime_options{.compute_threads = 1, .gpus = 0});
-}
-
-}  // namespace
 
 TEST_CASE("every optimizer trains with its variables and slots in the stand-in's memory") {
   auto rt = with_stand_in();

@@ -38,12 +38,32 @@ std::string why_variable_not_on(const local_device& d, const graph& g, const nod
   return "";
 }
 
+// Control flow and a loop gradient's history: the runtime routes their
+// values on the host, in device memory where they stay on an accelerator
+// (actors/run/device_edges.hpp), so they go on any device. So does a feed,
+// which its consumers on an accelerator copy in.
+bool routes_values(op_role role) {
+  switch (role) {
+    case op_role::placeholder:
+    case op_role::switch_value:
+    case op_role::merge_values:
+    case op_role::enter_frame:
+    case op_role::exit_frame:
+    case op_role::next_iteration:
+    case op_role::history_push:
+    case op_role::history_read:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Why device d cannot run n ("" when it can). CPU devices run every op.
 std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   if (!d.accel) return "";
   if (n.def->role == op_role::variable) return why_variable_not_on(d, g, n);
+  if (routes_values(n.def->role)) return "";
   if (n.def->served_by_runtime()) return d.name + " does not serve " + n.op + " (the runtime does)";
-  if (g.frame_of(n.id) >= 0) return d.name + " does not run loop bodies";
   std::vector<dtype> types;
   for (auto& e : n.inputs) types.push_back(g.at(e.node).outputs[static_cast<size_t>(e.index)].type);
   if (!d.accel->has_kernel(*n.def, types))

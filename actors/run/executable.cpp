@@ -6,6 +6,7 @@
 
 #include "actors/run/chains.hpp"
 #include "actors/run/coordinator.hpp"
+#include "actors/run/device_edges.hpp"
 #include "actors/run/node_plan.hpp"
 #include "core/device_name.hpp"
 #include "ops/transfer.hpp"
@@ -189,13 +190,6 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
       vars[v]->gate_var = v;
     }
   }
-}
-
-// A consumer on the producer's accelerator takes the value in device memory;
-// any other (a fetch included) a host copy.
-bool on_same_device(const plan_edge& ed, const std::vector<int>& node_device) {
-  return ed.to_node >= 0 && node_device[static_cast<size_t>(ed.to_node)] ==
-                                node_device[static_cast<size_t>(ed.from.node)];
 }
 
 // The kind of node a graph node becomes (its op's role, and for a switch
@@ -465,13 +459,18 @@ class executable_builder {
               [](const plan_edge& a, const plan_edge& b) { return a.from.node > b.from.node; });
     auto place = place_chains(edges_, plans_, coord_->num_fetches + coord_->num_targets,
                               static_cast<size_t>(rt_.options().scheduler_threads));
+    std::vector<bool> on_accelerator(node_device_.size());
+    for (size_t id = 0; id < node_device_.size(); ++id)
+      on_accelerator[id] = node_device_[id] >= 0 &&
+                           rt_.devices()[static_cast<size_t>(node_device_[id])].accel != nullptr;
+    auto carries_device = device_edges(edges_, plans_, node_device_, on_accelerator);
     for (size_t e = 0; e < edges_.size(); ++e) {
       auto& ed = edges_[e];
       if (!plans_[static_cast<size_t>(ed.from.node)]) continue;  // from a node with no actor
       auto& producer = *plans_[static_cast<size_t>(ed.from.node)];
       consumer c = ed.to_node < 0 ? consumer{coordinator, ed.slot, place[e]}
                                   : hosts.consumer_of(ed.to_node, ed.slot, place[e]);
-      c.on_device = producer.accel && !ed.control && on_same_device(ed, node_device_);
+      c.on_device = carries_device[e];
       if (ed.control)
         producer.control_consumers.push_back(c);
       else

@@ -24,7 +24,7 @@ void loop_history::erase(const std::pair<uint64_t, path>& key) {
   entries_in_process -= static_cast<int64_t>(entries_.erase(key));
 }
 
-void loop_history::put(uint64_t step, const path& at, tensor value) {
+void loop_history::put(uint64_t step, const path& at, saved_value value) {
   std::vector<waiting> readers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -45,7 +45,7 @@ void loop_history::put(uint64_t step, const path& at, tensor value) {
 }
 
 void loop_history::take(uint64_t step, const path& at, bool pop, reader read) {
-  tensor value;
+  saved_value value;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto key = std::make_pair(step, at);

@@ -12,17 +12,26 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "devices/accelerator.hpp"
 
 namespace actorflow {
+
+/// A saved value: a host tensor, or (a loop on an accelerator) the value in
+/// its memory; neither for an untaken branch's.
+struct saved_value {
+  tensor value;
+  device_value_ptr on_device;
+  bool valid() const { return value.valid() || on_device != nullptr; }
+};
 
 class loop_history {
  public:
   /// The iterations of the frames a value lives in, outermost first.
   using path = std::vector<uint64_t>;
-  using reader = std::function<void(tensor)>;
+  using reader = std::function<void(saved_value)>;
 
   /// Saves the value of (step, at); readers already waiting for it get it.
-  void put(uint64_t step, const path& at, tensor value);
+  void put(uint64_t step, const path& at, saved_value value);
   /// Calls `read` with the value of (step, at) now, or once it is saved; with
   /// `pop`, the store lets go of the value after that (the one backward
   /// loop that reads it does so once per iteration).
@@ -45,7 +54,7 @@ class loop_history {
     reader read;
   };
   struct entry {
-    tensor value;
+    saved_value value;
     bool saved = false;
     std::vector<waiting> readers;
   };

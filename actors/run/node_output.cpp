@@ -70,6 +70,36 @@ void emit(node_host_base* self, const node_plan& plan, uint64_t step, const fram
     deliver(self, c, step_input{step, c.slot, step_value::failure(error, code), tag});
 }
 
+void emit_carried(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  step_value first, const tensor& second) {
+  if (!first.ok()) {
+    std::vector<tensor> none;
+    return emit(self, plan, step, tag, none, first.error, first.code);
+  }
+  first.dead = false;
+  for (size_t i = 0; i < plan.output_consumers.size() && i < 2; ++i) {
+    auto& consumers = plan.output_consumers[i];
+    for (size_t c = 0; c < consumers.size(); ++c) {
+      step_input in{step, consumers[c].slot, {}, tag};
+      if (i == 1)
+        in.value.value = second;
+      else if (c + 1 == consumers.size())  // the last one takes it
+        in.value = carried_to(plan, consumers[c], std::move(first));
+      else
+        in.value = carried_to(plan, consumers[c], first);
+      deliver(self, consumers[c], std::move(in));
+    }
+  }
+  for (auto& c : plan.control_consumers) deliver(self, c, step_input{step, c.slot, {}, tag});
+}
+
+step_value carried_to(const node_plan& plan, const consumer& c, step_value v) {
+  if (!v.on_device || c.on_device) return v;
+  return step_value::failure(
+      describe_failure(plan, "got a value in device memory for a consumer off its device"),
+      error_code::internal);
+}
+
 std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_value* slots,
                                                 size_t num_slots, uint64_t invocation) {
   auto launch = std::make_shared<accelerator_launch>();
@@ -97,9 +127,10 @@ std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_valu
 
 void accelerator_launches::start(node_host_base* self, const node_plan& plan, uint32_t member,
                                  uint64_t step, const frame_tag& tag,
-                                 std::shared_ptr<accelerator_launch> launch) {
+                                 std::shared_ptr<accelerator_launch> launch,
+                                 std::vector<tensor> trailing) {
   uint64_t id = (uint64_t{member} << member_shift) | next_++;
-  pending_.emplace(id, launched{step, tag, launch, now_if_tracing()});
+  pending_.emplace(id, launched{step, tag, launch, now_if_tracing(), std::move(trailing)});
   accelerator* accel = plan.accel;
   // Outputs that all stay on the device are ready for their consumers there
   // once enqueued: their launches come later on the same stream. Only a
@@ -134,10 +165,13 @@ void accelerator_launches::finish(node_host_base* self, const node_plan& plan, u
     return emit(self, plan, done.step, done.tag, none, describe_failure(plan, failure),
                 error.empty() ? launch.failure_code : error_code::internal);
   }
+  const size_t own = launch.host_outputs.size();
   for (size_t i = 0; i < plan.output_consumers.size(); ++i)
     for (auto& c : plan.output_consumers[i]) {
       step_input in{done.step, c.slot, {}, done.tag};
-      if (c.on_device)
+      if (i >= own)
+        in.value.value = i - own < done.trailing.size() ? done.trailing[i - own] : tensor();
+      else if (c.on_device)
         in.value.on_device = launch.device_outputs[i];
       else
         in.value.value = launch.host_outputs[i];
@@ -145,6 +179,28 @@ void accelerator_launches::finish(node_host_base* self, const node_plan& plan, u
     }
   for (auto& c : plan.control_consumers)
     deliver(self, c, step_input{done.step, c.slot, {}, done.tag});
+}
+
+std::shared_ptr<accelerator_launch> make_host_copy(const node_plan& plan, device_value_ptr value,
+                                                   uint64_t invocation) {
+  static const op_def& identity = op_registry::global().get("identity");
+  auto launch = std::make_shared<accelerator_launch>();
+  launch->def = &identity;
+  launch->node_name = plan.name;
+  launch->attrs = &plan.attrs;
+  launch->invocation = invocation;
+  launch->host_inputs.resize(1);
+  launch->device_inputs.push_back(std::move(value));
+  launch->to_host.assign(1, 1);
+  launch->on_device.assign(1, 0);
+  for (auto& c : plan.output_consumers.at(0)) launch->on_device[0] |= c.on_device ? 1 : 0;
+  return launch;
+}
+
+bool has_host_consumer(const node_plan& plan) {
+  for (auto& c : plan.output_consumers.at(0))
+    if (!c.on_device) return true;
+  return false;
 }
 
 void accelerator_launches::drop(uint64_t step) {

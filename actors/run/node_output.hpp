@@ -36,6 +36,15 @@ void deliver(node_host_base* self, const consumer& to, step_input&& in);
 void emit(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
           std::vector<tensor>& outputs, const std::string& error,
           error_code code = error_code::unknown);
+/// Sends `first` on as output 0 just as it came, a host tensor or a value in
+/// an accelerator's memory (control flow passes both on), and `second` as
+/// output 1 where the node has one; or first's error.
+void emit_carried(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,
+                  step_value first, const tensor& second = tensor());
+/// `v` as consumer `c` may take it. A value in device memory goes only to a
+/// consumer on that device (device_edges.hpp sees to it); anything else
+/// fails the step rather than hand a kernel memory it cannot read.
+step_value carried_to(const node_plan& plan, const consumer& c, step_value v);
 /// A firing of `plan` (on an accelerator) with the values in `slots`: its
 /// inputs, host tensors or device values as they came, and which outputs its
 /// consumers want in host memory and which on the device.
@@ -47,9 +56,11 @@ std::shared_ptr<accelerator_launch> make_launch(const node_plan& plan, step_valu
 class accelerator_launches {
  public:
   /// Sends `launch` to the plan's device actor; node `member` of `self` hears
-  /// of it again by finish().
+  /// of it again by finish(). `trailing`: host values of the node's outputs
+  /// after the launch's own, sent with them (an exit's iteration count).
   void start(node_host_base* self, const node_plan& plan, uint32_t member, uint64_t step,
-             const frame_tag& tag, std::shared_ptr<accelerator_launch> launch);
+             const frame_tag& tag, std::shared_ptr<accelerator_launch> launch,
+             std::vector<tensor> trailing = {});
   /// Launch `id` ran: its outputs go on (in device memory to consumers on the
   /// same device, host copies to the others), or its error, or `error` (a
   /// fault of the device). Nothing for a launch of a dropped step.
@@ -65,10 +76,19 @@ class accelerator_launches {
     frame_tag tag;
     std::shared_ptr<accelerator_launch> launch;
     int64_t started_ns = 0;  // when the step is traced
+    std::vector<tensor> trailing;
   };
   std::unordered_map<uint64_t, launched> pending_;
   uint64_t next_ = 0;
 };
+
+/// A host copy of `value` (in the memory of the plan's accelerator) for the
+/// consumers of output 0 off the device, in stream order: an identity
+/// launch whose output goes to the host, and on the device to the others.
+std::shared_ptr<accelerator_launch> make_host_copy(const node_plan& plan, device_value_ptr value,
+                                                   uint64_t invocation);
+/// Whether a consumer of output 0 of `plan` is off its device.
+bool has_host_consumer(const node_plan& plan);
 
 /// Sends a dead value to every consumer: this node did not run in the step.
 void emit_dead(node_host_base* self, const node_plan& plan, uint64_t step, const frame_tag& tag,

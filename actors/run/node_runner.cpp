@@ -190,6 +190,14 @@ tensor node_runner::take_input(int i, step_value* slots, size_t num_slots) const
   return tensor();
 }
 
+step_value node_runner::take_carried(int i, step_value* slots, size_t num_slots) const {
+  const tensor& bound = plan_->bound_inputs[static_cast<size_t>(i)];
+  if (bound.valid()) return step_value{bound};
+  for (size_t s = 0; s < num_slots; ++s)
+    if (plan_->slot_input[s] == i) return std::move(slots[s]);
+  return step_value{};
+}
+
 std::vector<tensor>& node_runner::fill_inputs(step_value* slots, size_t num_slots) {
   const node_plan& plan = *plan_;
   if (inputs_.size() != plan.bound_inputs.size())  // the first firing, or handed away

@@ -82,6 +82,14 @@ class node_runner {
   std::vector<tensor>& outputs() { return outputs_; }
   /// Data input `i` of the op: its folded constant, or the value that came.
   tensor take_input(int i, step_value* slots, size_t num_slots) const;
+  /// Data input `i` just as it came: a host tensor or a value in an
+  /// accelerator's memory (what control flow passes on), or its constant.
+  step_value take_carried(int i, step_value* slots, size_t num_slots) const;
+  /// Sends `first` on as it came (see actorflow::emit_carried).
+  void emit_carried(uint64_t step, const frame_tag& tag, step_value first,
+                    const tensor& second = tensor()) {
+    actorflow::emit_carried(host_, *plan_, step, tag, std::move(first), second);
+  }
   /// The op's inputs in order, the folded constants and the values that
   /// came, in a vector kept between firings (see release_arrived_inputs).
   std::vector<tensor>& fill_inputs(step_value* slots, size_t num_slots);

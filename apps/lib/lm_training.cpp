@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "actors/input/fortunes.hpp"
 #include "actors/session.hpp"
@@ -42,6 +43,8 @@ lm_trainer::lm_trainer(lm::lm_config config, std::vector<int64_t> train_ids,
       train_(std::move(train_ids), {.streams = config_.streams, .steps = config_.steps}),
       valid_(std::move(valid_ids), {.streams = config_.streams, .steps = config_.steps}) {
   if (!placement.in_cluster()) {
+    std::optional<graph::scope_guard> on_device;
+    if (!placement.device.empty()) on_device.emplace(graph_.device_scope(placement.device));
     vars_ = lm::make_lm_variables(graph_, config_);
     train_graph_ = lm::make_training_graph(graph_, vars_, config_);
     eval_graph_ = lm::make_eval_graph(graph_, vars_, config_);
@@ -192,11 +195,11 @@ std::string report_title(const lm::lm_config& c) {
 
 int train_lstm_lm(const training_options& o) {
   auto ckpt = prepare_outputs(o);
-  auto rt = std::make_shared<runtime>(
-      runtime_options{.scheduler_threads = o.threads, .compute_threads = o.threads});
+  auto rt = make_training_runtime(o);
   auto corpus = load_lm_corpus(o);
   lm_trainer lm(lm_config_from(o, corpus.vocab_size()), std::move(corpus.train),
-                std::move(corpus.valid), rt);
+                std::move(corpus.valid),
+                lm_placement{.rt = rt, .device = o.device == "cpu" ? "" : "/" + o.device + ":0"});
   auto& s = lm.sess();
   int64_t step = restore_or_initialize(s, lm.g(), o, ckpt.get());
 
@@ -230,6 +233,7 @@ int train_lstm_lm(const training_options& o) {
   }
   if (std::isnan(ppl)) ppl = lm.validation_perplexity();
   double words = train_seconds > 0 ? double(steps_run * lm.words_per_step()) / train_seconds : 0.0;
+  if (o.device != "cpu") print_soft_placement(s);
   fmt::print("valid_ppl={:.2f} words_per_s={:.0f}\n", ppl, words);
   observer.finish(step, std::cout);
   summaries.finish();

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/run/runtime.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "core/error.hpp"
+#include "devices/cuda/gpu_support.hpp"
 #include "ops/state.hpp"
 
 namespace actorflow::apps {
@@ -27,6 +29,27 @@ bool has_non_finite(const tensor& t) {
 }
 
 }  // namespace
+
+std::shared_ptr<runtime> make_training_runtime(const training_options& c) {
+  auto rt = std::make_shared<runtime>(
+      runtime_options{.scheduler_threads = c.threads,
+                      .compute_threads = c.threads,
+                      .gpus = c.device == "gpu" ? -1 : 0,
+                      .stand_in_devices = c.device == "stand_in" ? 1 : 0});
+  if (c.device == "gpu" && !rt->find_device("gpu", 0))
+    fail("train", "--device gpu: no GPU to train on (" + gpu::gpu_placement_refusal() + ")");
+  return rt;
+}
+
+void print_soft_placement(const session& s) {
+  const std::string soft = "soft placement";
+  std::vector<placement_entry> moved;
+  for (auto& e : s.placement_log())
+    if (e.reason.compare(0, soft.size(), soft) == 0) moved.push_back(e);
+  fmt::print("soft placement: {} node{} moved off the device they asked for\n", moved.size(),
+             moved.size() == 1 ? "" : "s");
+  if (!moved.empty()) fmt::print("{}", to_string(moved));
+}
 
 // Restores the newest readable checkpoint when asked; otherwise initializes.
 int64_t restore_or_initialize(session& s, graph& g, const training_options& c,

@@ -16,6 +16,16 @@ namespace actorflow::apps {
 /// an epoch. Returns the checkpoint manager, or null without --checkpoint-dir.
 std::unique_ptr<checkpoint_manager> prepare_outputs(const training_options& c);
 
+/// The runtime a single-process run trains on: --threads, and the device
+/// --device names (a GPU, refused with the reason when there is none, or the
+/// accelerator stand-in).
+std::shared_ptr<runtime> make_training_runtime(const training_options& c);
+
+/// Prints the nodes that placement moved off the device they asked for
+/// (soft placement), or that none was: on an accelerator, what runs
+/// elsewhere and why.
+void print_soft_placement(const session& s);
+
 /// Restores the newest readable checkpoint when --resume asks for it and
 /// returns its step; otherwise initializes the variables and returns 0.
 int64_t restore_or_initialize(session& s, graph& g, const training_options& c,

@@ -42,6 +42,28 @@ grep -q 'checkpoint-dir' "$scratch/err.txt" || fail "resume error: $(cat "$scrat
   > "$scratch/stand_in.txt" || fail "--device stand_in exited with $?"
 grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/stand_in.txt" ||
   fail "--device stand_in: $(cat "$scratch/stand_in.txt")"
+grep -q '^soft placement: 0 nodes moved' "$scratch/stand_in.txt" ||
+  fail "--device stand_in moved nodes off it: $(cat "$scratch/stand_in.txt")"
+"$train" --model cnn --device stand_in --epochs 1 --max-steps 5 --batch 32 \
+  --out "$scratch/stand_in_cnn" > "$scratch/stand_in_cnn.txt" || fail "cnn on the stand-in exited with $?"
+grep -q '^soft placement: 0 nodes moved' "$scratch/stand_in_cnn.txt" ||
+  fail "cnn on the stand-in: $(cat "$scratch/stand_in_cnn.txt")"
+# The language model (its recurrence a loop on the device), where Debian's
+# fortunes are; its checkpoint resumes on the CPU.
+if [ -d /usr/share/games/fortunes ]; then
+  lm=(--model lstm_lm --epochs 1 --max-train-tokens 20000 --max-valid-tokens 3000
+      --checkpoint-dir "$scratch/lm_ckpt")
+  "$train" "${lm[@]}" --device stand_in --max-steps 3 --out "$scratch/lm" > "$scratch/lm.txt" ||
+    fail "lstm_lm on the stand-in exited with $?"
+  grep -q '^soft placement: 0 nodes moved' "$scratch/lm.txt" ||
+    fail "lstm_lm on the stand-in: $(cat "$scratch/lm.txt")"
+  "$train" "${lm[@]}" --resume --max-steps 5 --out "$scratch/lm" > "$scratch/lm2.txt" ||
+    fail "lstm_lm resumed on the CPU exited with $?"
+  grep -q 'resumed from .*ckpt-3.afck (step 3)' "$scratch/lm2.txt" ||
+    fail "lstm_lm did not resume: $(cat "$scratch/lm2.txt")"
+else
+  echo "note: no /usr/share/games/fortunes (Debian's fortunes): lstm_lm on the stand-in not run"
+fi
 if ! "$train" --device gpu --epochs 1 --max-steps 5 --out "$scratch/gpu" > /dev/null 2> "$scratch/err.txt"; then
   grep -q 'no GPU to train on' "$scratch/err.txt" || fail "--device gpu error: $(cat "$scratch/err.txt")"
 fi

@@ -15,7 +15,7 @@ class switch_node final : public node_behaviour {
  public:
   void fire(node_runner& r, firing& f) override {
     const node_plan& plan = r.plan();
-    tensor data = r.take_input(0, f.slots, f.num_slots);
+    step_value data = r.take_carried(0, f.slots, f.num_slots);
     tensor pred = r.take_input(1, f.slots, f.num_slots);
     if (!is_scalar_bool(pred))
       return r.emit_error(f.step, f.tag, predicate_error(plan, pred), error_code::invalid_argument);
@@ -24,7 +24,7 @@ class switch_node final : public node_behaviour {
       auto& consumers = plan.output_consumers[out];
       for (size_t c = 0; c < consumers.size(); ++c) {
         step_input in{f.step, consumers[c].slot, step_value::dead_value(), f.tag};
-        if (out == taken) in.value = step_value{data, "", false};
+        if (out == taken) in.value = carried_to(plan, consumers[c], data);
         deliver(r.host(), consumers[c], std::move(in));
       }
     }
@@ -53,13 +53,7 @@ class merge_node final : public node_behaviour {
     // An error on any input fails the step; a control input's value is not one to pass on.
     if (!p.fired && (!v.ok() || (input >= 0 && !v.dead))) {
       p.fired = true;
-      auto& outputs = r.outputs();
-      if (v.ok()) {
-        outputs.push_back(std::move(v.value));
-        outputs.push_back(tensor::scalar<int32_t>(input));
-      }
-      r.emit(in.step, in.tag, outputs, v.error, v.code);
-      outputs.clear();
+      r.emit_carried(in.step, in.tag, std::move(v), tensor::scalar<int32_t>(input));
     }
     if (--p.remaining > 0) return true;
     bool fired = p.fired;

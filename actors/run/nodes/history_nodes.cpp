@@ -21,13 +21,15 @@ loop_history::path iterations_of(const frame_tag& tag) {
 class history_push_node final : public node_behaviour {
  public:
   void fire(node_runner& r, firing& f) override {
-    r.plan().history->put(f.step, iterations_of(f.tag), r.take_input(0, f.slots, f.num_slots));
+    step_value v = r.take_carried(0, f.slots, f.num_slots);
+    r.plan().history->put(f.step, iterations_of(f.tag),
+                          saved_value{std::move(v.value), std::move(v.on_device)});
     r.emit(f.step, f.tag, r.outputs());
   }
   // An untaken branch's value: its gradient reads a dead value back, so
   // that it does not wait. A loop's last iteration is never read.
   void fire_dead(node_runner& r, firing& f, const step_value&, dead_kind why) override {
-    if (why != dead_kind::loop_end) r.plan().history->put(f.step, iterations_of(f.tag), tensor());
+    if (why != dead_kind::loop_end) r.plan().history->put(f.step, iterations_of(f.tag), {});
     r.emit_dead(f.step, f.tag, why);
   }
 };
@@ -43,7 +45,7 @@ class history_read_node final : public node_behaviour {
     if (in.value.dead)
       r.emit_dead(in.step, in.tag, dead_kind::plain);
     else
-      r.emit_value(in.step, in.tag, std::move(in.value.value));
+      r.emit_carried(in.step, in.tag, std::move(in.value));
     return true;
   }
 
@@ -62,11 +64,12 @@ class history_read_node final : public node_behaviour {
     }
     auto self = caf::actor_cast<caf::actor>(r.host());
     plan.history->take(f.step, at, plan.history_pop,
-                       [self, step = f.step, tag = f.tag, m = r.member()](tensor value) {
+                       [self, step = f.step, tag = f.tag, m = r.member()](saved_value value) {
                          step_input in{step, -1, {}, tag, m};
-                         if (value.valid())
-                           in.value.value = std::move(value);
-                         else
+                         if (value.valid()) {
+                           in.value.value = std::move(value.value);
+                           in.value.on_device = std::move(value.on_device);
+                         } else
                            in.value = step_value::dead_value();
                          caf::anon_send(self, input_atom::value, std::move(in));
                        });

@@ -27,7 +27,7 @@ frame_tag parent_of(const frame_tag& tag) { return tag.parent ? *tag.parent : fr
 class enter_node final : public node_behaviour {
  public:
   void fire(node_runner& r, firing& f) override {
-    r.emit_value(f.step, child_tag(r, f.tag), r.take_input(0, f.slots, f.num_slots));
+    r.emit_carried(f.step, child_tag(r, f.tag), r.take_carried(0, f.slots, f.num_slots));
   }
   void fail(node_runner& r, firing& f, const std::string& error, error_code code) override {
     r.emit_error(f.step, child_tag(r, f.tag), error, code);
@@ -47,17 +47,25 @@ class enter_node final : public node_behaviour {
 };
 
 // A live value leaves the loop with how many iterations it ran; an error
-// leaves it too, so that the step fails.
+// leaves it too, so that the step fails. On an accelerator it takes the
+// loop's value in device memory (device_edges.hpp) and copies it out for
+// consumers off the device, once, rather than have every iteration do so.
 class exit_node final : public node_behaviour {
  public:
   void fire(node_runner& r, firing& f) override {
     if (f.tag.is_root()) return emit_missing_parent(r, f.step);
-    auto& outputs = r.outputs();
-    outputs.push_back(r.take_input(0, f.slots, f.num_slots));
-    outputs.push_back(tensor::scalar<int64_t>(static_cast<int64_t>(f.tag.iteration)));
-    r.emit(f.step, parent_of(f.tag), outputs);
-    outputs.clear();
+    step_value v = r.take_carried(0, f.slots, f.num_slots);
+    auto count = tensor::scalar<int64_t>(static_cast<int64_t>(f.tag.iteration));
+    if (v.on_device && has_host_consumer(r.plan()))
+      return copies_.start(r.host(), r.plan(), r.member(), f.step, parent_of(f.tag),
+                           make_host_copy(r.plan(), std::move(v.on_device), copies_made_++),
+                           {std::move(count)});
+    r.emit_carried(f.step, parent_of(f.tag), std::move(v), count);
   }
+  void launch_done(node_runner& r, uint64_t id, const std::string& error) override {
+    copies_.finish(r.host(), r.plan(), id, error);
+  }
+  void drop(node_runner&, uint64_t step) override { copies_.drop(step); }
   void fail(node_runner& r, firing& f, const std::string& error, error_code code) override {
     if (f.tag.is_root()) return emit_missing_parent(r, f.step);
     r.emit_error(f.step, parent_of(f.tag), error, code);
@@ -76,6 +84,9 @@ class exit_node final : public node_behaviour {
                  describe_failure(r.plan(), "got a value from outside any loop frame"),
                  error_code::invalid_argument);
   }
+
+  accelerator_launches copies_;
+  uint64_t copies_made_ = 0;
 };
 
 // A loop's switch: while the predicate holds, the value goes to the body
@@ -105,9 +116,9 @@ class loop_switch_node final : public node_behaviour {
       to_exit = step_value::failure(predicate_error(plan, pred), error_code::invalid_argument);
     } else if (*pred.data<bool>()) {
       to_exit = step_value::dead_value(dead_kind::not_exit);
-      to_body = step_value{r.take_input(0, f.slots, f.num_slots), "", false};
+      to_body = r.take_carried(0, f.slots, f.num_slots);
     } else {
-      to_exit.value = r.take_input(0, f.slots, f.num_slots);
+      to_exit = r.take_carried(0, f.slots, f.num_slots);
     }
     // A frame entered as a loop's last iteration ends for them as for the
     // body, with dead values of that kind: they need no word then.
@@ -121,7 +132,7 @@ class loop_switch_node final : public node_behaviour {
       // The exit would drop it: an iteration that goes on sends it nothing.
       if (outs[out]->dead && outs[out]->why_dead == dead_kind::not_exit) continue;
       for (auto& c : plan.output_consumers[out])
-        deliver(r.host(), c, step_input{f.step, c.slot, *outs[out], f.tag});
+        deliver(r.host(), c, step_input{f.step, c.slot, carried_to(plan, c, *outs[out]), f.tag});
     }
     for (auto& c : plan.control_consumers)
       deliver(r.host(), c,
@@ -184,17 +195,9 @@ class loop_merge_node final : public node_behaviour {
   static void emit_merged(node_runner& r, uint64_t step, const frame_tag& tag, step_value&& v,
                           int32_t index) {
     const node_plan& plan = r.plan();
-    auto& outputs = r.outputs();
-    if (v.ok()) {
-      outputs.push_back(std::move(v.value));
-      // The index is rarely used: no tensor for it unless someone takes it.
-      if (plan.output_consumers.size() > 1 && !plan.output_consumers[1].empty())
-        outputs.push_back(tensor::scalar<int32_t>(index));
-      else
-        outputs.emplace_back();
-    }
-    r.emit(step, tag, outputs, v.error, v.code);
-    outputs.clear();
+    // The index is rarely used: no tensor for it unless someone takes it.
+    bool indexed = plan.output_consumers.size() > 1 && !plan.output_consumers[1].empty();
+    r.emit_carried(step, tag, std::move(v), indexed ? tensor::scalar<int32_t>(index) : tensor());
   }
 };
 
