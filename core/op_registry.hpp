@@ -144,6 +144,12 @@ struct ACTORFLOW_API op_def {
   /// sources, updates, random draws); the registry test checks it.
   grad_fn gradient;
   bool not_differentiable = false;
+  /// Inputs an accelerator's kernel reads in host memory (TensorFlow's
+  /// HostMemory): indices it checks and plans with before it launches, so
+  /// that a bad index fails as on the CPU, naming it, with no wait for the
+  /// device. They reach it as host values (actors/run/device_edges.hpp).
+  /// Counted as the kernel's inputs (an update's without its variable).
+  std::vector<int> host_memory_inputs;
 
   /// True for ops that the runtime sends to a resource actor (input 0).
   bool acts_on_resource() const { return update || !resource.empty(); }

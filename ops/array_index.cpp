@@ -265,7 +265,8 @@ const op_registrar registrations[] = {
                       [](grad_context& c) {
                         c.input_grads = {scatter_add_like(c.grad(), c.input(1), c.input(0),
                                                           c.attr_or<int64_t>("axis", 0))};
-                      }}),
+                      },
+                  .host_memory_inputs = {1}}),
     op_registrar({.name = "one_hot",
                   .num_inputs = 1,
                   .infer = one_hot_infer,
@@ -282,7 +283,8 @@ const op_registrar registrations[] = {
                       [](grad_context& c) {
                         c.input_grads = {
                             gather(c.grad(), c.input(1), c.attr_or<int64_t>("axis", 0))};
-                      }}),
+                      },
+                  .host_memory_inputs = {1}}),
     op_registrar({.name = "scatter_add_into",
                   .num_inputs = 3,
                   .infer = scatter_add_into_infer,
@@ -292,7 +294,8 @@ const op_registrar registrations[] = {
                   .gradient =
                       [](grad_context& c) {
                         c.input_grads = {c.grad(), gather(c.grad(), c.input(2))};
-                      }}),
+                      },
+                  .host_memory_inputs = {2}}),
 };
 
 }  // namespace

@@ -472,7 +472,8 @@ op_def row_optimizer_op(const char* name, update_fn fn, const char* summary) {
           .update = std::move(fn),
           .stateful = true,
           .summary = summary,
-          .not_differentiable = true};
+          .not_differentiable = true,
+          .host_memory_inputs = {1}};  // the indices
 }
 
 op_def optimizer_op(const char* name, update_fn fn, const char* summary) {

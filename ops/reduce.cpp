@@ -566,7 +566,8 @@ const op_registrar registrations[] = {
                   .summary = "l2_loss of rows scatter-added at indices (repeats summed first), "
                              "without the dense tensor: a gathered gradient's norm for clipping",
                   // Made for clipping's norm, which the optimizer only reads.
-                  .not_differentiable = true}),
+                  .not_differentiable = true,
+                  .host_memory_inputs = {1}}),
     op_registrar({.name = "argmax",
                   .num_inputs = 1,
                   .infer = arg_infer,

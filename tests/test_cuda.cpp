@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "actors/session.hpp"
+#include "apps/lib/convnets.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/lstm_lm.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "devices/cuda/caching_allocator.hpp"
 #include "devices/cuda/device_tensor.hpp"
@@ -509,6 +511,91 @@ TEST_CASE("GPU kernels are registered for CUDA builds only, each for a known op"
     REQUIRE(def != nullptr);
     CHECK(static_cast<bool>(k->update) == static_cast<bool>(def->update));
     CHECK(k->type_input < std::max(1, def->num_inputs));
+  }
+}
+
+namespace {
+
+bool routed_by_runtime(op_role role) {
+  switch (role) {
+    case op_role::placeholder:
+    case op_role::switch_value:
+    case op_role::merge_values:
+    case op_role::enter_frame:
+    case op_role::exit_frame:
+    case op_role::next_iteration:
+    case op_role::history_push:
+    case op_role::history_read:
+    case op_role::constant:
+    case op_role::group:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A node of integers and bools only runs in host memory on an accelerator
+// (actors/run/executable.cpp): it needs no GPU kernel.
+bool integers_only(const graph& g, const node& n) {
+  auto integral = [](dtype t) {
+    return t == dtype::int32 || t == dtype::int64 || t == dtype::boolean;
+  };
+  bool all = !n.outputs.empty();
+  for (auto& o : n.outputs) all &= integral(o.type);
+  for (auto& e : n.inputs) all &= integral(g.at(e.node).outputs[size_t(e.index)].type);
+  return all;
+}
+
+// "op on dtype" for each node of g that a GPU could not run: no kernel for
+// its input's dtype, or (a variable) no update kernel for an op applied to it.
+std::string without_gpu_kernel(const graph& g) {
+  std::set<std::string> missing;
+  auto& kernels = gpu_kernel_registry::global();
+  for (auto& n : g.nodes()) {
+    if (routed_by_runtime(n.def->role) || n.def->role == op_role::variable) continue;
+    if (!n.def->update && integers_only(g, n)) continue;
+    const gpu_kernel_def* k = kernels.find(n.op);
+    if (n.def->update) {
+      dtype t = g.at(n.inputs[0].node).outputs[0].type;
+      if (!k || !k->update || !k->supports(t))
+        missing.insert(n.op + " (update) on " + dtype_name(t));
+      continue;
+    }
+    auto at = k ? static_cast<size_t>(k->type_input) : 0;
+    dtype t = at < n.inputs.size()
+                  ? g.at(n.inputs[at].node).outputs[size_t(n.inputs[at].index)].type
+                  : dtype::float32;
+    if (!k || !k->kernel || (at < n.inputs.size() && !k->supports(t)))
+      missing.insert(n.op + " on " + dtype_name(t));
+  }
+  std::string list;
+  for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+  return list;
+}
+
+}  // namespace
+
+TEST_CASE("every op of the LSTM language model and of Table 1's convnets has a GPU kernel") {
+  if (!built_with_cuda()) return;
+  for (bool full : {false, true})
+    for (auto opt : {"adam", "lazy_adam", "adagrad"}) {
+      graph g;
+      lm::lm_config c;
+      c.vocab = 1000;
+      c.full_softmax = full;
+      c.optimizer = opt;
+      auto vars = lm::make_lm_variables(g, c);
+      lm::make_training_graph(g, vars, c);
+      lm::make_eval_graph(g, vars, c);
+      INFO("lstm_lm, " << std::string(full ? "full" : "sampled") << " softmax, " << opt);
+      CHECK(without_gpu_kernel(g) == "");
+    }
+  for (auto& name : models::convnet_names()) {
+    graph g;
+    auto net = models::make_convnet(g, name, 2);
+    make_optimizer("sgd", 0.01)->minimize(net.loss);
+    INFO(name);
+    CHECK(without_gpu_kernel(g) == "");
   }
 }
 

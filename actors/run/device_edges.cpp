@@ -1,5 +1,6 @@
 #include "actors/run/device_edges.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace actorflow {
@@ -89,7 +90,12 @@ class device_edge_rule {
     auto to = static_cast<size_t>(ed.to_node);
     if (device_of_[to] != device_of_[from] || !plans_[to]) return false;
     const node_plan& consumer = *plans_[to];
-    if (consumer.kind == node_kind::kernel) return true;
+    if (consumer.kind == node_kind::kernel) {
+      if (!consumer.accel) return false;  // it runs in host memory
+      int input = consumer.slot_input[static_cast<size_t>(ed.slot)];
+      const auto& on_host = consumer.def->host_memory_inputs;
+      return std::find(on_host.begin(), on_host.end(), input) == on_host.end();
+    }
     return passes_device_[to] && passed_slot(consumer, ed.slot);
   }
 

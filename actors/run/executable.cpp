@@ -192,6 +192,24 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   }
 }
 
+// A kernel of integers and bools only (a loop's counter and predicate, an
+// index, sampled ids): on an accelerator it runs on the host, its values in
+// host memory, as TensorFlow keeps a GPU's int32 tensors in host memory. A
+// loop's predicate is then known without waiting for the device's stream,
+// and a kernel there that reads such a value (a tensor array's index) has
+// it on the host.
+bool runs_in_host_memory(const graph& g, const node& n) {
+  auto integral = [](dtype t) {
+    return t == dtype::int32 || t == dtype::int64 || t == dtype::boolean;
+  };
+  if (n.outputs.empty()) return false;
+  for (auto& o : n.outputs)
+    if (!integral(o.type)) return false;
+  for (auto& e : n.inputs)
+    if (!integral(g.at(e.node).outputs[static_cast<size_t>(e.index)].type)) return false;
+  return true;
+}
+
 // The kind of node a graph node becomes (its op's role, and for a switch
 // or a merge whether it belongs to a loop).
 node_kind kind_of(const node& n) {
@@ -327,6 +345,9 @@ class executable_builder {
     plan->arena = device.arena;
     plan->accel = device.accel;
     plan->in_loop = g_.frame_of(id) >= 0;
+    if (plan->accel && plan->kind == node_kind::kernel && !plan->device_variable &&
+        runs_in_host_memory(g_, n))
+      run_on_host(*plan);
     plan->output_consumers.resize(n.outputs.size());
     plan_kind(n, device, *plan, routes);
     plan_inputs(n, *plan);
@@ -346,6 +367,17 @@ class executable_builder {
       starter_[uid] = true;
     }
     plans_[uid] = plan;
+  }
+
+  // The node's kernel runs on a CPU device's pool, though placed on an accelerator.
+  void run_on_host(node_plan& plan) const {
+    for (auto& d : rt_.devices())
+      if (!d.accel) {
+        plan.device = d.actor;
+        plan.arena = d.arena;
+        plan.accel = nullptr;
+        return;
+      }
   }
 
   // What the node's kind needs beside the common fields.
@@ -459,10 +491,9 @@ class executable_builder {
               [](const plan_edge& a, const plan_edge& b) { return a.from.node > b.from.node; });
     auto place = place_chains(edges_, plans_, coord_->num_fetches + coord_->num_targets,
                               static_cast<size_t>(rt_.options().scheduler_threads));
-    std::vector<bool> on_accelerator(node_device_.size());
-    for (size_t id = 0; id < node_device_.size(); ++id)
-      on_accelerator[id] = node_device_[id] >= 0 &&
-                           rt_.devices()[static_cast<size_t>(node_device_[id])].accel != nullptr;
+    std::vector<bool> on_accelerator(plans_.size());
+    for (size_t id = 0; id < plans_.size(); ++id)
+      on_accelerator[id] = plans_[id] && plans_[id]->accel != nullptr;
     auto carries_device = device_edges(edges_, plans_, node_device_, on_accelerator);
     for (size_t e = 0; e < edges_.size(); ++e) {
       auto& ed = edges_[e];

@@ -59,6 +59,7 @@ class cuda_accelerator final : public accelerator {
     ++launches_;
     try {
       std::vector<device_tensor> inputs = device_inputs(dev, s, launch);
+      std::vector<tensor> host_values = host_memory_values(launch);
       // Enqueued work keeps what it reads (record_stream, stream order): the
       // launch lets go of its inputs now, so that a variable's next update
       // finds its value unshared and writes it in place.
@@ -66,10 +67,10 @@ class cuda_accelerator final : public accelerator {
       launch.device_inputs.clear();
       std::vector<device_tensor> outputs;
       if (!launch.variable)
-        outputs =
-            dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s, launch.node_name);
+        outputs = dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s,
+                                 launch.node_name, std::move(host_values));
       else
-        outputs = run_on_variable(dev, s, launch, std::move(inputs));
+        outputs = run_on_variable(dev, s, launch, std::move(inputs), std::move(host_values));
       copy_outputs(dev, s, outputs, launch);
     } catch (const std::exception& e) {
       launch.error = e.what();
@@ -154,13 +155,23 @@ class cuda_accelerator final : public accelerator {
     return inputs;
   }
 
+  // The op's host_memory_inputs as they came, in host memory (the others empty).
+  static std::vector<tensor> host_memory_values(const accelerator_launch& launch) {
+    std::vector<tensor> values(launch.host_inputs.size());
+    for (int i : launch.def->host_memory_inputs)
+      if (static_cast<size_t>(i) < values.size() && !launch.device_inputs[static_cast<size_t>(i)])
+        values[static_cast<size_t>(i)] = launch.host_inputs[static_cast<size_t>(i)];
+    return values;
+  }
+
   // A node of a variable in this GPU's memory: its read, or an update kernel.
   std::vector<device_tensor> run_on_variable(cuda_device& dev, int s, accelerator_launch& launch,
-                                             std::vector<device_tensor> inputs) {
+                                             std::vector<device_tensor> inputs,
+                                             std::vector<tensor> host_values) {
     gpu_variable_state& st = launch.variable->state;
     if (launch.def->role != op_role::variable)
       return dev.run_update(launch.def->name, st, std::move(inputs), *launch.attrs, s,
-                            launch.node_name);
+                            launch.node_name, std::move(host_values));
     if (!st.value.valid())
       fail(
           error_code::failed_precondition, name_,

@@ -264,7 +264,8 @@ void check_outputs(const std::string& op, const std::vector<device_tensor>& outs
 std::vector<device_tensor> cuda_device::run_kernel(const std::string& op,
                                                    std::vector<device_tensor> inputs,
                                                    const attr_map& attrs, int s,
-                                                   const std::string& node_name) {
+                                                   const std::string& node_name,
+                                                   std::vector<tensor> host_values) {
   const op_def& def = op_registry::global().get(op);
   const gpu_kernel_def& k = gpu_kernel_for(op, inputs, false);
   for (auto& t : inputs) t.record_stream(s);  // read there, whatever stream made them
@@ -272,6 +273,8 @@ std::vector<device_tensor> cuda_device::run_kernel(const std::string& op,
   const std::string& name = node_name.empty() ? op : node_name;
   gpu_kernel_context ctx{def.name, name,         attrs, std::move(inputs), std::move(out_specs),
                          {},       impl_->at(s), s,     impl_->memory,     impl_->options.math};
+  ctx.host_values = std::move(host_values);
+  ctx.upload = [this, s](const tensor& host) { return upload(host, s); };
   launch(s, [&] { k.kernel(ctx); });
   check_outputs(op, ctx.outputs, ctx.output_specs);
   return std::move(ctx.outputs);
@@ -280,7 +283,8 @@ std::vector<device_tensor> cuda_device::run_kernel(const std::string& op,
 std::vector<device_tensor> cuda_device::run_update(const std::string& op, gpu_variable_state& v,
                                                    std::vector<device_tensor> inputs,
                                                    const attr_map& attrs, int s,
-                                                   const std::string& node_name) {
+                                                   const std::string& node_name,
+                                                   std::vector<tensor> host_values) {
   const op_def& def = op_registry::global().get(op);
   const gpu_kernel_def& k = gpu_kernel_for(op, inputs, true);
   for (auto& t : inputs) t.record_stream(s);
@@ -297,6 +301,8 @@ std::vector<device_tensor> cuda_device::run_update(const std::string& op, gpu_va
   const std::string& name = node_name.empty() ? op : node_name;
   gpu_kernel_context ctx{def.name, name,         attrs, std::move(inputs), std::move(out_specs),
                          {},       impl_->at(s), s,     impl_->memory,     impl_->options.math};
+  ctx.host_values = std::move(host_values);
+  ctx.upload = [this, s](const tensor& host) { return upload(host, s); };
   launch(s, [&] { k.update(v, ctx); });
   check_outputs(op, ctx.outputs, ctx.output_specs);
   return std::move(ctx.outputs);

@@ -4,6 +4,14 @@
 
 namespace actorflow::gpu {
 
+const tensor& gpu_kernel_context::host_value(size_t i) const {
+  if (i >= host_values.size() || !host_values[i].valid())
+    actorflow::fail(op, "input " + std::to_string(i) +
+                            " must come in host memory (a host_memory_inputs " +
+                            "input of the op), but came in device memory");
+  return host_values[i];
+}
+
 device_tensor& gpu_kernel_context::allocate_output(size_t i) {
   if (i >= output_specs.size())
     fail("output " + std::to_string(i) + " of " + std::to_string(output_specs.size()) +

@@ -41,8 +41,16 @@ struct gpu_kernel_context {
   int stream_index = 0;
   std::shared_ptr<caching_allocator> memory;
   gpu_math math = gpu_math::fp32;
+  /// By input: its value in host memory where it came from there (always
+  /// for the op's host_memory_inputs), else empty.
+  std::vector<tensor> host_values = {};
+  /// Copies a host tensor (indices checked on the host) into device memory
+  /// for this kernel's work, in stream order.
+  std::function<device_tensor(const tensor&)> upload = {};
 
   ACTORFLOW_ATTR_ACCESSORS
+  /// Input i in host memory; fails naming the op where it is not there.
+  const tensor& host_value(size_t i) const;
   const device_tensor& input(size_t i) const { return inputs[i]; }
   /// Allocates output i (uninitialized) as its spec says.
   device_tensor& allocate_output(size_t i);

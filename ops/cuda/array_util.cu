@@ -20,6 +20,12 @@ __global__ void gather_kernel(const E* __restrict__ x, E* __restrict__ y, index_
 }
 
 template <class E>
+__global__ void strided_copy_kernel(const E* __restrict__ x, E* __restrict__ y, index_plan p,
+                                    int64_t n) {
+  AF_GRID_LOOP(i, n) y[plan_offset(p, 1, i)] = x[plan_offset(p, 0, i)];
+}
+
+template <class E>
 __global__ void copy_window_kernel(const E* __restrict__ in, E* __restrict__ out, int64_t h,
                                    int64_t w, int64_t c, int64_t out_h, int64_t out_w, int64_t top,
                                    int64_t left, int64_t total) {
@@ -54,6 +60,17 @@ void gather(size_t elem_size, const void* x, void* y, const index_plan& plan, in
     using E = decltype(tag);
     gather_kernel<E><<<blocks_for(n), block_threads, 0, s>>>(static_cast<const E*>(x),
                                                              static_cast<E*>(y), plan, n);
+  });
+  note_launch();
+}
+
+void strided_copy(size_t elem_size, const void* x, void* y, const index_plan& plan, int64_t n,
+                  cudaStream_t s) {
+  if (n == 0) return;
+  dispatch_size(elem_size, [&](auto tag) {
+    using E = decltype(tag);
+    strided_copy_kernel<E><<<blocks_for(n), block_threads, 0, s>>>(static_cast<const E*>(x),
+                                                                   static_cast<E*>(y), plan, n);
   });
   note_launch();
 }

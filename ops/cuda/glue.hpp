@@ -87,6 +87,23 @@ inline void* writable_value(gpu_variable_state& v, gpu_kernel_context& ctx) {
   return v.value.raw_mutable_data();
 }
 
+/// Host-memory input i (ctx.host_value) as int64 indices; fails unless int32 or int64.
+std::vector<int64_t> host_indices(const gpu_kernel_context& ctx, size_t i);
+
+/// Indices grouped by the row they name, in device memory, for
+/// scatter_add_rows: the rows (ascending), and for each the positions that
+/// name it, in order (offsets into sources, rows + 1 of them).
+struct row_groups {
+  device_tensor targets, offsets, sources;
+  int64_t rows = 0;
+};
+/// `compact`: target r is r (the rows summed into a dense block of their own).
+row_groups group_rows(gpu_kernel_context& ctx, const std::vector<int64_t>& index,
+                      bool compact = false);
+
+/// l2_loss of x into output 0: its halved squares, summed as sum's are.
+void l2_loss_into(gpu_kernel_context& ctx, const device_tensor& x);
+
 /// Reduces x over the dims `reduced` marks into output 0 (whose spec holds the
 /// kept dims), with the CPU kernel's rules for empty reductions: the reductions'
 /// kernel (reduce_kernels.cpp), which bias_add_grad's uses too.

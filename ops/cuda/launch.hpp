@@ -75,13 +75,34 @@ void fill(dtype t, double value, void* y, int64_t n, cudaStream_t s);
 /// (1, 2, 4 or 8): broadcasts and transposes.
 void gather(size_t elem_size, const void* x, void* y, const index_plan& plan, int64_t n,
             cudaStream_t s);
+/// y[offset under plan operand 1] = x[offset under plan operand 0] for each of the n
+/// elements of the walk: a copy between two strided views (concat's and pad's
+/// placement of an input into a window of the output).
+void strided_copy(size_t elem_size, const void* x, void* y, const index_plan& plan, int64_t n,
+                  cudaStream_t s);
 /// NHWC window copy: out[n, y, x, c] = in[n, y - top, x - left, c] where that is inside the
 /// input, else 0 (pads an image, or crops one with negative top / left).
 void copy_window(size_t elem_size, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                  int64_t c, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
                  cudaStream_t s);
 
+// ---- rows by index (array_index.cu) ---------------------------------------------------------
+
+/// out[o, j, c] = params[o, idx[j], c] for o < outer, j < n, c < inner; params has d rows
+/// per o; the indices were checked on the host.
+void gather_rows(size_t elem_size, const void* params, const int64_t* idx, void* out, int64_t outer,
+                 int64_t d, int64_t n, int64_t inner, cudaStream_t s);
+/// out[o, targets[r], c] += updates[o, sources[k], c] for k in [offsets[r], offsets[r + 1]),
+/// in that order (the CPU's), for each of `rows` target rows; out has d rows per o and
+/// updates n (dtype t, not bool).
+void scatter_add_rows(dtype t, const void* updates, void* out, int64_t outer, int64_t d, int64_t n,
+                      int64_t inner, const int64_t* targets, const int64_t* offsets,
+                      const int64_t* sources, int64_t rows, cudaStream_t s);
+
 // ---- reductions (reduce.cu) -----------------------------------------------------------------
+
+/// y[i] = x[i] * x[i] / 2 (float32 or float64): what l2_loss sums.
+void half_squares(dtype t, const void* x, void* y, int64_t n, cudaStream_t s);
 
 enum class reduce_op : int { sum, mean, max, min, prod };
 /// How many parts R is split into for a (O, R, I) reduction (1: no temporary needed); fixed by

@@ -151,7 +151,23 @@ __global__ void arg_kernel(const T* __restrict__ x, int64_t* __restrict__ out, i
   }
 }
 
+template <class T>
+__global__ void half_squares_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  AF_GRID_LOOP(i, n) y[i] = x[i] * x[i] * T(0.5);
+}
+
 }  // namespace
+
+void half_squares(dtype t, const void* x, void* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  if (t == dtype::float64)
+    half_squares_kernel<double><<<blocks_for(n), block_threads, 0, s>>>(
+        static_cast<const double*>(x), static_cast<double*>(y), n);
+  else
+    half_squares_kernel<float><<<blocks_for(n), block_threads, 0, s>>>(static_cast<const float*>(x),
+                                                                       static_cast<float*>(y), n);
+  note_launch();
+}
 
 int64_t reduce_parts(int64_t O, int64_t R, int64_t I) {
   // Rows: below 256 rows a long row is split in parts of about 4096 elements.

@@ -17,7 +17,32 @@ void fill_output(gpu_kernel_context& ctx, double value) {
   kernels::fill(y.type(), value, y.raw_mutable_data(), y.num_elements(), stream_of(ctx));
 }
 
+void l2_loss_kernel(gpu_kernel_context& ctx) { l2_loss_into(ctx, ctx.input(0)); }
+
+// The l2_loss of the rows scatter-added at the indices (repeats summed in
+// order, as the CPU's sum_repeated_rows), without the dense tensor.
+void l2_loss_rows_kernel(gpu_kernel_context& ctx) {
+  const device_tensor& rows = ctx.input(0);
+  auto index = host_indices(ctx, 1);
+  const int64_t n = static_cast<int64_t>(index.size());
+  const int64_t row_size = n > 0 ? rows.num_elements() / n : 0;
+  auto groups = group_rows(ctx, index, true);
+  device_tensor summed = ctx.allocate_temp(rows.type(), shape{groups.rows, row_size});
+  fill(rows.type(), 0, summed.raw_mutable_data(), summed.num_elements(), stream_of(ctx));
+  scatter_add_rows(rows.type(), rows.raw_data(), summed.raw_mutable_data(), 1, groups.rows, n,
+                   row_size, groups.targets.data<int64_t>(), groups.offsets.data<int64_t>(),
+                   groups.sources.data<int64_t>(), groups.rows, stream_of(ctx));
+  l2_loss_into(ctx, summed);
+}
+
 }  // namespace
+
+void kernels::l2_loss_into(gpu_kernel_context& ctx, const device_tensor& x) {
+  if (x.num_elements() == 0) return fill_output(ctx, 0);
+  device_tensor halves = ctx.allocate_temp(x.type(), shape{x.num_elements()});
+  half_squares(x.type(), x.raw_data(), halves.raw_mutable_data(), x.num_elements(), stream_of(ctx));
+  reduce_into(ctx, reduce_op::sum, halves, {true});
+}
 
 void kernels::reduce_into(gpu_kernel_context& ctx, reduce_op kind, const device_tensor& x,
                           const std::vector<bool>& red) {
@@ -103,6 +128,9 @@ const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar(def("max", reduction(reduce_op::max))),
     gpu_kernel_registrar(def("min", reduction(reduce_op::min))),
     gpu_kernel_registrar(def("prod", reduction(reduce_op::prod))),
+    gpu_kernel_registrar({.op = "l2_loss", .types = float_types, .kernel = l2_loss_kernel}),
+    gpu_kernel_registrar(
+        {.op = "l2_loss_rows", .types = float_types, .kernel = l2_loss_rows_kernel}),
     gpu_kernel_registrar(def("argmax", arg_kernel<true>)),
     gpu_kernel_registrar(def("argmin", arg_kernel<false>)),
     gpu_kernel_registrar(def("sum_to_shape_of", sum_to_kernel)),
