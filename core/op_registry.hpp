@@ -150,6 +150,14 @@ struct ACTORFLOW_API op_def {
   /// device. They reach it as host values (actors/run/device_edges.hpp).
   /// Counted as the kernel's inputs (an update's without its variable).
   std::vector<int> host_memory_inputs;
+  /// Its kernel runs on the host on any device (a sampler drawing in
+  /// sequence): placed on an accelerator, it runs in host memory, as a
+  /// node of integers only does (actors/run/executable.cpp), and its
+  /// consumers there copy its outputs in.
+  bool host_kernel = false;
+  /// Outputs an accelerator's kernel gives in host memory (a tensor array's
+  /// written flags, which its next op checks on the host).
+  std::vector<int> host_memory_outputs;
 
   /// True for ops that the runtime sends to a resource actor (input 0).
   bool acts_on_resource() const { return update || !resource.empty(); }

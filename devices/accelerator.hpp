@@ -142,6 +142,10 @@ class ACTORFLOW_API accelerator {
   /// does not match v.declared.
   virtual void enqueue_restore(int s, device_variable& v, const variable_state& in) = 0;
   virtual accelerator_stats stats() const = 0;
+  /// Whether an op's host_memory_outputs are ready once enqueue returns (a
+  /// GPU's kernels compute them on the host as they enqueue); else they
+  /// come with the stream's completion, like a copy to the host.
+  virtual bool host_outputs_on_enqueue() const { return false; }
 };
 
 }  // namespace actorflow

@@ -253,6 +253,24 @@ shape gathered_rows_shape(const shape& indices, const shape& var) {
   return shape(dims);
 }
 
+int64_t check_array_writes(const std::vector<int64_t>& idx, int64_t capacity, bool dynamic,
+                           const bool* was, const std::function<void(const std::string&)>& fail) {
+  int64_t highest = -1;
+  for (int64_t i : idx) {
+    if (i < 0) fail("write of the negative index " + std::to_string(i));
+    if (i >= capacity && !dynamic)
+      fail("write past the end: index " + std::to_string(i) + ", size " + std::to_string(capacity) +
+           " (the array is not dynamic_size)");
+    if (i < capacity && was[i]) fail("index " + std::to_string(i) + " was written twice");
+    highest = std::max(highest, i);
+  }
+  auto sorted = idx;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+    fail("index " + std::to_string(*twice) + " was written twice");
+  return highest;
+}
+
 std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& indices, int axis,
                                      int64_t d, const std::string& where) {
   return checked_indices(indices, axis, d, where, ctx.op);

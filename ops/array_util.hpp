@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -84,6 +85,14 @@ std::vector<int64_t> checked_indices(const kernel_context& ctx, const tensor& in
 /// The same outside a kernel: the error is "[fail_as] index ...".
 std::vector<int64_t> checked_indices(const tensor& indices, int axis, int64_t d,
                                      const std::string& where, const std::string& fail_as);
+
+/// A tensor array write's checks (ops/tensor_array.cpp and its GPU kernel),
+/// all made before anything is written: each index non-negative, below the
+/// capacity unless the array is dynamic_size, and written neither before
+/// (`was`, capacity flags) nor twice here. `fail` throws with the message.
+/// Returns the highest index, -1 for none.
+int64_t check_array_writes(const std::vector<int64_t>& idx, int64_t capacity, bool dynamic,
+                           const bool* was, const std::function<void(const std::string&)>& fail);
 
 /// The shape of the rows a gather along axis 0 takes from a variable of
 /// shape `var` at `indices`: indices' dims, then var's dims after the first

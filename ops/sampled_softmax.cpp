@@ -176,6 +176,7 @@ const op_registrar registration({
     .kernel = sampler_kernel,
     .summary = "log-uniform (Zipfian) candidates from (seed, counter), with expected counts",
     .not_differentiable = true,
+    .host_kernel = true,  // draws without replacement, one after another
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@
 //   `counter` input (feed the global step), as dropout does, so a run resumed from a checkpoint
 //   draws the candidates the uninterrupted run drew. TensorFlow's sampler is stateful, and its
 //   draws for a seed differ from ours (another generator: Philox-4x32-10 keyed by the seed).
+// - On an accelerator the sampler runs in host memory (op_def::host_kernel): it draws
+//   without replacement, one candidate after another, and its outputs are small.
 // - true_classes may be int32 as well as int64, and a class outside [0, range_max) is an error
 //   (TensorFlow does not check it).
 // - sampled_softmax_loss gathers the sampled rows first, then the true ones (TensorFlow: true

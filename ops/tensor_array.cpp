@@ -148,22 +148,10 @@ void write_kernel(kernel_context& ctx) {
                         " differs from the element" + (scatter ? "s " : " ") +
                         tensor_spec{data.type(), want}.to_string());
   // Every check before any write: a failed write leaves nothing half done.
-  bool dynamic = ctx.attr_or<bool>("dynamic_size", false);
-  int64_t capacity = data.dims()[0], highest = -1;
-  const bool* was = written.data<bool>();
-  for (int64_t i : idx) {
-    if (i < 0) fail_array(ctx, "write of the negative index " + std::to_string(i));
-    if (i >= capacity && !dynamic)
-      fail_array(ctx, "write past the end: index " + std::to_string(i) + ", size " +
-                          std::to_string(capacity) + " (the array is not dynamic_size)");
-    if (i < capacity && was[i])
-      fail_array(ctx, "index " + std::to_string(i) + " was written twice");
-    highest = std::max(highest, i);
-  }
-  auto sorted = idx;
-  std::sort(sorted.begin(), sorted.end());
-  if (auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
-    fail_array(ctx, "index " + std::to_string(*twice) + " was written twice");
+  const int64_t capacity = data.dims()[0];
+  const int64_t highest = detail::check_array_writes(
+      idx, capacity, ctx.attr_or<bool>("dynamic_size", false), written.data<bool>(),
+      [&](const std::string& what) { fail_array(ctx, what); });
 
   if (highest >= capacity) {
     int64_t grown_to = grown_capacity(capacity, highest);
@@ -424,44 +412,54 @@ const op_registrar registrations[] = {
                   .kernel = write_kernel,
                   .summary = "(data, written) with value written at the scalar index (attrs "
                              "dynamic_size, array_name)",
-                  .gradient = write_grad}),
+                  .gradient = write_grad,
+                  .host_memory_inputs = {1, 2},
+                  .host_memory_outputs = {1}}),
     op_registrar({.name = "tensor_array_scatter",
                   .num_inputs = 4,
                   .infer = write_infer,
                   .kernel = write_kernel,
                   .summary = "(data, written) with the rows of value written at indices [k]",
-                  .gradient = write_grad}),
+                  .gradient = write_grad,
+                  .host_memory_inputs = {1, 2},
+                  .host_memory_outputs = {1}}),
     op_registrar({.name = "tensor_array_read",
                   .num_inputs = 3,
                   .infer = read_infer,
                   .kernel = read_kernel,
                   .summary = "the element at the scalar index below the size (zeros if unwritten)",
-                  .gradient = read_grad}),
+                  .gradient = read_grad,
+                  .host_memory_inputs = {1, 2}}),
     op_registrar({.name = "tensor_array_gather",
                   .num_inputs = 3,
                   .infer = read_infer,
                   .kernel = read_kernel,
                   .summary = "the elements at indices [k] below the size (zeros where unwritten)",
-                  .gradient = read_grad}),
+                  .gradient = read_grad,
+                  .host_memory_inputs = {1, 2}}),
     op_registrar({.name = "tensor_array_stack",
                   .num_inputs = 2,
                   .infer = stack_infer,
                   .kernel = stack_kernel,
                   .summary = "the elements below the size, zeros where unwritten (attrs "
                              "dynamic_size, initial_size)",
-                  .gradient = stack_grad}),
+                  .gradient = stack_grad,
+                  .host_memory_inputs = {1}}),
     op_registrar({.name = "tensor_array_size",
                   .num_inputs = 2,
                   .infer = size_infer,
                   .kernel = size_kernel,
                   .summary = "the size as an int32 scalar (attrs dynamic_size, initial_size)",
-                  .not_differentiable = true}),
+                  .not_differentiable = true,
+                  .host_memory_inputs = {1},
+                  .host_memory_outputs = {0}}),
     op_registrar({.name = "tensor_array_unstack",
                   .num_inputs = 1,
                   .infer = unstack_infer,
                   .kernel = unstack_kernel,
                   .summary = "an array holding the rows of value, all written",
-                  .gradient = [](grad_context& c) { c.input_grads = {c.grad(0)}; }}),
+                  .gradient = [](grad_context& c) { c.input_grads = {c.grad(0)}; },
+                  .host_memory_outputs = {1}}),
     op_registrar({.name = "tensor_array_clear_rows",
                   .num_inputs = -1,
                   .min_inputs = 2,
@@ -469,7 +467,8 @@ const op_registrar registrations[] = {
                   .kernel = clear_rows_kernel,
                   .summary = "(x with the rows at indices zeroed, resized along dim 0 to the "
                              "optional input 2's dim 0, else attr rows; those rows of x)",
-                  .gradient = clear_rows_grad}),
+                  .gradient = clear_rows_grad,
+                  .host_memory_inputs = {1}}),
 };
 
 attr_map array_attrs(const tensor_array& ta) {

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/lm_training.hpp"
 #include "ops/case_inputs.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
@@ -171,6 +173,32 @@ inline void check_training_on(const std::shared_ptr<runtime>& cpu,
     CHECK(got.bytes_in_per_step < images_bytes + 4096);
     CHECK(got.bytes_out_per_step < 4096);
   }
+}
+
+// A small LSTM language model on random words, 5 steps on `device` (empty:
+// no hint): the recurrence as a loop, the embedding's gather, the sampled or
+// full softmax, Adam's slots. Its losses, and its placement log in `log`.
+inline std::vector<float> lm_losses(const std::shared_ptr<runtime>& rt, const std::string& device,
+                                    bool full_softmax,
+                                    std::vector<placement_entry>* log = nullptr) {
+  lm::lm_config c;
+  c.vocab = 300;
+  c.embedding = 16;
+  c.hidden = 16;
+  c.steps = 6;
+  c.streams = 4;
+  c.sampled = 24;
+  c.full_softmax = full_softmax;
+  c.seed = 7;
+  std::mt19937 rng(11);
+  std::vector<int64_t> words(static_cast<size_t>(c.streams * c.steps * 8 + 1));
+  for (auto& w : words) w = std::uniform_int_distribution<int64_t>(0, c.vocab - 1)(rng);
+  apps::lm_trainer lm(c, words, words, apps::lm_placement{.rt = rt, .device = device});
+  lm.sess().run({global_variables_initializer(lm.g())});
+  std::vector<float> losses;
+  for (int64_t step = 0; step < 5; ++step) losses.push_back(lm.run_step(step));
+  if (log) *log = lm.sess().placement_log();
+  return losses;
 }
 
 }  // namespace actorflow::testing

@@ -553,7 +553,7 @@ std::string without_gpu_kernel(const graph& g) {
   auto& kernels = gpu_kernel_registry::global();
   for (auto& n : g.nodes()) {
     if (routed_by_runtime(n.def->role) || n.def->role == op_role::variable) continue;
-    if (!n.def->update && integers_only(g, n)) continue;
+    if (!n.def->update && (integers_only(g, n) || n.def->host_kernel)) continue;
     const gpu_kernel_def* k = kernels.find(n.op);
     if (n.def->update) {
       dtype t = g.at(n.inputs[0].node).outputs[0].type;

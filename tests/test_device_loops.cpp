@@ -8,12 +8,9 @@
 // the stand-in to the CPU's losses.
 #include <doctest/doctest.h>
 
-#include <random>
-
 #include "actors/run/node_plan.hpp"
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
-#include "apps/lib/lm_training.hpp"
 #include "core/gradients.hpp"
 #include "device_training.hpp"
 #include "ops/array.hpp"
@@ -202,41 +199,13 @@ TEST_CASE("a kernel that fails in a loop on the stand-in fails only its step") {
   CHECK(no_loop_state_left());
 }
 
-namespace {
-
-// A small language model on random words: the recurrence, the embedding's
-// gather, the sampled or full softmax, Adam's slots.
-std::vector<float> lm_losses(const std::shared_ptr<runtime>& rt, const std::string& device,
-                             bool full_softmax, std::vector<placement_entry>* log = nullptr) {
-  lm::lm_config c;
-  c.vocab = 300;
-  c.embedding = 16;
-  c.hidden = 16;
-  c.steps = 6;
-  c.streams = 4;
-  c.sampled = 24;
-  c.full_softmax = full_softmax;
-  c.seed = 7;
-  std::mt19937 rng(11);
-  std::vector<int64_t> words(c.streams * c.steps * 8 + 1);
-  for (auto& w : words) w = std::uniform_int_distribution<int64_t>(0, c.vocab - 1)(rng);
-  apps::lm_trainer lm(c, words, words, apps::lm_placement{.rt = rt, .device = device});
-  lm.sess().run({global_variables_initializer(lm.g())});
-  std::vector<float> losses;
-  for (int64_t step = 0; step < 5; ++step) losses.push_back(lm.run_step(step));
-  if (log) *log = lm.sess().placement_log();
-  return losses;
-}
-
-}  // namespace
-
 TEST_CASE("the LSTM language model trains on the stand-in to the CPU's losses") {
   auto rt = with_stand_in();
   for (bool full : {false, true}) {
     INFO(std::string(full ? "full" : "sampled") << " softmax");
-    auto want = lm_losses(cpu_only(), "", full);
+    auto want = testing::lm_losses(cpu_only(), "", full);
     std::vector<placement_entry> log;
-    auto got = lm_losses(rt, "/stand_in:0", full, &log);
+    auto got = testing::lm_losses(rt, "/stand_in:0", full, &log);
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i)
       CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
@@ -250,4 +219,26 @@ TEST_CASE("the LSTM language model trains on the stand-in to the CPU's losses") 
     CHECK(no_loop_state_left());
     CHECK(settled_bytes_in_use(stand_in_of(*rt)) == 0);  // the session took its memory along
   }
+}
+
+TEST_CASE("indices a device kernel checks on the host reach it in host memory") {
+  auto rt = with_stand_in();
+  graph g;
+  auto scope = g.device_scope("/stand_in:0");
+  auto table = placeholder(g, dtype::float32, shape{6, width}, "table");
+  auto scores = placeholder(g, dtype::float32, shape{4, 6}, "scores");
+  // argmax runs on the device (float input); gather takes its indices on the host.
+  auto rows = gather(table, argmax(scores, 1), 0, "rows");
+  session s(g, rt);
+  random_source rnd;
+  auto t = rnd.uniform(dtype::float32, shape{6, width});
+  auto sc = rnd.uniform(dtype::float32, shape{4, 6});
+  auto before = stand_in_of(*rt).stats();
+  auto got = s.run({{table, t}, {scores, sc}}, {rows})[0];
+  auto want = run_kernel("gather", {t, run_kernel("argmax", {sc}, {{"axis", int64_t{1}}})[0]});
+  CHECK(got.equals(want[0]));
+  CHECK(entry_of(s, "rows").device == "/stand_in:0");
+  // The four int64 indices come out for the gather; then its rows for the fetch.
+  CHECK(stand_in_of(*rt).stats().bytes_copied_out - before.bytes_copied_out ==
+        4 * 8 + 4 * width * 4);
 }

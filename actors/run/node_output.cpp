@@ -1,5 +1,7 @@
 #include "actors/run/node_output.hpp"
 
+#include <algorithm>
+
 #include "actors/caf_ext/mailbox.hpp"
 #include "ops/transfer.hpp"
 
@@ -134,9 +136,14 @@ void accelerator_launches::start(node_host_base* self, const node_plan& plan, ui
   accelerator* accel = plan.accel;
   // Outputs that all stay on the device are ready for their consumers there
   // once enqueued: their launches come later on the same stream. Only a
-  // copy to the host waits for the stream (no node waits for a kernel).
+  // copy to the host waits for the stream (no node waits for a kernel), not
+  // an output the kernel gives in host memory as it enqueues.
   bool stays_on_device = true;
-  for (char to_host : launch->to_host) stays_on_device &= !to_host;
+  const auto& on_host = plan.def->host_memory_outputs;
+  for (size_t i = 0; i < launch->to_host.size(); ++i)
+    stays_on_device &=
+        !launch->to_host[i] || (accel->host_outputs_on_enqueue() &&
+                                std::find(on_host.begin(), on_host.end(), int(i)) != on_host.end());
   gpu::gpu_task task{0, [accel, launch] { accel->enqueue(0, *launch); }, id};
   task.answer_on_enqueue = stays_on_device;
   self->send(plan.device, run_atom::value, std::move(task));
@@ -171,9 +178,9 @@ void accelerator_launches::finish(node_host_base* self, const node_plan& plan, u
       step_input in{done.step, c.slot, {}, done.tag};
       if (i >= own)
         in.value.value = i - own < done.trailing.size() ? done.trailing[i - own] : tensor();
-      else if (c.on_device)
+      else if (c.on_device && launch.device_outputs[i])
         in.value.on_device = launch.device_outputs[i];
-      else
+      else  // a host copy, or an output the kernel gave in host memory
         in.value.value = launch.host_outputs[i];
       deliver(self, c, std::move(in));
     }

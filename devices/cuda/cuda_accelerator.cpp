@@ -53,13 +53,14 @@ class cuda_accelerator final : public accelerator {
   }
 
   std::shared_ptr<stream_executor> streams() const override { return streams_; }
+  bool host_outputs_on_enqueue() const override { return true; }
 
   void enqueue(int s, accelerator_launch& launch) override {
     cuda_device& dev = device();
     ++launches_;
     try {
       std::vector<device_tensor> inputs = device_inputs(dev, s, launch);
-      std::vector<tensor> host_values = host_memory_values(launch);
+      kernel_io io{host_memory_values(launch), launch.invocation, {}};
       // Enqueued work keeps what it reads (record_stream, stream order): the
       // launch lets go of its inputs now, so that a variable's next update
       // finds its value unshared and writes it in place.
@@ -68,10 +69,10 @@ class cuda_accelerator final : public accelerator {
       std::vector<device_tensor> outputs;
       if (!launch.variable)
         outputs = dev.run_kernel(launch.def->name, std::move(inputs), *launch.attrs, s,
-                                 launch.node_name, std::move(host_values));
+                                 launch.node_name, &io);
       else
-        outputs = run_on_variable(dev, s, launch, std::move(inputs), std::move(host_values));
-      copy_outputs(dev, s, outputs, launch);
+        outputs = run_on_variable(dev, s, launch, std::move(inputs), io);
+      copy_outputs(dev, s, outputs, io.host_outputs, launch);
     } catch (const std::exception& e) {
       launch.error = e.what();
       launch.failure_code = code_of(e);
@@ -166,12 +167,11 @@ class cuda_accelerator final : public accelerator {
 
   // A node of a variable in this GPU's memory: its read, or an update kernel.
   std::vector<device_tensor> run_on_variable(cuda_device& dev, int s, accelerator_launch& launch,
-                                             std::vector<device_tensor> inputs,
-                                             std::vector<tensor> host_values) {
+                                             std::vector<device_tensor> inputs, kernel_io& io) {
     gpu_variable_state& st = launch.variable->state;
     if (launch.def->role != op_role::variable)
       return dev.run_update(launch.def->name, st, std::move(inputs), *launch.attrs, s,
-                            launch.node_name, std::move(host_values));
+                            launch.node_name, &io);
     if (!st.value.valid())
       fail(
           error_code::failed_precondition, name_,
@@ -183,14 +183,19 @@ class cuda_accelerator final : public accelerator {
   // host copy, downloaded on the copy stream. The compute stream then waits
   // for those copies (and their callbacks, which fill host_outputs), so the
   // completion the node hears of comes after them.
+  // An output the kernel gave in host memory goes to every consumer as it is.
   void copy_outputs(cuda_device& dev, int s, std::vector<device_tensor>& outputs,
-                    accelerator_launch& launch) {
+                    std::vector<tensor>& host_outputs, accelerator_launch& launch) {
     size_t n = launch.to_host.size();
     if (outputs.size() < n) fail(name_, "the kernel produced too few outputs");
     launch.host_outputs.assign(n, tensor());
     launch.device_outputs.assign(n, nullptr);
     bool copied = false;
     for (size_t i = 0; i < n; ++i) {
+      if (i < host_outputs.size() && host_outputs[i].valid()) {
+        launch.host_outputs[i] = std::move(host_outputs[i]);
+        continue;
+      }
       if (launch.to_host[i]) {
         bytes_out_ += static_cast<int64_t>(outputs[i].size_bytes());
         dev.download(outputs[i], s, [&launch, i](tensor out, std::string error) {

@@ -81,18 +81,17 @@ class cuda_device final : public stream_executor {
   /// Runs op's GPU kernel on stream s: checks that it has one for these
   /// dtypes, runs the op's shape function on the input specs, and enqueues.
   /// The outputs are ready once the stream has run the work.
-  /// `host_values`: by input, its host value where it came from the host.
+  /// `io`: the launch's host values and invocation, and where the kernel's
+  /// host-memory outputs go (their device tensors are then empty).
   std::vector<device_tensor> run_kernel(const std::string& op, std::vector<device_tensor> inputs,
                                         const attr_map& attrs = {}, int s = 0,
-                                        const std::string& node_name = "",
-                                        std::vector<tensor> host_values = {});
+                                        const std::string& node_name = "", kernel_io* io = nullptr);
   /// Applies an optimizer update to a variable on the GPU; `inputs` excludes
   /// the variable (gradient, learning rate), as for update_fn.
   std::vector<device_tensor> run_update(const std::string& op, gpu_variable_state& v,
                                         std::vector<device_tensor> inputs,
                                         const attr_map& attrs = {}, int s = 0,
-                                        const std::string& node_name = "",
-                                        std::vector<tensor> host_values = {});
+                                        const std::string& node_name = "", kernel_io* io = nullptr);
 
   /// Waits until every stream is idle; throws the device's error, if any.
   void synchronize();

@@ -12,6 +12,12 @@ const tensor& gpu_kernel_context::host_value(size_t i) const {
   return host_values[i];
 }
 
+void gpu_kernel_context::set_host_output(size_t i, tensor t) {
+  if (host_outputs.size() < output_specs.size()) host_outputs.resize(output_specs.size());
+  if (outputs.size() < output_specs.size()) outputs.resize(output_specs.size());
+  host_outputs.at(i) = std::move(t);
+}
+
 device_tensor& gpu_kernel_context::allocate_output(size_t i) {
   if (i >= output_specs.size())
     fail("output " + std::to_string(i) + " of " + std::to_string(output_specs.size()) +

@@ -27,6 +27,15 @@ struct gpu_stream;
 /// 3 significant digits).
 enum class gpu_math { fp32, tf32, bf16 };
 
+/// What a launch brings a kernel beside its device inputs (host values of
+/// its host-memory inputs, its invocation), and what the kernel gives back
+/// in host memory (its op's host_memory_outputs).
+struct kernel_io {
+  std::vector<tensor> host_values;   // by input; empty where it came in device memory
+  uint64_t invocation = 0;           // how many times the node ran before
+  std::vector<tensor> host_outputs;  // by output; set for the host-memory ones
+};
+
 /// What a GPU kernel sees: its inputs on the device, attributes, the output
 /// specs its op's shape function gave, and the stream to enqueue on.
 struct gpu_kernel_context {
@@ -44,9 +53,15 @@ struct gpu_kernel_context {
   /// By input: its value in host memory where it came from there (always
   /// for the op's host_memory_inputs), else empty.
   std::vector<tensor> host_values = {};
+  /// By output: set (set_host_output) for the op's host_memory_outputs,
+  /// which have no device tensor.
+  std::vector<tensor> host_outputs = {};
   /// Copies a host tensor (indices checked on the host) into device memory
   /// for this kernel's work, in stream order.
   std::function<device_tensor(const tensor&)> upload = {};
+  /// How many times the node ran before (random draws count with it, as
+  /// kernel_context::invocation).
+  uint64_t invocation = 0;
 
   ACTORFLOW_ATTR_ACCESSORS
   /// Input i in host memory; fails naming the op where it is not there.
@@ -55,6 +70,8 @@ struct gpu_kernel_context {
   /// Allocates output i (uninitialized) as its spec says.
   device_tensor& allocate_output(size_t i);
   void set_output(size_t i, device_tensor t);
+  /// Output i in host memory (one of the op's host_memory_outputs).
+  void set_host_output(size_t i, tensor t);
   /// Scratch memory for this kernel's work on its stream (cuDNN workspaces,
   /// partial sums); dropping it after enqueueing is safe (stream order).
   device_tensor allocate_temp(dtype type, shape dims);

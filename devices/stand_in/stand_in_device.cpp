@@ -1,5 +1,6 @@
 #include "devices/stand_in/stand_in_device.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -146,7 +147,13 @@ void stand_in_device::enqueue(int s, accelerator_launch& launch) {
     if (outputs.size() < n) fail(name_, "the kernel produced too few outputs");
     launch.host_outputs.assign(n, tensor());
     launch.device_outputs.assign(n, nullptr);
+    const auto& on_host = launch.def->host_memory_outputs;
     for (size_t i = 0; i < n; ++i) {
+      // What a GPU kernel gives in host memory (a tensor array's written flags) stays there.
+      if (std::find(on_host.begin(), on_host.end(), int(i)) != on_host.end()) {
+        launch.host_outputs[i] = std::move(outputs[i]);
+        continue;
+      }
       auto on_device = to_device_memory(outputs[i], s);  // where a GPU kernel writes
       if (launch.to_host[i]) launch.host_outputs[i] = copy_out(*on_device);
       if (launch.on_device[i]) launch.device_outputs[i] = std::move(on_device);

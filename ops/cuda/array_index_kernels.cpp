@@ -24,8 +24,7 @@ std::vector<int64_t> kernels::host_indices(const gpu_kernel_context& ctx, size_t
   return idx;
 }
 
-row_groups kernels::group_rows(gpu_kernel_context& ctx, const std::vector<int64_t>& index,
-                               bool compact) {
+row_groups kernels::group_rows(gpu_kernel_context& ctx, const std::vector<int64_t>& index) {
   std::vector<int64_t> order(index.size());
   std::iota(order.begin(), order.end(), int64_t{0});
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -42,7 +41,6 @@ row_groups kernels::group_rows(gpu_kernel_context& ctx, const std::vector<int64_
   offsets.push_back(static_cast<int64_t>(order.size()));
   row_groups g;
   g.rows = static_cast<int64_t>(targets.size());
-  if (compact) std::iota(targets.begin(), targets.end(), int64_t{0});
   auto up = [&](const std::vector<int64_t>& v) {
     return ctx.upload(tensor::from_vector<int64_t>(v, shape{static_cast<int64_t>(v.size())}));
   };
@@ -50,6 +48,19 @@ row_groups kernels::group_rows(gpu_kernel_context& ctx, const std::vector<int64_
   g.offsets = up(offsets);
   g.sources = up(order);
   return g;
+}
+
+device_tensor kernels::sum_repeated_rows(gpu_kernel_context& ctx, const device_tensor& updates,
+                                         const row_groups& groups, int64_t n, int64_t row_size) {
+  std::vector<int64_t> compact(static_cast<size_t>(groups.rows));
+  std::iota(compact.begin(), compact.end(), int64_t{0});
+  device_tensor at = ctx.upload(tensor::from_vector<int64_t>(compact, shape{groups.rows}));
+  device_tensor summed = ctx.allocate_temp(updates.type(), shape{groups.rows, row_size});
+  fill(updates.type(), 0, summed.raw_mutable_data(), summed.num_elements(), stream_of(ctx));
+  scatter_add_rows(updates.type(), updates.raw_data(), summed.raw_mutable_data(), 1, groups.rows, n,
+                   row_size, at.data<int64_t>(), groups.offsets.data<int64_t>(),
+                   groups.sources.data<int64_t>(), groups.rows, stream_of(ctx));
+  return summed;
 }
 
 namespace {

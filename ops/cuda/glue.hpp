@@ -97,9 +97,12 @@ struct row_groups {
   device_tensor targets, offsets, sources;
   int64_t rows = 0;
 };
-/// `compact`: target r is r (the rows summed into a dense block of their own).
-row_groups group_rows(gpu_kernel_context& ctx, const std::vector<int64_t>& index,
-                      bool compact = false);
+row_groups group_rows(gpu_kernel_context& ctx, const std::vector<int64_t>& index);
+/// `updates` [n, row_size] with the rows that name the same index summed, in
+/// order (the CPU's sum_repeated_rows): [groups.rows, row_size], row r for
+/// the index groups.targets[r].
+device_tensor sum_repeated_rows(gpu_kernel_context& ctx, const device_tensor& updates,
+                                const row_groups& groups, int64_t n, int64_t row_size);
 
 /// l2_loss of x into output 0: its halved squares, summed as sum's are.
 void l2_loss_into(gpu_kernel_context& ctx, const device_tensor& x);

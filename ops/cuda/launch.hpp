@@ -99,6 +99,16 @@ void scatter_add_rows(dtype t, const void* updates, void* out, int64_t outer, in
                       int64_t inner, const int64_t* targets, const int64_t* offsets,
                       const int64_t* sources, int64_t rows, cudaStream_t s);
 
+// ---- random values (random.cu) --------------------------------------------------------------
+
+/// n values of t (float32 or float64) uniform in [lo, hi), from ops/random.cpp's Philox
+/// stream with key `key` at counter (position, invocation).
+void random_uniform(dtype t, void* out, int64_t n, uint64_t invocation, uint64_t key, double lo,
+                    double hi, cudaStream_t s);
+/// n normal values (mean, stddev) redrawn beyond two stddev, as ops/random.cpp draws them.
+void truncated_normal(dtype t, void* out, int64_t n, uint64_t invocation, uint64_t key, double mean,
+                      double stddev, cudaStream_t s);
+
 // ---- reductions (reduce.cu) -----------------------------------------------------------------
 
 /// y[i] = x[i] * x[i] / 2 (float32 or float64): what l2_loss sums.
@@ -152,6 +162,10 @@ struct update_args {
   /// The optional gradient scale (clipping's), a device scalar; null: 1.
   const void* scale = nullptr;
   dtype scale_type = dtype::float32;
+  /// A row update (lazy Adam, AdaGrad on rows): the gradient holds n / row_size rows, row r
+  /// for the variable's row rows[r] (device memory); null: the gradient is dense.
+  const int64_t* rows = nullptr;
+  int64_t row_size = 1;
 };
 void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s);
 void apply_momentum(const update_args& a, void* w, const void* g, void* velocity, double mu,

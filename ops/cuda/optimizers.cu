@@ -32,11 +32,26 @@ device_scalars scalars_of(const update_args& a) {
   return {a.lr, a.lr_type == dtype::float64, a.scale, a.scale_type == dtype::float64};
 }
 
+// Where gradient element i applies in the variable and its slots: i for a
+// dense gradient; in the variable's row rows[i / row_size] for a row one.
+struct row_map {
+  const int64_t* rows;
+  int64_t row_size;
+  __device__ __forceinline__ int64_t operator()(int64_t i) const {
+    return rows ? rows[i / row_size] * row_size + i % row_size : i;
+  }
+};
+
+row_map rows_of(const update_args& a) { return {a.rows, a.row_size}; }
+
 template <class T>
 __global__ void sgd_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g, device_scalars k,
-                           T wd) {
+                           T wd, row_map at) {
   const T rate = T(k.rate()), gs = T(k.grad_scale());
-  AF_GRID_LOOP(i, n) w[i] -= rate * (gs * g[i] + wd * w[i]);
+  AF_GRID_LOOP(i, n) {
+    const int64_t j = at(i);
+    w[j] -= rate * (gs * g[i] + wd * w[j]);
+  }
 }
 
 template <class T>
@@ -54,13 +69,14 @@ __global__ void momentum_kernel(int64_t n, T* __restrict__ w, const T* __restric
 template <class T>
 __global__ void adam_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
                             T* __restrict__ m, T* __restrict__ v, device_scalars k, T wd, T b1,
-                            T b2, double c1, T inv_sqrt_c2, T eps) {
+                            T b2, double c1, T inv_sqrt_c2, T eps, row_map at) {
   const T step = T(k.rate() / c1), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = gs * g[i] + wd * w[i];
-    m[i] = b1 * m[i] + (T(1) - b1) * gi;
-    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-    w[i] -= step * m[i] / (sqrt(v[i]) * inv_sqrt_c2 + eps);
+    const int64_t j = at(i);
+    const T gi = gs * g[i] + wd * w[j];
+    m[j] = b1 * m[j] + (T(1) - b1) * gi;
+    v[j] = b2 * v[j] + (T(1) - b2) * gi * gi;
+    w[j] -= step * m[j] / (sqrt(v[j]) * inv_sqrt_c2 + eps);
   }
 }
 
@@ -80,12 +96,13 @@ __global__ void rmsprop_kernel(int64_t n, T* __restrict__ w, const T* __restrict
 
 template <class T>
 __global__ void adagrad_kernel(int64_t n, T* __restrict__ w, const T* __restrict__ g,
-                               T* __restrict__ acc, device_scalars k, T wd, T eps) {
+                               T* __restrict__ acc, device_scalars k, T wd, T eps, row_map at) {
   const T rate = T(k.rate()), gs = T(k.grad_scale());
   AF_GRID_LOOP(i, n) {
-    const T gi = gs * g[i] + wd * w[i];
-    acc[i] += gi * gi;
-    w[i] -= rate * gi / (sqrt(acc[i]) + eps);
+    const int64_t j = at(i);
+    const T gi = gs * g[i] + wd * w[j];
+    acc[j] += gi * gi;
+    w[j] -= rate * gi / (sqrt(acc[j]) + eps);
   }
 }
 
@@ -105,8 +122,8 @@ void apply_sgd(const update_args& a, void* w, const void* g, cudaStream_t s) {
   const device_scalars k = scalars_of(a);
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
-    sgd_kernel<T>
-        <<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), k, T(a.weight_decay));
+    sgd_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(a.n, as<T>(w), as<T>(g), k,
+                                                            T(a.weight_decay), rows_of(a));
   });
   note_launch();
 }
@@ -131,7 +148,7 @@ void apply_adam(const update_args& a, void* w, const void* g, void* m, void* v, 
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
         a.n, as<T>(w), as<T>(g), as<T>(m), as<T>(v), k, T(a.weight_decay), T(beta1), T(beta2), c1,
-        T(1.0 / std::sqrt(c2)), T(epsilon));
+        T(1.0 / std::sqrt(c2)), T(epsilon), rows_of(a));
   });
   note_launch();
 }
@@ -156,7 +173,7 @@ void apply_adagrad(const update_args& a, void* w, const void* g, void* accumulat
   dispatch_float(a.t, [&](auto tag) {
     using T = decltype(tag);
     adagrad_kernel<T><<<blocks_for(a.n), block_threads, 0, s>>>(
-        a.n, as<T>(w), as<T>(g), as<T>(accumulator), k, T(a.weight_decay), T(epsilon));
+        a.n, as<T>(w), as<T>(g), as<T>(accumulator), k, T(a.weight_decay), T(epsilon), rows_of(a));
   });
   note_launch();
 }

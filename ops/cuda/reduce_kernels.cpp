@@ -26,13 +26,7 @@ void l2_loss_rows_kernel(gpu_kernel_context& ctx) {
   auto index = host_indices(ctx, 1);
   const int64_t n = static_cast<int64_t>(index.size());
   const int64_t row_size = n > 0 ? rows.num_elements() / n : 0;
-  auto groups = group_rows(ctx, index, true);
-  device_tensor summed = ctx.allocate_temp(rows.type(), shape{groups.rows, row_size});
-  fill(rows.type(), 0, summed.raw_mutable_data(), summed.num_elements(), stream_of(ctx));
-  scatter_add_rows(rows.type(), rows.raw_data(), summed.raw_mutable_data(), 1, groups.rows, n,
-                   row_size, groups.targets.data<int64_t>(), groups.offsets.data<int64_t>(),
-                   groups.sources.data<int64_t>(), groups.rows, stream_of(ctx));
-  l2_loss_into(ctx, summed);
+  l2_loss_into(ctx, sum_repeated_rows(ctx, rows, group_rows(ctx, index), n, row_size));
 }
 
 }  // namespace
