@@ -16,7 +16,6 @@
 #include "actors/run/runtime.hpp"
 #include "actors/session.hpp"
 #include "devices/cpu/gemm_library.hpp"
-#include "devices/cuda/gpu_support.hpp"
 #include "ops/array.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
@@ -30,6 +29,7 @@
 #include "perf/bench_devices.hpp"
 #include "perf/bench_dist.hpp"
 #include "perf/bench_gemm.hpp"
+#include "perf/bench_gpu.hpp"
 #include "perf/bench_lm_cluster.hpp"
 #include "perf/bench_scaling.hpp"
 #include "perf/bench_train.hpp"
@@ -371,25 +371,7 @@ int main(int argc, char** argv) {
                         d.device_copy_gbps / d.memcpy_gbps));
     add_row("memcpy_gbps", d.memcpy_gbps, "GB/s", "the same 128 MiB moved by two memcpy calls");
   }
-  if (wanted("gpu")) {
-    if (!runtime::shared()->find_device("gpu", 0)) {
-      add_failure("gpu_mlp_step_ms", "no GPU: " + gpu::gpu_placement_refusal());
-    } else {
-      // The MLP's step is mostly the runtime's cost per op: its target is tighter.
-      for (auto [model, steps, target] :
-           {std::tuple{"mlp", 500, 0.8}, std::tuple{"cnn", 200, 1.0}}) {
-        double ours = train_step_ms(model, 128, steps, {"/gpu:0"});
-        auto ref = skip_torch ? std::nullopt : torch_gpu_step_ms(model, 128, steps);
-        add_row(
-            fmt::format("gpu_{}_step_ms", model), ours, "ms",
-            ref ? fmt::format("{:.2f}x PyTorch on the same GPU; target <= {}", ours / *ref, target)
-                : "PyTorch on the GPU not measured");
-        if (ref)
-          add_row(fmt::format("torch_gpu_{}_step_ms", model), *ref, "ms",
-                  "PyTorch with CUDA, same GPU (perf/torch_gpu_fmnist.py)");
-      }
-    }
-  }
+  if (wanted("gpu")) add_gpu_rows(add_row_or_failure, add_failure, !skip_torch);
   if (wanted("dist")) {
     // Two actorflow-node PS tasks on 127.0.0.1, started and reaped here.
     auto d = dist_benchmarks();

@@ -155,12 +155,33 @@ double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batc
   });
 }
 
-double lstm_lm_words_per_s(bool full_softmax, int steps) {
-  auto corpus = load_fortunes();
+// Words drawn from the log-uniform (Zipfian) law a word list sorted by
+// frequency follows, as the sampler assumes.
+std::vector<int64_t> zipfian_words(int64_t vocab, size_t count) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int64_t> words(count);
+  for (auto& w : words)
+    w = std::min<int64_t>(vocab - 1, int64_t(std::exp(u(rng) * std::log(double(vocab + 1)))) - 1);
+  return words;
+}
+
+double lstm_lm_words_per_s(bool full_softmax, int steps, const std::string& device) {
   lm::lm_config config;
-  config.vocab = corpus.vocab_size();
   config.full_softmax = full_softmax;
-  apps::lm_trainer lm(config, std::move(corpus.train), std::move(corpus.valid));
+  std::vector<int64_t> train, valid;
+  if (device.empty()) {
+    auto corpus = load_fortunes();
+    config.vocab = corpus.vocab_size();
+    train = std::move(corpus.train);
+    valid = std::move(corpus.valid);
+  } else {
+    config.vocab = 10001;
+    train = zipfian_words(config.vocab, 600000);
+    valid = zipfian_words(config.vocab, 10000);
+  }
+  apps::lm_trainer lm(config, std::move(train), std::move(valid),
+                      apps::lm_placement{.rt = runtime::shared(), .device = device});
   lm.sess().run({global_variables_initializer(lm.g())});
   // The first steps compile the signatures and grow the allocator's pools.
   const int warmup = 5;

@@ -72,7 +72,9 @@ double sync_embedding_step_ms(bool by_rows, int64_t rows, int64_t cols, int batc
 
 /// Training words per second of the LSTM language model (apps/lib/lm_training.hpp)
 /// on Debian's fortunes: `steps` global steps after a few warm-up ones, sampled
-/// or full softmax. Throws `[fortunes] ...` when the package is missing.
-double lstm_lm_words_per_s(bool full_softmax, int steps);
+/// or full softmax. Throws `[fortunes] ...` when the package is missing. With a
+/// `device` ("/gpu:0"), the whole model there, on 10001-word Zipfian random
+/// text (a GPU machine need not have the corpus; the throughput is the same).
+double lstm_lm_words_per_s(bool full_softmax, int steps, const std::string& device = "");
 
 }  // namespace actorflow::bench

@@ -2,8 +2,12 @@
 apps/lib/convnets.hpp (NCHW, float32, random data, one step = forward +
 backward + SGD update), for actorflow-bench --only convnets.
 
-usage: torch_convnets.py alexnet|overfeat|vgg_a|googlenet STEPS [BATCH] [THREADS]
-prints: step_ms=<median of the steps after a warm-up step>
+usage: torch_convnets.py alexnet|overfeat|vgg_a|googlenet STEPS [BATCH] [THREADS] [cpu|cuda]
+prints: step_ms=<median of the steps after the warm-up steps>
+
+With cuda (actorflow-bench --only gpu): the model on the GPU with cuDNN's
+autotuner on, the batch fed from host memory each step as actorflow's is,
+three warm-up steps.
 """
 import statistics
 import sys
@@ -99,21 +103,28 @@ def main():
     name, steps = sys.argv[1], int(sys.argv[2])
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 16
     torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+    device = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            print("no CUDA device")
+            sys.exit(1)
+        torch.backends.cudnn.benchmark = True
+    warmup = 3 if device.type == "cuda" else 1
     make, size = MODELS[name]
     torch.manual_seed(1)
-    model = make()
+    model = make().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     images = torch.rand(batch, 3, size, size)
     labels = torch.randint(0, 1000, (batch,))
     times = []
-    for step in range(steps + 1):
+    for step in range(steps + warmup):
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(model(images), labels)
+        loss = F.cross_entropy(model(images.to(device)), labels.to(device))
         loss.backward()
         opt.step()
         loss.item()
-        if step > 0:
+        if step >= warmup:
             times.append(time.perf_counter() - t0)
     print(f"step_ms={1000 * statistics.median(times):.3f}")
 

@@ -3,7 +3,8 @@
 # PyTorch but not actorflow's dependencies: builds here with CUDA
 # (-DACTORFLOW_CUDA=ON, the toolkit and cuDNN in /usr/local/cuda), then puts
 # test_cuda, test_ops, actorflow-bench, the libraries they need that CUDA's
-# are not, and perf/torch_gpu_fmnist.py into .devbundle/b.tar.xz (git ignores
+# are not, and the PyTorch references of the gpu group (perf/torch_gpu_fmnist.py,
+# torch_gpu_lm.py, torch_convnets.py) into .devbundle/b.tar.xz (git ignores
 # it). On the GPU machine, from a copy of the repository holding .devbundle:
 # scripts/gpu_checks.sh OUT_DIR.
 set -euo pipefail
@@ -15,7 +16,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/perf" .devbundle
 programs=("$build/tests/test_cuda" "$build/tests/test_ops" "$build/actorflow-bench")
 cp "${programs[@]}" "$stage/"
-cp perf/torch_gpu_fmnist.py "$stage/perf/"
+cp perf/torch_gpu_fmnist.py perf/torch_gpu_lm.py perf/torch_convnets.py "$stage/perf/"
 # Everything they link but the C runtime and CUDA's own libraries, which the
 # GPU machine has in versions that match its driver.
 ldd "${programs[@]}" | awk '/=>/ {print $3}' | sort -u |
