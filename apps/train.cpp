@@ -313,8 +313,9 @@ int main(int argc, char** argv) {
   }
   try {
     auto setup = apps::resolve_cluster(cluster);
-    if (c.device != "cpu" && setup.enabled())
-      fail("train", "--device " + c.device + " is for one process, for now");
+    if (c.device != "cpu" && setup.enabled() && setup.job == "ps")
+      fail("train", "--device " + c.device +
+                        " is for workers: a ps task serves its variables from host memory");
     // A ps task only serves; it writes its shards where the chief says.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);

@@ -61,6 +61,27 @@ TEST_CASE("2 ps + 2 workers, synchronous: the MLP reaches the single-process acc
   CHECK(std::filesystem::exists(c.out_dir + "/w0/metrics.csv"));
 }
 
+TEST_CASE("workers on the accelerator stand-in train with their variables on the ps tasks") {
+  train_cluster c(1, 2);
+  auto ps0 = c.ps(0);
+  std::vector<std::string> flags{"--device", "stand_in", "--max-steps", "60", "--batch", "64"};
+  auto w1 = c.worker(1, flags);
+  auto chief = c.worker(0, flags);
+  int status = chief->wait_exit(300s);
+  INFO("chief:\n" << chief->output() << "\nworker 1:\n" << w1->output());
+  REQUIRE(status == 0);
+  CHECK(w1->wait_exit(60s) == 0);
+  CHECK(final_accuracy(chief->output()) > 0.5);
+  CHECK(chief->output().find("soft placement: 0 nodes moved") != std::string::npos);
+  // A ps task serves its variables from host memory: --device is refused there.
+  auto argv = c.args("ps", 0);
+  argv.insert(argv.end(), {"--device", "stand_in"});
+  child_process refused(argv);
+  CHECK(refused.wait_exit(30s) != 0);
+  CHECK_MESSAGE(refused.output().find("--device stand_in is for workers") != std::string::npos,
+                refused.output());
+}
+
 TEST_CASE("kill -9 of a worker, synchronous with one backup worker: training completes") {
   train_cluster c(1, 3);
   auto ps = c.ps(0);

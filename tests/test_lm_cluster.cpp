@@ -189,6 +189,34 @@ tensor value_of(apps::lm_trainer& lm, const std::string& name) {
 
 }  // namespace
 
+TEST_CASE("a worker on the accelerator stand-in: the sharded LM's losses are a CPU worker's") {
+  if (!testing::have_fortunes()) return;
+  auto corpus = load_fortunes();
+  const int steps = 6;
+  auto run = [&](const std::string& device) {
+    testing::test_cluster c;
+    auto ps0 = c.start("ps", 0), ps1 = c.start("ps", 1);
+    apps::lm_trainer lm(
+        small_config(corpus, false, 0), head(corpus.train, tokens), head(corpus.valid, tokens),
+        {.cluster = c.connect({}, {.stand_in_devices = 1}), .device = device, .num_ps = 2});
+    lm.sess().run({lm.cluster().init});
+    apps::step_observer none({});
+    std::vector<float> losses;
+    for (int64_t step = 0; step < steps; ++step)
+      losses.push_back(lm.run_segment(step, step + 1, none).loss);
+    for (auto& e : lm.sess().placement_log()) {  // this worker's part
+      INFO(e.node << " (" << e.op << "): " << e.reason);
+      CHECK(e.reason.rfind("soft placement", 0) == std::string::npos);
+    }
+    return losses;
+  };
+  auto on_cpu = run(""), on_stand_in = run("/stand_in:0");
+  for (int i = 0; i < steps; ++i) {
+    CAPTURE(i);
+    CHECK(close(on_stand_in[size_t(i)], on_cpu[size_t(i)], 1e-5));
+  }
+}
+
 TEST_CASE("2 workers, synchronous: one step applies the single-process gradient of both batches") {
   if (!testing::have_fortunes()) return;
   auto corpus = load_fortunes();

@@ -107,6 +107,18 @@ runtime_options task_runtime_options(const cluster_setup& setup, int threads) {
   return options;
 }
 
+runtime_options worker_runtime_options(const cluster_setup& setup, int threads,
+                                       const std::string& device) {
+  auto options = task_runtime_options(setup, threads);
+  if (device == "gpu") options.gpus = -1;
+  if (device == "stand_in") options.stand_in_devices = std::max(options.stand_in_devices, 1);
+  return options;
+}
+
+std::string worker_device(const cluster_setup& setup, const std::string& device) {
+  return setup.task_name() + (device == "cpu" ? "" : "/" + device + ":0");
+}
+
 namespace {
 
 // Connects a ps task to every other ps task, before any step runs. CAF routes

@@ -53,6 +53,12 @@ cluster_setup resolve_cluster(const cluster_flags& flags);
 /// The runtime options of a cluster task (cluster_runtime_options) with the
 /// setup's secret, TLS files and connection limits.
 runtime_options task_runtime_options(const cluster_setup& setup, int threads);
+/// A worker's runtime with the device --device names (a GPU, or the stand-in).
+runtime_options worker_runtime_options(const cluster_setup& setup, int threads,
+                                       const std::string& device);
+/// Where a worker's nodes go: its task, on the device --device names
+/// ("/job:worker/task:1/gpu:0"); its variables go to the ps tasks.
+std::string worker_device(const cluster_setup& setup, const std::string& device);
 
 /// Serves this task (actors/cluster/task_server.hpp) on its port, bound to `bind`,
 /// until SIGINT or SIGTERM; prints "... serving on HOST:PORT" once it listens.

@@ -13,6 +13,7 @@
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
+#include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
@@ -39,15 +40,16 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   auto& g = t.g;
   int num_ps = setup.spec.num_tasks("ps");
   int workers = setup.spec.num_tasks("worker");
-  auto placement = g.device_function_scope(replica_device_setter(num_ps, setup.task_name()));
+  auto placement =
+      g.device_function_scope(replica_device_setter(num_ps, worker_device(setup, c.device)));
   t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
   auto batch = queue_dequeue(t.queue, "next_batch");
   auto net = models::make_classifier(g, c.model, c.seed, {}, models::parse_precision(c.precision));
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
   if (c.sync) {
-    t.sync = std::make_unique<sync_replicas_ops>(
-        sync_replicas(*opt, t.loss, workers - c.backup_workers, workers, setup.task_name()));
+    t.sync = std::make_unique<sync_replicas_ops>(sync_replicas(
+        *opt, t.loss, workers - c.backup_workers, workers, worker_device(setup, c.device)));
     t.new_local_step = output(&g, {t.sync->worker_train.id(), 0});
   } else {
     t.train = opt->minimize(t.loss);
@@ -75,7 +77,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
 
   // Before the data load: only the chief writes the report.
   if (chief) require_writable_dir(c.out, "--out");
-  auto rt = std::make_shared<runtime>(task_runtime_options(setup, c.threads));
+  auto rt = std::make_shared<runtime>(worker_runtime_options(setup, c.threads, c.device));
   auto data = load_fashion_mnist(c.data_dir);
   // Each worker reads its own shuffle of the training set.
   auto train_data = std::make_shared<dataset>(
@@ -182,6 +184,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   double seconds = now_seconds() - start;
   double examples = seconds > 0 ? double(steps_run * c.batch) / seconds : 0;
   observer.finish(steps_run, std::cout);
+  if (c.device != "cpu") print_soft_placement(s);
   if (!chief) {
     fmt::print("{} done: {} steps, examples_per_s={:.0f}\n", setup.task_name(), steps_run,
                examples);

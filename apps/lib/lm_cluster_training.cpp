@@ -12,6 +12,7 @@
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
+#include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
 #include "ops/embedding.hpp"
 
@@ -118,7 +119,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   const bool chief = setup.task == 0;
   const int aggregated = o.sync ? workers - o.backup_workers : 0;
   if (chief) require_writable_dir(o.out, "--out");
-  auto rt = std::make_shared<runtime>(task_runtime_options(setup, o.threads));
+  auto rt = std::make_shared<runtime>(worker_runtime_options(setup, o.threads, o.device));
   auto corpus = load_lm_corpus(o);
   auto config = lm_config_from(o, corpus.vocab_size(), "lazy_adam", num_ps);
   if (chief) print_shard_loads(corpus, config);
@@ -127,6 +128,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   auto cluster = std::make_shared<cluster_connection>(rt, setup.spec, setup.task_name(), options);
   lm_trainer lm(config, worker_share(corpus.train, setup.task, workers), std::move(corpus.valid),
                 {.cluster = cluster,
+                 .device = o.device == "cpu" ? "" : "/" + o.device + ":0",
                  .num_ps = num_ps,
                  .worker = setup.task,
                  .workers = workers,
@@ -222,6 +224,7 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   double seconds = now_seconds() - start - eval_seconds;
   double words = seconds > 0 ? double(steps_run * lm.words_per_step()) / seconds : 0;
   observer.finish(steps_run, std::cout);
+  if (o.device != "cpu") print_soft_placement(s);
   if (!chief) {
     fmt::print("{} done: {} steps, words_per_s={:.0f} {}\n", setup.task_name(), steps_run, words,
                bytes.per_step(steps_run));

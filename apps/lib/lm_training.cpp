@@ -60,8 +60,10 @@ lm_trainer::lm_trainer(lm::lm_config config, std::vector<int64_t> train_ids,
 // task in turn), the rest to this worker.
 void lm_trainer::build(const lm_placement& p) {
   auto& g = graph_;
-  const std::string worker_device = task_name("worker", p.worker);
-  for (int k = 0; k < p.num_ps; ++k) config_.shard_devices.push_back(task_name("ps", k));
+  const std::string worker_device = task_name("worker", p.worker) + p.device;
+  // A shard's nodes run on its ps task's CPU, whatever device this worker's run on.
+  for (int k = 0; k < p.num_ps; ++k)
+    config_.shard_devices.push_back(task_name("ps", k) + (p.device.empty() ? "" : "/cpu:0"));
   config_.state_prefix = "worker_" + std::to_string(p.worker);
   if (config_.vocab_shards < 1) config_.vocab_shards = p.num_ps;
   auto placement = g.device_function_scope(replica_device_setter(p.num_ps, worker_device));

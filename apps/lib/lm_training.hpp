@@ -32,8 +32,9 @@ lm::lm_config lm_config_from(const training_options& options, int64_t vocab,
 struct lm_placement {
   std::shared_ptr<runtime> rt;
   std::shared_ptr<cluster_connection> cluster;
-  /// In one process: the device the whole model is built on ("/stand_in:0",
-  /// "/gpu:0"); empty: the runtime's default placement.
+  /// The device the model is built on ("/stand_in:0", "/gpu:0"): in one
+  /// process all of it; in a cluster this worker's part (its variables are
+  /// the ps tasks'). Empty: the runtime's default placement.
   std::string device;
   int num_ps = 0;
   int worker = 0;
