@@ -179,11 +179,23 @@ std::shared_ptr<const runnable> session::compile(const feed_list& feeds,
 std::shared_ptr<runnable> session::build(const run_signature& sig) {
   if (!options_.optimize) return build_on(graph_, sig);
   graph_optimizer_options options;
-  // The fused ops have CPU kernels only: where a node may go to a GPU (here
-  // or on another task), layers stay as built.
+  // A fused op is made only where every device of this process has its
+  // kernel (a GPU has some of them); in a cluster, where a node may go to
+  // another task's devices, layers stay as built.
   options.fuse = !cluster_;
   options.fold_on_tasks = !cluster_;
-  for (auto& d : runtime_->devices()) options.fuse = options.fuse && !d.accel;
+  std::vector<accelerator*> accelerators;
+  for (auto& d : runtime_->devices())
+    if (d.accel) accelerators.push_back(d.accel);
+  if (!accelerators.empty())
+    options.runs_everywhere = [accelerators](const std::string& op) {
+      const op_def& def = op_registry::global().get(op);
+      for (auto* a : accelerators)
+        if (def.update ? !a->has_update_kernel(def, dtype::float32)
+                       : !a->has_kernel(def, {dtype::float32}))
+          return false;
+      return true;
+    };
   auto optimized = optimize_graph(graph_, sig, options);
   return std::make_shared<optimized_runnable>(std::move(optimized.g),
                                               build_on(*optimized.g, optimized.sig));

@@ -501,3 +501,23 @@ TEST_CASE("the cost model spreads independent products over CPU devices and keep
   CHECK(l.reason.rfind("cost model: done at ", 0) == 0);
   CHECK(entry_of(s, "pinned").reason == "hint '/cpu:1'");
 }
+
+TEST_CASE("layers fuse on an accelerator that runs the fused ops (the stand-in runs them all)") {
+  auto rt = with_stand_in();
+  auto w = tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {3, 2});
+  auto bias = tensor::from_vector<float>({0.5f, -0.5f}, {2});
+  graph g;
+  output x, layer;
+  {
+    auto d = g.device_scope("/stand_in:0");
+    x = placeholder(g, dtype::float32, {4, 3}, "x");
+    layer = relu(bias_add(matmul(x, constant(g, w)), constant(g, bias)), "layer");
+  }
+  session s(g, rt);
+  auto input = tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3}, {4, 3});
+  auto got = s.run({{x, input}}, {layer})[0];
+  CHECK(entry_of(s, "layer").op == "fused_matmul");
+  CHECK(entry_of(s, "layer").device == "/stand_in:0");
+  auto product = run_kernel("matmul", {input, w})[0];
+  CHECK(got.equals(run_kernel("relu", {run_kernel("bias_add", {product, bias})[0]})[0]));
+}

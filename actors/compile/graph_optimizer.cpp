@@ -221,8 +221,14 @@ class optimizer {
     return true;
   }
 
+  // Whether fused op `op` may be made: every device of the run has its kernel.
+  bool may_make(const char* op) const {
+    return !options_.runs_everywhere || options_.runs_everywhere(op);
+  }
+
   bool fusable_product(const node& p) const {
     if (p.op != "matmul" && p.op != "conv2d") return false;
+    if (!may_make(p.op == "matmul" ? "fused_matmul" : "fused_conv2d")) return false;
     auto& out = p.outputs[0];
     if (out.type != dtype::float32 && out.type != dtype::float64) return false;
     if (p.op == "conv2d") return true;
@@ -264,6 +270,7 @@ class optimizer {
   }
 
   void plan_chains() {
+    if (!may_make("fused_elementwise")) return;
     mark_folding_values();
     for (int id = int(in_.size()) - 1; id >= 0; --id) {
       const node& root = at(id);
@@ -354,6 +361,7 @@ class optimizer {
   // product block by block and the gradient is never written out whole. Not
   // with the optional gradient scale or a weight decay, and in float32 only.
   void plan_update_fusions() {
+    if (!may_make("apply_sgd_matmul")) return;
     for (auto& u : in_.nodes()) {
       if (!needed_[index(u.id)] || u.op != "apply_sgd" || u.inputs.size() != 3 ||
           get_attr_or<double>(u.attrs, "weight_decay", u.op, 0.0) != 0.0 ||

@@ -23,7 +23,9 @@
 // applies. Names are kept: a fused node takes its last op's name.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "actors/compile/signature.hpp"
 #include "core/graph.hpp"
@@ -31,9 +33,13 @@
 namespace actorflow {
 
 struct graph_optimizer_options {
-  /// Fuse into CPU kernels (the session turns it off where a node may run on
-  /// a GPU: the fused ops have CPU kernels only).
+  /// Fuse into the fused ops (fused_matmul, fused_conv2d, fused_elementwise,
+  /// apply_sgd_matmul).
   bool fuse = true;
+  /// Whether every device of the run has a kernel for fused op `op` (the
+  /// session asks its accelerators; a GPU has fused_matmul's). Unset: every
+  /// device does (CPU devices run them all).
+  std::function<bool(const std::string& op)> runs_everywhere;
   /// Fold nodes placed on a task ("/job:ps/task:0/..."). A folded value is
   /// copied into each partition that reads it, so the task would no longer
   /// run it: the session turns this off in a cluster, where running a node

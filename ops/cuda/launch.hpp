@@ -86,6 +86,13 @@ void copy_window(size_t elem_size, const void* in, void* out, int64_t n, int64_t
                  int64_t c, int64_t out_h, int64_t out_w, int64_t top, int64_t left,
                  cudaStream_t s);
 
+// ---- the fused products' epilogue (linalg.cu) ------------------------------------------------
+
+/// y[r, c] = act(y[r, c] + bias[c]) for a [rows, cols] product (float32 or float64), act
+/// relu or none.
+void bias_activation(dtype t, void* y, const void* bias, int64_t rows, int64_t cols, bool relu,
+                     cudaStream_t s);
+
 // ---- rows by index (array_index.cu) ---------------------------------------------------------
 
 /// out[o, j, c] = params[o, idx[j], c] for o < outer, j < n, c < inner; params has d rows

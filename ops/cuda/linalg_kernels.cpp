@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/cuda/glue.hpp"
+#include "ops/epilogue.hpp"
 #include "ops/geometry/matmul_batch.hpp"
 
 namespace actorflow::gpu {
@@ -122,6 +123,18 @@ void bias_add_grad_kernel(gpu_kernel_context& ctx) {
   reduce_into(ctx, reduce_op::sum, dy, red);
 }
 
+// fused_matmul (the graph optimizer's matmul + bias_add [+ relu]): cuBLAS's
+// product, then the bias and the activation in one pass over it (linalg.cu).
+void fused_matmul_kernel(gpu_kernel_context& ctx) {
+  const bool relu =
+      parse_activation(ctx.attr<std::string>("activation"), ctx.op) == activation::relu;
+  matmul_kernel(ctx);
+  device_tensor& y = ctx.outputs[0];
+  const int64_t cols = y.dims().dim(-1);
+  bias_activation(y.type(), y.raw_mutable_data(), ctx.input(2).raw_data(),
+                  cols > 0 ? y.num_elements() / cols : 0, cols, relu, stream_of(ctx));
+}
+
 const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar({.op = "matmul",
                           .types = float_types,
@@ -129,6 +142,8 @@ const gpu_kernel_registrar registrations[] = {
                           .note = "cuBLAS; float32 is exact float32 unless the device's gpu_math "
                                   "asks for TF32 or BF16 products; integer matmul stays on the "
                                   "CPU"}),
+    gpu_kernel_registrar(
+        {.op = "fused_matmul", .types = float_types, .kernel = fused_matmul_kernel}),
     gpu_kernel_registrar({.op = "bias_add", .types = numeric_types, .kernel = bias_add_kernel}),
     gpu_kernel_registrar(
         {.op = "bias_add_grad", .types = numeric_types, .kernel = bias_add_grad_kernel}),
