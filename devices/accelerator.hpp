@@ -122,6 +122,10 @@ class ACTORFLOW_API accelerator {
   virtual const std::string& name() const = 0;
   /// Whether it runs `def` on inputs of these dtypes.
   virtual bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const = 0;
+  /// Whether its kernel of `def` reads and writes bfloat16 wherever the op
+  /// does (a cast to bfloat16 included); other nodes that touch bfloat16
+  /// stay off it.
+  virtual bool has_bfloat16_kernel(const op_def& def) const = 0;
   /// Whether it runs update op `def` on a variable of dtype `value_type` in
   /// its memory (device_variable); a variable goes there only when it runs
   /// every op the graph applies to the variable.

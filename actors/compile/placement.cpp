@@ -68,11 +68,12 @@ std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   for (auto& e : n.inputs) types.push_back(g.at(e.node).outputs[static_cast<size_t>(e.index)].type);
   if (!d.accel->has_kernel(*n.def, types))
     return d.name + " has no kernel for " + n.op + kinds(types);
-  // No accelerator kernel reads or writes bfloat16 yet, and a kernel picked by its input's dtype
-  // (a cast from float32) would not see a bfloat16 output: such nodes stay on the CPU.
+  // A kernel picked by its input's dtype (a cast from float32) would not see a bfloat16
+  // output: a node that touches bfloat16 needs a kernel that says it handles it.
   bool bfloat16 = std::find(types.begin(), types.end(), dtype::bfloat16) != types.end();
   for (auto& out : n.outputs) bfloat16 |= out.type == dtype::bfloat16;
-  if (bfloat16) return d.name + " has no bfloat16 kernel for " + n.op;
+  if (bfloat16 && !d.accel->has_bfloat16_kernel(*n.def))
+    return d.name + " has no bfloat16 kernel for " + n.op;
   return "";
 }
 

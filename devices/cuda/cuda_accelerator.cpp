@@ -47,6 +47,11 @@ class cuda_accelerator final : public accelerator {
     return at >= input_types.size() || k->supports(input_types[at]);
   }
 
+  bool has_bfloat16_kernel(const op_def& def) const override {
+    const gpu_kernel_def* k = gpu_kernel_registry::global().find(def.name);
+    return k && k->kernel && k->bfloat16;
+  }
+
   bool has_update_kernel(const op_def& def, dtype value_type) const override {
     const gpu_kernel_def* k = gpu_kernel_registry::global().find(def.name);
     return k && k->update && k->supports(value_type);

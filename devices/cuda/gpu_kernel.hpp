@@ -97,6 +97,9 @@ struct gpu_kernel_def {
   int type_input = 0;
   gpu_kernel_fn kernel;  // one of kernel and update is set
   gpu_update_fn update;
+  /// It reads and writes bfloat16 wherever its op does (a cast to bfloat16
+  /// included): placement keeps other kernels' bfloat16 nodes off the GPU.
+  bool bfloat16 = false;
   /// What differs from the CPU kernel, if anything (said in docs and tests).
   std::string note;
 
@@ -132,5 +135,10 @@ inline const std::vector<dtype> signed_types{dtype::float32, dtype::float64, dty
                                              dtype::int64};
 inline const std::vector<dtype> all_types{dtype::float32, dtype::float64, dtype::int32,
                                           dtype::int64,   dtype::uint8,   dtype::boolean};
+/// `types` and bfloat16 (the kernels that take it, with .bfloat16 set).
+inline std::vector<dtype> with_bfloat16(std::vector<dtype> types) {
+  types.push_back(dtype::bfloat16);
+  return types;
+}
 
 }  // namespace actorflow::gpu

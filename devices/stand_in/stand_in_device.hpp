@@ -33,6 +33,8 @@ class stand_in_device final : public accelerator {
 
   const std::string& name() const override { return name_; }
   bool has_kernel(const op_def& def, const std::vector<dtype>& input_types) const override;
+  /// Every op's: it runs the CPU's kernels, bfloat16 ones included.
+  bool has_bfloat16_kernel(const op_def& def) const override { return has_kernel(def, {}); }
   /// Every update op: it runs the CPU's update on copies, as its kernels do.
   bool has_update_kernel(const op_def& def, dtype value_type) const override;
   std::shared_ptr<gpu::stream_executor> streams() const override { return streams_; }

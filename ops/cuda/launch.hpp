@@ -39,6 +39,8 @@ enum class unary_op : int {
 void unary(unary_op op, dtype t, const void* x, void* y, int64_t n, cudaStream_t s);
 /// y = x converted as ops/math_unary.cpp's cast does (floats to integers saturate, NaN -> 0).
 void cast(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s);
+/// float32 -> bfloat16 (core/bfloat16.hpp's rounding, bit for bit) or bfloat16 -> float32.
+void cast_bfloat16(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s);
 
 // ---- binary math and select (math_binary.cu) ------------------------------------------------
 

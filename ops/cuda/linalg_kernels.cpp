@@ -45,7 +45,11 @@ struct gemm_call {
 void gemm_strided(gpu_kernel_context& ctx, const gemm_call& call, cudaDataType_t type, int64_t n,
                   int64_t k, bool ta, bool tb) {
   const bool is_double = type == CUDA_R_64F;
-  const cublasComputeType_t compute = is_double ? CUBLAS_COMPUTE_64F : float_compute(ctx.math);
+  // bfloat16 operands: tensor cores, the products summed in float32 and
+  // rounded to bfloat16 once, as the CPU's bfloat16 matmul does.
+  const cublasComputeType_t compute = is_double             ? CUBLAS_COMPUTE_64F
+                                      : type == CUDA_R_16BF ? CUBLAS_COMPUTE_32F
+                                                            : float_compute(ctx.math);
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
   const void* one = is_double ? static_cast<const void*>(&one_d) : &one_f;
@@ -77,12 +81,14 @@ void matmul_kernel(gpu_kernel_context& ctx) {
   device_tensor& c = ctx.allocate_output(0);
   if (c.num_elements() == 0) return;
   if (k == 0) {
-    kernels::fill(c.type(), 0, c.raw_mutable_data(), c.num_elements(), stream_of(ctx));
+    check_cuda(cudaMemsetAsync(c.raw_mutable_data(), 0, c.size_bytes(), stream_of(ctx)), ctx.op,
+               "cudaMemsetAsync");  // zeros of every float type, bfloat16's included
     return;
   }
   const bool is_double = a.type() == dtype::float64;
-  const cudaDataType_t type = is_double ? CUDA_R_64F : CUDA_R_32F;
-  const int64_t bytes = is_double ? 8 : 4;
+  const bool is_bfloat16 = a.type() == dtype::bfloat16;
+  const cudaDataType_t type = is_double ? CUDA_R_64F : is_bfloat16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int64_t bytes = is_double ? 8 : is_bfloat16 ? 2 : 4;
   const auto* pa = static_cast<const char*>(a.raw_data());
   const auto* pb = static_cast<const char*>(b.raw_data());
   auto* pc = static_cast<char*>(c.raw_mutable_data());
@@ -137,10 +143,12 @@ void fused_matmul_kernel(gpu_kernel_context& ctx) {
 
 const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar({.op = "matmul",
-                          .types = float_types,
+                          .types = with_bfloat16(float_types),
                           .kernel = matmul_kernel,
+                          .bfloat16 = true,
                           .note = "cuBLAS; float32 is exact float32 unless the device's gpu_math "
-                                  "asks for TF32 or BF16 products; integer matmul stays on the "
+                                  "asks for TF32 or BF16 products; bfloat16 operands run on "
+                                  "tensor cores, summed in float32; integer matmul stays on the "
                                   "CPU"}),
     gpu_kernel_registrar(
         {.op = "fused_matmul", .types = float_types, .kernel = fused_matmul_kernel}),

@@ -98,7 +98,34 @@ __global__ void cast_kernel(const From* __restrict__ x, To* __restrict__ y, int6
   AF_GRID_LOOP(i, n) y[i] = convert<To>(x[i]);
 }
 
+// float32 -> bfloat16 as core/bfloat16.hpp's to_bfloat16: round to nearest
+// even, every NaN the quiet 0x7fc0; bfloat16 -> float32 exact.
+__global__ void to_bfloat16_kernel(const uint32_t* __restrict__ x, uint16_t* __restrict__ y,
+                                   int64_t n) {
+  AF_GRID_LOOP(i, n) {
+    uint32_t u = x[i];
+    y[i] = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0)
+                                           : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+__global__ void from_bfloat16_kernel(const uint16_t* __restrict__ x, uint32_t* __restrict__ y,
+                                     int64_t n) {
+  AF_GRID_LOOP(i, n) y[i] = uint32_t{x[i]} << 16;
+}
+
 }  // namespace
+
+void cast_bfloat16(dtype from, dtype to, const void* x, void* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  if (from == dtype::float32 && to == dtype::bfloat16)
+    to_bfloat16_kernel<<<blocks_for(n), block_threads, 0, s>>>(static_cast<const uint32_t*>(x),
+                                                               static_cast<uint16_t*>(y), n);
+  else
+    from_bfloat16_kernel<<<blocks_for(n), block_threads, 0, s>>>(static_cast<const uint16_t*>(x),
+                                                                 static_cast<uint32_t*>(y), n);
+  note_launch();
+}
 
 void unary(unary_op op, dtype t, const void* x, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;

@@ -21,8 +21,13 @@ void cast_kernel(gpu_kernel_context& ctx) {
   const device_tensor& x = ctx.input(0);
   const dtype to = ctx.output_specs[0].type;
   if (x.type() == to) return ctx.set_output(0, x);  // immutable: the input is the result
-  if (to == dtype::bfloat16) fail_no_bfloat16_kernel("cast on a GPU");
+  const bool bfloat16 = x.type() == dtype::bfloat16 || to == dtype::bfloat16;
+  if (bfloat16 && (x.type() != dtype::float32 && to != dtype::float32))
+    fail_no_bfloat16_kernel("cast on a GPU (float32 <-> bfloat16 only)");
   device_tensor& y = ctx.allocate_output(0);
+  if (bfloat16)
+    return cast_bfloat16(x.type(), to, x.raw_data(), y.raw_mutable_data(), x.num_elements(),
+                         stream_of(ctx));
   kernels::cast(x.type(), to, x.raw_data(), y.raw_mutable_data(), x.num_elements(), stream_of(ctx));
 }
 
@@ -44,7 +49,11 @@ const gpu_kernel_registrar registrations[] = {
     gpu_kernel_registrar(def("sigmoid", float_types, unary_op::sigmoid)),
     gpu_kernel_registrar(def("tanh", float_types, unary_op::tanh)),
     gpu_kernel_registrar(def("logical_not", {dtype::boolean}, unary_op::logical_not)),
-    gpu_kernel_registrar({.op = "cast", .types = all_types, .kernel = cast_kernel}),
+    gpu_kernel_registrar({.op = "cast",
+                          .types = with_bfloat16(all_types),
+                          .kernel = cast_kernel,
+                          .bfloat16 = true,
+                          .note = "bfloat16 to and from float32 only"}),
 };
 
 }  // namespace

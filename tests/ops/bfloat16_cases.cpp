@@ -56,6 +56,29 @@ void with_each_gemm_path(F f) {
   cpu::use_gemm_library(was_on);
 }
 
+// For the device runner (every device against the CPU kernel): the casts are
+// exact everywhere; a device's product may sum in another order, so it is
+// allowed a bfloat16 rounding (2^-8 relative).
+const op_case_registrar bfloat16_device_cases([] {
+  std::mt19937 rng(9);
+  auto floats =
+      make<float>({2, 4}, {1.0f, -0.0f, 3.0e38f, inf_f, nan_f, 1.00390625f, -2.5f, 7e-39f});
+  return std::vector<op_case>{
+      {.op = "cast",
+       .label = "float32 -> bfloat16: rounding ties to even, NaN, infinity, overflow, denormal",
+       .inputs = {floats},
+       .attrs = {{"dtype", dtype::bfloat16}}},
+      {.op = "cast",
+       .label = "bfloat16 -> float32",
+       .inputs = {random_bf16({3, 5}, rng)},
+       .attrs = {{"dtype", dtype::float32}}},
+      {.op = "matmul",
+       .label = "bfloat16 [4,5] x [5,3]",
+       .inputs = {random_bf16({4, 5}, rng), random_bf16({5, 3}, rng)},
+       .device_tolerance = 1.0 / 128},
+  };
+});
+
 TEST_CASE("bfloat16 matmul is the float32 product of its operands, rounded once") {
   std::mt19937 rng(5);
   struct dims3 {
