@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/compile/placement.hpp"
 #include "actors/session.hpp"
 #include "apps/lib/convnets.hpp"
 #include "apps/lib/fmnist_models.hpp"
@@ -516,44 +517,19 @@ TEST_CASE("GPU kernels are registered for CUDA builds only, each for a known op"
 
 namespace {
 
-bool routed_by_runtime(op_role role) {
-  switch (role) {
-    case op_role::placeholder:
-    case op_role::switch_value:
-    case op_role::merge_values:
-    case op_role::enter_frame:
-    case op_role::exit_frame:
-    case op_role::next_iteration:
-    case op_role::history_push:
-    case op_role::history_read:
-    case op_role::constant:
-    case op_role::group:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// A node of integers and bools only runs in host memory on an accelerator
-// (actors/run/executable.cpp): it needs no GPU kernel.
-bool integers_only(const graph& g, const node& n) {
-  auto integral = [](dtype t) {
-    return t == dtype::int32 || t == dtype::int64 || t == dtype::boolean;
-  };
-  bool all = !n.outputs.empty();
-  for (auto& o : n.outputs) all &= integral(o.type);
-  for (auto& e : n.inputs) all &= integral(g.at(e.node).outputs[size_t(e.index)].type);
-  return all;
-}
-
 // "op on dtype" for each node of g that a GPU could not run: no kernel for
 // its input's dtype, or (a variable) no update kernel for an op applied to it.
 std::string without_gpu_kernel(const graph& g) {
   std::set<std::string> missing;
   auto& kernels = gpu_kernel_registry::global();
   for (auto& n : g.nodes()) {
-    if (routed_by_runtime(n.def->role) || n.def->role == op_role::variable) continue;
-    if (!n.def->update && (integers_only(g, n) || n.def->host_kernel)) continue;
+    // What the runtime routes, constants folded, variables (their ops are checked), and what
+    // runs in host memory need no GPU kernel.
+    const op_role role = n.def->role;
+    if (routes_values(role) || role == op_role::constant || role == op_role::group ||
+        role == op_role::variable)
+      continue;
+    if (!n.def->update && runs_in_host_memory(g, n)) continue;
     const gpu_kernel_def* k = kernels.find(n.op);
     if (n.def->update) {
       dtype t = g.at(n.inputs[0].node).outputs[0].type;

@@ -38,26 +38,6 @@ std::string why_variable_not_on(const local_device& d, const graph& g, const nod
   return "";
 }
 
-// Control flow and a loop gradient's history: the runtime routes their
-// values on the host, in device memory where they stay on an accelerator
-// (actors/run/device_edges.hpp), so they go on any device. So does a feed,
-// which its consumers on an accelerator copy in.
-bool routes_values(op_role role) {
-  switch (role) {
-    case op_role::placeholder:
-    case op_role::switch_value:
-    case op_role::merge_values:
-    case op_role::enter_frame:
-    case op_role::exit_frame:
-    case op_role::next_iteration:
-    case op_role::history_push:
-    case op_role::history_read:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Why device d cannot run n ("" when it can). CPU devices run every op.
 std::string why_not_on(const local_device& d, const graph& g, const node& n) {
   if (!d.accel) return "";
@@ -78,6 +58,35 @@ std::string why_not_on(const local_device& d, const graph& g, const node& n) {
 }
 
 }  // namespace
+
+bool routes_values(op_role role) {
+  switch (role) {
+    case op_role::placeholder:
+    case op_role::switch_value:
+    case op_role::merge_values:
+    case op_role::enter_frame:
+    case op_role::exit_frame:
+    case op_role::next_iteration:
+    case op_role::history_push:
+    case op_role::history_read:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool runs_in_host_memory(const graph& g, const node& n) {
+  auto integral = [](dtype t) {
+    return t == dtype::int32 || t == dtype::int64 || t == dtype::boolean;
+  };
+  if (n.def->host_kernel) return true;
+  if (n.outputs.empty()) return false;
+  for (auto& o : n.outputs)
+    if (!integral(o.type)) return false;
+  for (auto& e : n.inputs)
+    if (!integral(g.at(e.node).outputs[static_cast<size_t>(e.index)].type)) return false;
+  return true;
+}
 
 device_name checked_device(const node& n) {
   try {

@@ -30,6 +30,18 @@ namespace actorflow {
 /// The node's device hint, parsed; throws naming the node for a malformed name.
 device_name checked_device(const node& n);
 
+/// Control flow, a loop gradient's history and feeds: the runtime routes
+/// their values on the host, in device memory where they stay on an
+/// accelerator (actors/run/device_edges.hpp), so they go on any device.
+bool routes_values(op_role role);
+
+/// A kernel of integers and bools only (a loop's counter and predicate, an
+/// index, sampled ids), or an op whose kernel is the host's
+/// (op_def::host_kernel): on an accelerator it runs on the host, its values
+/// in host memory, as TensorFlow keeps a GPU's int32 tensors there. A loop's
+/// predicate is then known without waiting for the device's stream.
+bool runs_in_host_memory(const graph& g, const node& n);
+
 /// The attribute graph::colocate_with sets: the name of the op to run with.
 inline constexpr const char* colocate_attr = "_colocate_with";
 

@@ -22,7 +22,7 @@ namespace actorflow {
 /// For each edge: whether it carries device memory. `plans` by node id
 /// (null for nodes with no actor); `on_accelerator` by node id: whether the
 /// node runs on an accelerator (a kernel of integers placed there runs on
-/// the host: executable.cpp's runs_in_host_memory); `device_of` by node id.
+/// the host: actors/compile/placement.hpp's runs_in_host_memory); `device_of` by node id.
 std::vector<bool> device_edges(const std::vector<plan_edge>& edges,
                                const std::vector<std::shared_ptr<node_plan>>& plans,
                                const std::vector<int>& device_of,

@@ -192,25 +192,6 @@ void wire_loops(const graph& g, const std::vector<std::shared_ptr<node_plan>>& p
   }
 }
 
-// A kernel of integers and bools only (a loop's counter and predicate, an
-// index, sampled ids): on an accelerator it runs on the host, its values in
-// host memory, as TensorFlow keeps a GPU's int32 tensors in host memory. A
-// loop's predicate is then known without waiting for the device's stream,
-// and a kernel there that reads such a value (a tensor array's index) has
-// it on the host. So does an op whose kernel is the host's (op_def::host_kernel).
-bool runs_in_host_memory(const graph& g, const node& n) {
-  auto integral = [](dtype t) {
-    return t == dtype::int32 || t == dtype::int64 || t == dtype::boolean;
-  };
-  if (n.def->host_kernel) return true;
-  if (n.outputs.empty()) return false;
-  for (auto& o : n.outputs)
-    if (!integral(o.type)) return false;
-  for (auto& e : n.inputs)
-    if (!integral(g.at(e.node).outputs[static_cast<size_t>(e.index)].type)) return false;
-  return true;
-}
-
 // The kind of node a graph node becomes (its op's role, and for a switch
 // or a merge whether it belongs to a loop).
 node_kind kind_of(const node& n) {
