@@ -328,36 +328,13 @@ checkpoint_manifest load_manifest(const std::string& path) {
 
 namespace {
 
-// Shards can be gigabytes: read them in blocks large enough that the system
-// calls cost nothing beside the CRC, small enough to stay in cache.
-constexpr size_t describe_block_bytes = size_t{4} << 20;
-
-struct fd_closer {
-  int fd;
-  ~fd_closer() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // describe_file, with errors starting `where`.
 manifest_shard describe(const std::string& path, const std::string& where) {
-  fd_closer file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) throw error(where + "cannot open: " + errno_text(errno), errno_code(errno));
-  struct stat st;
-  if (::fstat(file.fd, &st) != 0) throw error(where + "cannot stat: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw error(where + "not a regular file");
-  size_t block = std::clamp<size_t>(static_cast<size_t>(st.st_size), 1, describe_block_bytes);
-  std::unique_ptr<char[]> buffer(new char[block]);
+  auto digest = digest_file(path, where);
   manifest_shard out;
   out.file = fs::path(path).filename().string();
-  for (;;) {
-    ssize_t n = ::read(file.fd, buffer.get(), block);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw error(where + "read error: " + errno_text(errno), errno_code(errno));
-    if (n == 0) break;
-    out.crc32 = crc32_update(out.crc32, {buffer.get(), static_cast<size_t>(n)});
-    out.bytes += static_cast<uint64_t>(n);
-  }
+  out.bytes = digest.bytes;
+  out.crc32 = digest.crc32;
   return out;
 }
 

@@ -8,9 +8,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "schema/file_io.hpp"
@@ -214,6 +216,34 @@ void read_framed_file(const std::string& path, const framed_format& format,
     done += static_cast<uint64_t>(n);
   }
   r.read({p, size}, read);
+}
+
+namespace {
+
+// Files can be gigabytes: read them in blocks large enough that the system
+// calls cost nothing beside the CRC, small enough to stay in cache.
+constexpr size_t digest_block_bytes = size_t{4} << 20;
+
+}  // namespace
+
+file_digest digest_file(const std::string& path, const std::string& where) {
+  fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw error(where + "cannot open: " + errno_text(errno), errno_code(errno));
+  struct stat st;
+  if (::fstat(file.fd, &st) != 0) throw error(where + "cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw error(where + "not a regular file");
+  size_t block = std::clamp<size_t>(static_cast<size_t>(st.st_size), 1, digest_block_bytes);
+  std::unique_ptr<char[]> buffer(new char[block]);
+  file_digest out;
+  for (;;) {
+    ssize_t n = ::read(file.fd, buffer.get(), block);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw error(where + "read error: " + errno_text(errno), errno_code(errno));
+    if (n == 0) break;
+    out.crc32 = crc32_update(out.crc32, {buffer.get(), static_cast<size_t>(n)});
+    out.bytes += static_cast<uint64_t>(n);
+  }
+  return out;
 }
 
 }  // namespace actorflow

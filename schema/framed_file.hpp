@@ -45,6 +45,15 @@ void read_framed_file(const std::string& path, const framed_format& format,
                       const std::string& prefix,
                       const std::function<void(capnp::MessageReader&)>& read);
 
+/// A file's size and the CRC32 of all its bytes.
+struct file_digest {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+/// The digest of the regular file at `path`, read in blocks. Throws
+/// actorflow::error `where` followed by what failed (a missing file is not_found).
+file_digest digest_file(const std::string& path, const std::string& where);
+
 /// zlib's CRC32 of `bytes`, continued from `crc` (0 to start).
 uint32_t crc32_update(uint32_t crc, std::string_view bytes);
 /// The CRC32 of A followed by B, from A's CRC, B's and B's length.

@@ -22,10 +22,10 @@ get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 set(room_order
     core schema devices ops/geometry ops
     actors/caf_ext actors/trace actors/compile actors/run actors/resources actors/cluster
-    actors actors/input actors/actorflow.hpp
+    actors actors/input actors/serving actors/actorflow.hpp
     tests/support apps perf tests)
 set(actors_rooms actors/caf_ext actors/trace actors/compile actors/run actors/resources
-                 actors/cluster actors actors/input)
+                 actors/cluster actors actors/input actors/serving)
 
 # Rooms a file may include from, by the file's room.
 set(allowed_core core)
@@ -50,7 +50,11 @@ set(allowed_actors/cluster ${below_actors} actors/caf_ext actors/trace actors/co
 set(allowed_actors ${below_actors} actors/caf_ext actors/trace actors/compile actors/run
     actors/resources actors/cluster actors)
 # Readers feed a session's queues.
-set(allowed_actors/input ${below_actors} ${actors_rooms})
+set(allowed_actors/input ${below_actors} actors/caf_ext actors/trace actors/compile actors/run
+    actors/resources actors/cluster actors actors/input)
+# Exported models and what serves them: sessions on loaded graphs.
+set(allowed_actors/serving ${below_actors} actors/caf_ext actors/trace actors/compile actors/run
+    actors/resources actors/cluster actors actors/serving)
 set(allowed_actors/actorflow.hpp ${below_actors} ${actors_rooms})
 set(allowed_tests/support ${below_actors} ${actors_rooms} tests/support)
 set(allowed_apps ${below_actors} ${actors_rooms} apps)
