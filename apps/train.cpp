@@ -26,6 +26,7 @@
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/lm_cluster_training.hpp"
 #include "apps/lib/lm_training.hpp"
+#include "apps/lib/model_export.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
 #include "apps/lib/train_report.hpp"
@@ -48,6 +49,7 @@ struct training_graph {
   output queue, loss, eval_images, predictions;
   output summaries;  // merged, with --logdir
   operation train;
+  std::unique_ptr<models::classifier> net;
 };
 
 void build_graph(training_graph& t, const train_config& c, const dataset& data,
@@ -57,8 +59,9 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data,
   auto batch = queue_dequeue(t.queue, "next_batch");
   std::vector<std::string> devices;
   if (c.device != "cpu") devices.push_back("/" + c.device + ":0");
-  auto net =
+  t.net =
       models::make_classifier(g, c.model, c.seed, devices, models::parse_precision(c.precision));
+  auto& net = t.net;
   t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
   auto pairs = opt->compute_gradients(t.loss);
@@ -100,6 +103,8 @@ epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int
 
 int train(const train_config& c) {
   auto ckpt = apps::prepare_outputs(c);
+  // Before training: a run must not end unable to write its export.
+  if (!c.export_dir.empty()) apps::require_writable_dir(c.export_dir, "--export");
   auto rt = apps::make_training_runtime(c);
   double t0 = now_seconds();
   auto data = load_fashion_mnist(c.data_dir);
@@ -163,6 +168,8 @@ int train(const train_config& c) {
   double examples = train_seconds > 0 ? double(steps_run * c.batch) / train_seconds : 0.0;
   if (c.device != "cpu") apps::print_soft_placement(s);
   fmt::print("test_acc={:.4f} step_ms={:.3f} examples_per_s={:.0f}\n", acc, step_ms, examples);
+  if (!c.export_dir.empty())
+    fmt::print("exported the model to {}\n", apps::export_classifier(s, *t.net, c.export_dir));
   observer.finish(step, std::cout);
   summaries.finish();
   return 0;
@@ -245,6 +252,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--out", c.out, "directory for metrics.csv and metrics.svg")
       ->capture_default_str();
+  app.add_option("--export", c.export_dir,
+                 "at the end, export the model for actorflow-serve into DIR/<next version>/ "
+                 "(mlp and cnn)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "save a checkpoint here after every epoch (and every --checkpoint-every steps)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "also save every N steps (0: off)")
@@ -319,6 +329,8 @@ int main(int argc, char** argv) {
     // A ps task only serves; it writes its shards where the chief says.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);
+    if (!c.export_dir.empty() && (c.model == "lstm_lm" || setup.enabled()))
+      fail("train", "--export is for mlp and cnn trained in one process, for now");
     if (c.model == "lstm_lm") {
       if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
       if (setup.enabled()) return apps::train_lstm_lm_in_cluster(c, setup);

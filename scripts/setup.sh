@@ -10,6 +10,8 @@ packages=(
   libdnnl-dev                                # CPU float GEMM (oneDNN)
   libopenblas-serial-dev libblis-serial-dev  # measured beside it by actorflow-bench
   libcli11-dev nlohmann-json3-dev zlib1g-dev libfmt-dev libspdlog-dev
+  libcpp-httplib-dev                         # actorflow-serve's REST API
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # its gRPC API
   openssl
   iproute2                                   # cluster-sim: network namespaces, tc (test_cluster_sim_netns)
   clang-format                               # test_clang_format

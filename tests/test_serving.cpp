@@ -18,6 +18,7 @@
 #include "ops/train.hpp"
 #include "schema/graph_io.hpp"
 #include "schema/model_file.hpp"
+#include "serving_fixture.hpp"
 #include "test_util.hpp"
 
 using namespace actorflow;
@@ -25,48 +26,10 @@ using actorflow::testing::code_of_failure;
 using actorflow::testing::contains;
 using actorflow::testing::error_of;
 using actorflow::testing::temp_dir;
+using actorflow::testing::trained_classifier;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A softmax classifier of 4 features into 3 classes, trained a few steps
-// (so its weights are not their initial values), with its serving outputs.
-struct trained_classifier {
-  graph g;
-  output features, labels, logits, probabilities, classes;
-  variable w, b;
-  std::unique_ptr<session> s;
-
-  explicit trained_classifier(const std::string& device = "") {
-    auto scope = g.device_scope(device);
-    features = placeholder(g, dtype::float32, {-1, 4}, "features");
-    labels = placeholder(g, dtype::int32, {-1}, "labels");
-    w = make_variable(constant(g, tensor::from_vector<float>({0.1f, -0.2f, 0.3f, 0.0f, 0.5f, -0.1f,
-                                                              0.2f, 0.2f, -0.3f, 0.4f, 0.1f, -0.5f},
-                                                             {4, 3})),
-                      "w");
-    b = make_variable(constant(g, tensor::from_vector<float>({0.f, 0.1f, -0.1f}, {3})), "b");
-    logits = add(matmul(features, w), b, "logits");
-    probabilities = softmax(logits, "probabilities");
-    classes = argmax(logits, 1, "classes");
-    auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels).loss);
-    auto train = sgd(0.5).minimize(loss);
-    s = std::make_unique<session>(g);
-    s->run({global_variables_initializer(g)});
-    for (int i = 0; i < 5; ++i)
-      s->run({{features, batch()}, {labels, batch_labels()}}, {}, {train});
-  }
-
-  static tensor batch() {
-    return tensor::from_vector<float>({1, 0, 0, 1, 0, 1, 1, 0, 0.5f, 0.5f, 0, 1}, {3, 4});
-  }
-  static tensor batch_labels() { return tensor::from_vector<int32_t>({0, 1, 2}, {3}); }
-
-  export_signature signature() {
-    return {.inputs = {{"features", features}},
-            .outputs = {{"probabilities", probabilities}, {"classes", classes}}};
-  }
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -32,7 +32,8 @@ struct training_options {
   std::vector<int64_t> trace_steps;  // write these steps' timelines to `out`
   bool profile = false;              // trace every step, print the per-op table
   std::string logdir;                // TensorBoard summaries (apps/lib/train_summaries.hpp)
-  int64_t summary_every = 100;       // steps between summaries
+  std::string export_dir;  // an export for actorflow-serve at the end (apps/lib/model_export.hpp)
+  int64_t summary_every = 100;  // steps between summaries
   // The LSTM language model (--model lstm_lm):
   bool full_softmax = false;     // train with the full softmax (default: sampled)
   int64_t max_train_tokens = 0;  // use only the first N training tokens (0: all)

@@ -1,0 +1,69 @@
+// Dynamic batching (TensorFlow Serving's --enable_batching): requests to one
+// loaded model become messages to a batcher actor, which joins those of one
+// signature and input shape into batches along the first dim, hands each
+// batch to one of `num_batch_threads` detached worker actors (each runs one
+// step of the model's session at a time, so several batches are in flight),
+// and gives each request its rows of the outputs.
+//
+// A batch closes when it holds max_batch_size rows or when batch_timeout has
+// passed since its first request. A request larger than max_batch_size runs
+// as a batch of its own. Batches waiting for a worker are bounded by
+// max_enqueued_batches: a request that would form one more is refused with
+// unavailable, so a flood queues no unbounded work.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "actors/serving/export.hpp"
+#include "actors/serving/serving_metrics.hpp"
+#include "core/export.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace actorflow {
+
+/// TensorFlow Serving's batching parameters (its --enable_batching flags).
+struct ACTORFLOW_API batching_options {
+  bool enabled = false;
+  /// Rows (the inputs' first dim, summed over the requests) in one batch.
+  int64_t max_batch_size = 64;
+  /// How long a batch that is not full waits for more requests.
+  std::chrono::microseconds batch_timeout{1000};
+  /// Batches running at once (each a step of the model's session).
+  int num_batch_threads = 4;
+  /// Batches formed and waiting for a thread; a request beyond is refused
+  /// with unavailable (HTTP 503), so a flood queues no unbounded work.
+  int max_enqueued_batches = 64;
+};
+
+/// Whether signature `sig` can be batched: every input and output has an
+/// unknown first dim (the batch), so that requests join and split along it.
+ACTORFLOW_API bool batchable(const signature_def& sig);
+
+class ACTORFLOW_API batcher {
+ public:
+  batcher(caf::actor_system& system, std::shared_ptr<loaded_model> model,
+          const batching_options& options, serving_metrics& metrics);
+  /// Stops the actors; requests not yet answered fail with cancelled.
+  ~batcher();
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+
+  /// Queues a request of a batchable signature whose inputs were checked
+  /// (loaded_model::check_inputs); the future holds its outputs, or the
+  /// error of its batch.
+  std::future<std::map<std::string, tensor>> submit(const std::string& signature,
+                                                    std::map<std::string, tensor> inputs);
+
+ private:
+  struct actors;
+  std::unique_ptr<actors> actors_;
+};
+
+}  // namespace actorflow

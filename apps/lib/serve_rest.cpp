@@ -1,0 +1,519 @@
+#include "apps/lib/serve_rest.hpp"
+
+#include <httplib.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "core/error.hpp"
+
+namespace actorflow::apps {
+
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------- threads
+
+// cpp-httplib's task queue with a thread per waiting connection, up to a
+// bound: its fixed pool would let a few idle connections hold every thread.
+class growing_pool : public httplib::TaskQueue {
+ public:
+  explicit growing_pool(size_t max_threads) : max_threads_(std::max<size_t>(max_threads, 1)) {}
+  ~growing_pool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock lock(mutex_);
+    tasks_.push_back(std::move(fn));
+    if (idle_ == 0 && threads_.size() < max_threads_)
+      threads_.emplace_back([this] { work(); });
+    else
+      wake_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      --idle_;
+      if (tasks_.empty()) return;  // stopping, nothing left
+      auto fn = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+
+  size_t max_threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+// ---------------------------------------------------------------- JSON in
+
+// How deep arrays and objects nest in `body`, outside strings.
+int nesting_depth(const std::string& body) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    if (c == ']' || c == '}') --depth;
+  }
+  return deepest;
+}
+
+[[noreturn]] void bad(const std::string& what) { throw error("[predict] " + what); }
+
+// One element of a tensor of `type` from JSON.
+template <class T>
+T element_from(const json& v, dtype type, const std::string& what) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) bad(what + " must hold true or false, found " + v.dump().substr(0, 40));
+    return v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer())
+      bad(what + " must hold integers (" + dtype_name(type) + "), found " + v.dump().substr(0, 40));
+    if (v.is_number_unsigned()) {
+      auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        bad(what + ": " + std::to_string(u) + " is out of range for " + dtype_name(type));
+      return static_cast<T>(u);
+    }
+    auto i = v.get<int64_t>();
+    if (i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        i > static_cast<int64_t>(std::numeric_limits<T>::max()))
+      bad(what + ": " + std::to_string(i) + " is out of range for " + dtype_name(type));
+    return static_cast<T>(i);
+  } else {
+    if (!v.is_number())
+      bad(what + " must hold numbers (" + dtype_name(type) + "), found " + v.dump().substr(0, 40));
+    if constexpr (std::is_same_v<T, actorflow::bfloat16>)
+      return to_bfloat16(v.get<float>());
+    else
+      return v.get<T>();
+  }
+}
+
+// The dims of nested arrays `v`, from their first elements.
+std::vector<int64_t> dims_of(const json& v) {
+  std::vector<int64_t> dims;
+  const json* at = &v;
+  while (at->is_array()) {
+    dims.push_back(static_cast<int64_t>(at->size()));
+    if (at->empty()) break;
+    at = &(*at)[0];
+  }
+  return dims;
+}
+
+// Walks nested arrays, checking each against `dims`, calling `put` per element.
+void flatten(const json& v, const std::vector<int64_t>& dims, size_t depth,
+             const std::function<void(const json&)>& put, const std::string& what) {
+  if (depth == dims.size()) {
+    if (v.is_array() || v.is_object())
+      bad(what + " is ragged: a list or object where a value belongs");
+    put(v);
+    return;
+  }
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != dims[depth])
+    bad(what + " is ragged: lists of different lengths at depth " + std::to_string(depth));
+  for (auto& e : v) flatten(e, dims, depth + 1, put, what);
+}
+
+// The tensor `v` holds for `spec` (a whole tensor, its batch dim included).
+tensor tensor_from(const json& v, const signature_tensor& spec, const std::string& what) {
+  auto dims = dims_of(v);
+  shape expected(spec.dims);
+  shape found(dims);
+  if (found.rank() != expected.rank() || !found.compatible_with(expected))
+    bad(what + " has shape " + found.to_string() + ", the signature wants " + expected.to_string());
+  tensor out(spec.type, found);
+  visit_storage_type(spec.type, [&](auto zero) {
+    using T = decltype(zero);
+    auto* p = static_cast<T*>(out.raw_mutable_data());
+    flatten(
+        v, dims, 0, [&](const json& e) { *p++ = element_from<T>(e, spec.type, what); }, what);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- JSON out
+
+template <class T>
+json element_json(T v) {
+  if constexpr (std::is_same_v<T, actorflow::bfloat16>)
+    return to_float(v);
+  else
+    return v;
+}
+
+json tensor_json(const tensor& t, int from_dim = 0, size_t offset = 0) {
+  return visit_storage_type(t.type(), [&](auto zero) -> json {
+    using T = decltype(zero);
+    auto* p = static_cast<const T*>(t.raw_data());
+    std::function<json(int, size_t)> build = [&](int d, size_t at) -> json {
+      if (d == t.rank()) return element_json(p[at]);
+      json list = json::array();
+      size_t stride = 1;
+      for (int k = d + 1; k < t.rank(); ++k) stride *= static_cast<size_t>(t.dims()[k]);
+      for (int64_t i = 0; i < t.dims()[d]; ++i)
+        list.push_back(build(d + 1, at + static_cast<size_t>(i) * stride));
+      return list;
+    };
+    return build(from_dim, offset);
+  });
+}
+
+// Row i of `t` (its first dim) as JSON.
+json row_json(const tensor& t, int64_t i) {
+  size_t row = t.dims()[0] == 0 ? 0 : static_cast<size_t>(t.num_elements() / t.dims()[0]);
+  return tensor_json(t, 1, row * static_cast<size_t>(i));
+}
+
+// TF Serving's row format: a list of per-row values, or of objects when the
+// signature has several outputs.
+json predictions_json(const std::map<std::string, tensor>& outputs) {
+  json rows = json::array();
+  int64_t n = -1;
+  for (auto& [alias, t] : outputs) {
+    if (t.rank() == 0)
+      bad("output '" + alias + "' is a scalar: ask in the column format ({\"inputs\": ...})");
+    if (n >= 0 && t.dims()[0] != n)
+      bad("the outputs have different first dims: ask in the column format ({\"inputs\": ...})");
+    n = t.dims()[0];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (outputs.size() == 1) {
+      rows.push_back(row_json(outputs.begin()->second, i));
+      continue;
+    }
+    json row = json::object();
+    for (auto& [alias, t] : outputs) row[alias] = row_json(t, i);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+json outputs_json(const std::map<std::string, tensor>& outputs) {
+  if (outputs.size() == 1) return tensor_json(outputs.begin()->second);
+  json out = json::object();
+  for (auto& [alias, t] : outputs) out[alias] = tensor_json(t);
+  return out;
+}
+
+// ---------------------------------------------------------------- metadata
+
+std::string tf_dtype_name(dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return "DT_FLOAT";
+    case dtype::float64:
+      return "DT_DOUBLE";
+    case dtype::int32:
+      return "DT_INT32";
+    case dtype::int64:
+      return "DT_INT64";
+    case dtype::uint8:
+      return "DT_UINT8";
+    case dtype::boolean:
+      return "DT_BOOL";
+    case dtype::bfloat16:
+      return "DT_BFLOAT16";
+  }
+  return "DT_INVALID";
+}
+
+json tensor_info_json(const signature_tensor& t) {
+  json dims = json::array();
+  for (int64_t d : t.dims) dims.push_back({{"size", std::to_string(d)}, {"name", ""}});
+  return {{"dtype", tf_dtype_name(t.type)},
+          {"tensor_shape", {{"dim", dims}, {"unknown_rank", false}}},
+          {"name", t.tensor}};
+}
+
+json signature_json(const signature_def& sig) {
+  json inputs = json::object(), outputs = json::object();
+  for (auto& t : sig.inputs) inputs[t.alias] = tensor_info_json(t);
+  for (auto& t : sig.outputs) outputs[t.alias] = tensor_info_json(t);
+  return {{"inputs", inputs}, {"outputs", outputs}, {"method_name", sig.method}};
+}
+
+// ---------------------------------------------------------------- requests
+
+std::optional<int64_t> version_of(const httplib::Request& req) {
+  if (req.matches.size() < 3 || !req.matches[2].matched) return std::nullopt;
+  auto text = req.matches[2].str();
+  if (text.size() > 18)
+    throw error("[serve] version " + text + " is out of range", error_code::not_found);
+  return std::stoll(text);
+}
+
+void check_model(const httplib::Request& req, const model_server& server) {
+  if (req.matches[1].str() != server.name())
+    throw error("[serve] no model '" + req.matches[1].str() + "' (this server serves '" +
+                    server.name() + "')",
+                error_code::not_found);
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", message}});
+}
+
+}  // namespace
+
+int http_status_of(error_code code) {
+  switch (code) {
+    case error_code::ok:
+      return 200;
+    case error_code::invalid_argument:
+    case error_code::failed_precondition:
+    case error_code::out_of_range:
+      return 400;
+    case error_code::unauthenticated:
+      return 401;
+    case error_code::permission_denied:
+      return 403;
+    case error_code::not_found:
+      return 404;
+    case error_code::already_exists:
+    case error_code::aborted:
+      return 409;
+    case error_code::resource_exhausted:  // a body over the limit
+      return 413;
+    case error_code::unimplemented:
+      return 501;
+    case error_code::cancelled:
+    case error_code::unavailable:
+      return 503;
+    case error_code::deadline_exceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+predict_request parse_predict_body(
+    const std::string& body,
+    const std::function<const signature_def&(const std::string& key)>& signature_named,
+    bool& row_format) {
+  if (nesting_depth(body) > max_json_depth)
+    bad("the body nests lists and objects deeper than " + std::to_string(max_json_depth));
+  json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded()) bad("the body is not valid JSON");
+  if (!doc.is_object()) bad("the body must be a JSON object with \"instances\" or \"inputs\"");
+  bool rows = doc.contains("instances"), columns = doc.contains("inputs");
+  if (rows == columns) bad("the body must hold exactly one of \"instances\" and \"inputs\"");
+  row_format = rows;
+  std::string key(default_signature_key);
+  if (doc.contains("signature_name")) {
+    if (!doc["signature_name"].is_string()) bad("\"signature_name\" must be a string");
+    key = doc["signature_name"].get<std::string>();
+  }
+  auto& sig = signature_named(key);
+  predict_request request;
+  request.signature = sig.key;
+  if (sig.inputs.empty()) return request;
+  auto& value = rows ? doc["instances"] : doc["inputs"];
+  bool named = value.is_object();
+  if (rows) {
+    if (!value.is_array()) bad("\"instances\" must be a list, one entry per row");
+    named = !value.empty() && value[0].is_object();
+  }
+  if (!named && sig.inputs.size() > 1)
+    bad("signature '" + sig.key + "' has " + std::to_string(sig.inputs.size()) +
+        " inputs: name each (an object of aliases)");
+  for (auto& t : sig.inputs) {
+    std::string what = "input '" + t.alias + "'";
+    if (!rows) {
+      if (named && !value.contains(t.alias)) bad(what + " is missing");
+      request.inputs[t.alias] = tensor_from(named ? value[t.alias] : value, t, what);
+      continue;
+    }
+    if (!named) {
+      request.inputs[t.alias] = tensor_from(value, t, what);
+      continue;
+    }
+    json column = json::array();
+    for (auto& instance : value) {
+      if (!instance.is_object() || !instance.contains(t.alias))
+        bad(what + " is missing from an instance");
+      column.push_back(instance[t.alias]);
+    }
+    request.inputs[t.alias] = tensor_from(column, t, what);
+  }
+  if (named)
+    for (auto& [alias, v] : (rows ? value[0] : value).items())
+      if (!sig.find_input(alias)) bad("signature '" + sig.key + "' has no input '" + alias + "'");
+  return request;
+}
+
+rest_server::rest_server(model_server& server, rest_options options)
+    : server_(server), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  size_t max_threads = options_.max_connections;
+  http_->new_task_queue = [max_threads] { return new growing_pool(max_threads); };
+  // One byte more than the limit, so that the predict route's reader sees a
+  // body over it (cpp-httplib cuts one there without saying so).
+  http_->set_payload_max_length(options_.max_body_bytes + 1);
+  http_->set_read_timeout(options_.read_timeout);
+  http_->set_write_timeout(options_.read_timeout);
+  http_->set_keep_alive_timeout(options_.keep_alive_timeout.count());
+  http_->set_tcp_nodelay(true);
+  route();
+  port_ = options_.port == 0
+              ? http_->bind_to_any_port(options_.host)
+              : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port_ <= 0)
+    throw error("[serve] cannot listen for HTTP on " + options_.host + ":" +
+                    std::to_string(options_.port) + " (in use, or not an address of this host)",
+                error_code::unavailable);
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+rest_server::~rest_server() { stop(); }
+
+void rest_server::stop() {
+  if (!listener_.joinable()) return;
+  http_->stop();
+  listener_.join();
+}
+
+void rest_server::route() {
+  // Every answer, in one place: the status of its error and its metric.
+  auto answer = [this](const char* api, httplib::Response& res,
+                       const std::function<json(int64_t & version)>& fn) {
+    auto start = clock_type::now();
+    int64_t version = 0;
+    error_code code = error_code::ok;
+    try {
+      send_json(res, 200, fn(version));
+    } catch (const std::exception& e) {
+      code = code_of(e);
+      send_error(res, http_status_of(code), e.what());
+    }
+    double us = std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+    server_.metrics().record_request(api, "REST", version, code, us);
+  };
+  const std::string model = R"(/v1/models/([^/:]+)(?:/versions/(\d+))?)";
+  // The body is read here rather than by cpp-httplib, which would refuse
+  // one over 8 KiB sent as a form (what `curl -d` sends) before the route.
+  http_->Post(model + ":predict", [this, answer](const httplib::Request& req,
+                                                 httplib::Response& res,
+                                                 const httplib::ContentReader& read) {
+    std::string body;
+    bool over = false;
+    // cpp-httplib's reader fails, with nothing passed on, for a body whose
+    // length is over its limit; a chunked one is cut here.
+    bool complete = read([&](const char* data, size_t n) {
+      over = over || body.size() + n > options_.max_body_bytes;
+      if (!over) body.append(data, n);
+      return !over;
+    });
+    over = over || (!complete && res.status == 413);
+    answer("predict", res, [&](int64_t& version) {
+      if (over)
+        throw error("[predict] the body is larger than the server accepts (" +
+                        std::to_string(options_.max_body_bytes) + " bytes)",
+                    error_code::resource_exhausted);
+      check_model(req, server_);
+      auto asked = version_of(req);
+      // The signatures of the version served now; the request itself takes
+      // whichever is served when it runs (a swap in between fails nothing).
+      auto [served, signatures] = server_.metadata(asked);
+      auto signature_named = [&, served = served](const std::string& key) -> const signature_def& {
+        for (auto& s : signatures)
+          if (s.key == key) return s;
+        throw error("[predict] model '" + server_.name() + "' version " + std::to_string(served) +
+                        " has no signature '" + key + "'",
+                    error_code::not_found);
+      };
+      bool rows = true;
+      auto request = parse_predict_body(body, signature_named, rows);
+      request.version = asked;
+      auto response = server_.predict(request);
+      version = response.version;
+      return rows ? json{{"predictions", predictions_json(response.outputs)}}
+                  : json{{"outputs", outputs_json(response.outputs)}};
+    });
+  });
+  http_->Get(model, [this, answer](const httplib::Request& req, httplib::Response& res) {
+    answer("status", res, [&](int64_t&) {
+      check_model(req, server_);
+      json list = json::array();
+      for (auto& s : server_.status(version_of(req)))
+        list.push_back({{"version", std::to_string(s.version)},
+                        {"state", state_name(s.st)},
+                        {"status",
+                         {{"error_code", s.code == error_code::ok ? "OK" : error_code_name(s.code)},
+                          {"error_message", s.message}}}});
+      return json{{"model_version_status", list}};
+    });
+  });
+  http_->Get(model + "/metadata", [this, answer](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    answer("metadata", res, [&](int64_t& version) {
+      check_model(req, server_);
+      auto [served, signatures] = server_.metadata(version_of(req));
+      version = served;
+      json defs = json::object();
+      for (auto& s : signatures) defs[s.key] = signature_json(s);
+      return json{
+          {"model_spec",
+           {{"name", server_.name()}, {"signature_name", ""}, {"version", std::to_string(served)}}},
+          {"metadata", {{"signature_def", {{"signature_def", defs}}}}}};
+    });
+  });
+  http_->Get("/monitoring/prometheus/metrics",
+             [this](const httplib::Request&, httplib::Response& res) {
+               res.set_content(server_.metrics().prometheus_text(), "text/plain; version=0.0.4");
+             });
+  // cpp-httplib's own refusals (an unknown path 404, a body over the limit
+  // 413, an unreadable request 400) get a body saying so.
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string why = res.status == 404   ? "no such path: " + req.method + " " + req.path
+                      : res.status == 413 ? "the body is larger than the server accepts"
+                                          : "the request could not be read";
+    send_error(res, res.status, why);
+  });
+}
+
+}  // namespace actorflow::apps
