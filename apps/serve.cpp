@@ -118,7 +118,7 @@ int serve(const serve_flags& f) {
               << f.model_base_path << ": waiting for one" << std::endl;
   server.start_watching();
   std::optional<apps::rest_server> rest;
-  std::optional<apps::grpc_server> grpc;
+  std::optional<apps::grpc_front_end> grpc;
   if (f.rest_api_port > 0) {
     rest.emplace(server,
                  apps::rest_options{.host = f.host,

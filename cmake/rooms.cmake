@@ -51,8 +51,8 @@ endfunction()
 # test_sources_listed; warns now about any file of a room left out.
 function(actorflow_record_listed_sources file)
   set(listed "")
-  foreach(target IN ITEMS actorflow_objects actorflow_apps actorflow-bench cluster-sim
-                         actorflow-scaling-task)
+  foreach(target IN ITEMS actorflow_objects actorflow_apps actorflow_serve_fronts actorflow-bench
+                         cluster-sim actorflow-scaling-task)
     get_target_property(dir ${target} SOURCE_DIR)
     get_target_property(sources ${target} SOURCES)
     foreach(source IN LISTS sources)

@@ -32,6 +32,7 @@
 #include "perf/bench_gpu.hpp"
 #include "perf/bench_lm_cluster.hpp"
 #include "perf/bench_scaling.hpp"
+#include "perf/bench_serve.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/reference_launch.hpp"
@@ -196,10 +197,14 @@ int main(int argc, char** argv) {
          "--only", only,
          "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
          "devices, gpu, trace, dist (default: all of these), or convnets, lm_cluster, chaos, "
-         "scaling (long) or checkpoint (writes several GiB): only when named")
+         "serve, scaling (long) or checkpoint (writes several GiB): only when named")
       ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
                              "cnn", "embedding", "devices", "gpu", "trace", "dist", "lm_cluster",
-                             "checkpoint", "chaos", "scaling"}));
+                             "checkpoint", "chaos", "scaling", "serve"}));
+  serve_bench_options serve;
+  app.add_option("--serve-seconds", serve.seconds,
+                 "the serve group's seconds per closed-loop measurement (default 2)")
+      ->check(CLI::Range(0.2, 60.0));
   checkpoint_bench_options checkpoint;
   app.add_option("--checkpoint-gb", checkpoint.gib,
                  "the checkpoint group's model size in GiB (default 1)")
@@ -432,6 +437,13 @@ int main(int argc, char** argv) {
     }
   }
   if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed, chaos_models);
+  if (only == "serve") {
+    try {
+      add_serve_rows(add_row_or_failure, serve);
+    } catch (const std::exception& e) {
+      add_failure("serve", e.what());
+    }
+  }
   if (only == "scaling") {
     try {
       add_scaling_rows(add_row_or_failure, scaling);

@@ -84,6 +84,8 @@ std::map<std::string, tensor> filtered(std::map<std::string, tensor> outputs,
 
 const char* state_name(version_status::state s) {
   switch (s) {
+    case version_status::state::unknown:
+      return "UNKNOWN";
     case version_status::state::start:
       return "START";
     case version_status::state::loading:

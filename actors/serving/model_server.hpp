@@ -62,7 +62,15 @@ struct ACTORFLOW_API model_server_options {
 
 /// TensorFlow Serving's ModelVersionStatus.
 struct ACTORFLOW_API version_status {
-  enum class state { start = 0, loading = 10, available = 30, unloading = 40, end = 50 };
+  /// TensorFlow Serving's numbers (ModelVersionStatus.State).
+  enum class state {
+    unknown = 0,
+    start = 10,
+    loading = 20,
+    available = 30,
+    unloading = 40,
+    end = 50
+  };
   int64_t version = 0;
   state st = state::start;
   error_code code = error_code::ok;  ///< why a version failed to load

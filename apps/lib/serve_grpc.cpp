@@ -64,8 +64,10 @@ dtype dtype_of_wire(int value, const std::string& what) {
                        "DT_BOOL and DT_BFLOAT16 are)");
 }
 
-// The shape's dims, each checked, and the tensor's size against max_bytes
-// (the product checked before it is formed, so that it cannot overflow).
+// The shape's dims, each checked, and the tensor's size against max_bytes.
+// The product of the nonzero dims is bounded too, checked before it is
+// formed: a zero dim makes no huge dims beside it harmless to the shape's
+// own arithmetic.
 shape shape_of_proto(const TensorProto& proto, dtype type, const std::string& what,
                      int64_t max_bytes) {
   const auto& s = proto.tensor_shape();
@@ -74,17 +76,15 @@ shape shape_of_proto(const TensorProto& proto, dtype type, const std::string& wh
     bad_tensor(what, "rank " + std::to_string(s.dim_size()) + " is over the limit of " +
                          std::to_string(max_request_rank));
   std::vector<int64_t> dims;
-  bool empty = false;
   for (int i = 0; i < s.dim_size(); ++i) {
     const int64_t d = s.dim(i).size();
     if (d < 0) bad_tensor(what, "dim " + std::to_string(i) + " is " + std::to_string(d));
-    empty = empty || d == 0;
     dims.push_back(d);
   }
   const int64_t max_elements = max_bytes / static_cast<int64_t>(dtype_size(type));
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (empty) break;
+    if (d == 0) continue;
     if (n > max_elements / d)
       bad_tensor(what, "shape " + shape(dims).to_string() + " of " + dtype_name(type) +
                            " is over the limit of " + std::to_string(max_bytes) + " bytes");
@@ -153,6 +153,7 @@ void values_from_content(const std::string& content, tensor& t, const std::strin
     bad_tensor(what, "tensor_content holds " + std::to_string(content.size()) + " bytes; shape " +
                          t.dims().to_string() + " of " + dtype_name(t.type()) + " needs " +
                          std::to_string(t.size_bytes()));
+  if (content.empty()) return;  // no elements (a null buffer memcpy may not touch)
   if (t.type() != dtype::boolean) {
     std::memcpy(t.raw_mutable_data(), content.data(), content.size());
     return;
@@ -246,16 +247,12 @@ void set_spec(ModelSpec& spec, const std::string& name, int64_t version,
   spec.set_signature_name(signature);
 }
 
-predict_request to_predict_request(const tensorflow::serving::PredictRequest& request,
-                                   std::optional<int64_t> version, int64_t max_bytes) {
-  predict_request out;
-  out.version = version;
-  const auto& name = request.model_spec().signature_name();
-  out.signature = name.empty() ? std::string(default_signature_key) : name;
-  // Each input's size is checked before any is made: together they may hold
-  // max_bytes, as one may.
+// Checks the inputs' sizes before any is made: together they may hold
+// max_bytes, as one may.
+void check_total_size(const google::protobuf::Map<std::string, TensorProto>& inputs,
+                      int64_t max_bytes) {
   int64_t total = 0;
-  for (const auto& [alias, proto] : request.inputs()) {
+  for (const auto& [alias, proto] : inputs) {
     const std::string what = "input '" + alias + "'";
     const dtype type = dtype_of_wire(proto.dtype(), what);
     total += shape_of_proto(proto, type, what, max_bytes).num_elements() *
@@ -265,6 +262,15 @@ predict_request to_predict_request(const tensorflow::serving::PredictRequest& re
                       " bytes together (at " + what + ")",
                   error_code::invalid_argument);
   }
+}
+
+predict_request to_predict_request(const tensorflow::serving::PredictRequest& request,
+                                   std::optional<int64_t> version, int64_t max_bytes) {
+  predict_request out;
+  out.version = version;
+  const auto& name = request.model_spec().signature_name();
+  out.signature = name.empty() ? std::string(default_signature_key) : name;
+  check_total_size(request.inputs(), max_bytes);
   for (const auto& [alias, proto] : request.inputs())
     out.inputs.emplace(alias, tensor_from_proto(proto, "input '" + alias + "'", max_bytes));
   std::set<std::string> seen;
@@ -295,6 +301,8 @@ tensorflow::SignatureDef signature_proto(const signature_def& sig) {
 tensorflow::serving::ModelVersionStatus::State wire_state(version_status::state s) {
   using wire = tensorflow::serving::ModelVersionStatus;
   switch (s) {
+    case version_status::state::unknown:
+      return wire::UNKNOWN;
     case version_status::state::start:
       return wire::START;
     case version_status::state::loading:
@@ -396,14 +404,14 @@ std::string listen_address(const std::string& host, int port) {
 
 }  // namespace
 
-struct grpc_server::services {
+struct grpc_front_end::services {
   services(model_server& server, int64_t max_tensor_bytes)
       : prediction(server, max_tensor_bytes), model(server) {}
   prediction_service prediction;
   model_service model;
 };
 
-grpc_server::grpc_server(model_server& server, grpc_options options)
+grpc_front_end::grpc_front_end(model_server& server, grpc_options options)
     : options_(std::move(options)),
       services_(std::make_unique<services>(server, options_.max_tensor_bytes)) {
   const std::string address = listen_address(options_.host, options_.port);
@@ -424,9 +432,9 @@ grpc_server::grpc_server(model_server& server, grpc_options options)
                 error_code::unavailable);
 }
 
-grpc_server::~grpc_server() { stop(); }
+grpc_front_end::~grpc_front_end() { stop(); }
 
-void grpc_server::stop() {
+void grpc_front_end::stop() {
   if (!grpc_) return;
   grpc_->Shutdown(std::chrono::system_clock::now() + options_.shutdown_grace);
   grpc_->Wait();

@@ -39,7 +39,7 @@ namespace actorflow::apps {
 
 struct grpc_options {
   std::string host = "0.0.0.0";
-  int port = 8500;  ///< TF Serving's gRPC port; 0: any free one (grpc_server::port() says which)
+  int port = 8500;  ///< TF Serving's gRPC port; 0: any free one (grpc_front_end::port() says which)
   /// The largest request message gRPC accepts (its default is 4 MiB).
   int max_receive_bytes = 64 << 20;
   /// The largest tensor a request may describe, and all its inputs together.
@@ -54,19 +54,21 @@ struct grpc_options {
 /// The deepest shape a request's tensor may have.
 inline constexpr int max_request_rank = 32;
 
-class grpc_server {
+class grpc_front_end {
  public:
   /// Binds and starts serving at once; throws unavailable naming the address
   /// when it cannot be bound.
-  grpc_server(model_server& server, grpc_options options);
+  grpc_front_end(model_server& server, grpc_options options);
   /// Stops (as stop()).
-  ~grpc_server();
-  grpc_server(const grpc_server&) = delete;
-  grpc_server& operator=(const grpc_server&) = delete;
+  ~grpc_front_end();
+  grpc_front_end(const grpc_front_end&) = delete;
+  grpc_front_end& operator=(const grpc_front_end&) = delete;
 
   int port() const { return port_; }
   /// Refuses new calls, lets those in flight finish for up to shutdown_grace,
-  /// then cancels the rest. Idempotent.
+  /// then cancels the rest (their clients see UNAVAILABLE) and returns once
+  /// their handlers are done, which the model_server's request_timeout
+  /// bounds. Idempotent.
   void stop();
 
  private:

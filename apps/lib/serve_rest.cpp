@@ -1,6 +1,7 @@
 #include "apps/lib/serve_rest.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <condition_variable>
 #include <deque>
@@ -32,7 +33,9 @@ class growing_pool : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     std::unique_lock lock(mutex_);
     tasks_.push_back(std::move(fn));
-    if (idle_ == 0 && threads_.size() < max_threads_)
+    // A waiting thread takes each queued task; woken ones count as waiting
+    // until they take theirs, so compare with the queue, not with zero.
+    if (tasks_.size() > idle_ && threads_.size() < max_threads_)
       threads_.emplace_back([this] { work(); });
     else
       wake_.notify_one();
@@ -396,7 +399,19 @@ rest_server::rest_server(model_server& server, rest_options options)
   http_->set_read_timeout(options_.read_timeout);
   http_->set_write_timeout(options_.read_timeout);
   http_->set_keep_alive_timeout(options_.keep_alive_timeout.count());
+  // cpp-httplib closes a connection after 5 requests by default: its clients
+  // would reconnect all the time, into a listen backlog of 5.
+  http_->set_keep_alive_max_count(std::numeric_limits<int>::max());
   http_->set_tcp_nodelay(true);
+  // cpp-httplib listens with a backlog of 5: a burst of new connections
+  // would wait for SYN retries (1 s, 3 s, ...). The listening socket is
+  // taken as it is made, and listened on again with the system's maximum.
+  int listening = -1;
+  http_->set_socket_options([&listening](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;
+  });
   route();
   port_ = options_.port == 0
               ? http_->bind_to_any_port(options_.host)
@@ -405,6 +420,7 @@ rest_server::rest_server(model_server& server, rest_options options)
     throw error("[serve] cannot listen for HTTP on " + options_.host + ":" +
                     std::to_string(options_.port) + " (in use, or not an address of this host)",
                 error_code::unavailable);
+  if (listening >= 0) ::listen(listening, SOMAXCONN);
   listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 

@@ -1,0 +1,253 @@
+#include "perf/bench_serve.hpp"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <tensorflow_serving/apis/predict.pb.h>
+#include <tensorflow_serving/apis/prediction_service.grpc.pb.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "actors/serving/export.hpp"
+#include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/model_export.hpp"
+#include "apps/lib/serve_grpc.hpp"
+#include "perf/bench_util.hpp"
+#include "perf/serve_load.hpp"
+#include "tests/support/child_process.hpp"
+
+// After Eigen (through the headers above): <resolv.h>, which it includes,
+// defines a macro `_res` that Eigen uses as a parameter's name.
+#include <httplib.h>
+
+namespace actorflow::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace tfs = tensorflow::serving;
+using json = nlohmann::json;
+
+// A fresh directory under $TMPDIR, removed with what it holds.
+struct scratch_dir {
+  fs::path path;
+  scratch_dir() {
+    path = fs::temp_directory_path() / fmt::format("actorflow_bench_serve_{}", ::getpid());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Exports a freshly initialized `kind` classifier into base/<next version>.
+std::string export_fresh(const std::string& kind, const std::string& base, int64_t seed) {
+  graph g;
+  auto net = models::make_classifier(g, kind, seed);
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  return apps::export_classifier(s, *net, base);
+}
+
+tensor one_image(int64_t seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> v(784);
+  for (auto& p : v) p = pixel(rng);
+  return tensor::from_vector<float>(v, {1, 28, 28, 1});
+}
+
+// actorflow-serve on 127.0.0.1 (REST and gRPC), stopped at the end.
+struct server_process {
+  uint16_t rest = testing::free_port();
+  uint16_t grpc = testing::free_port();
+  testing::child_process child;
+  server_process(const std::string& base, bool batching)
+      : child(arguments(base, batching, rest, grpc)) {
+    if (!child.wait_for("[serve] ready", std::chrono::seconds(60)))
+      throw std::runtime_error("actorflow-serve did not start: " + child.output());
+  }
+  ~server_process() { child.stop(); }
+  static std::vector<std::string> arguments(const std::string& base, bool batching, uint16_t rest,
+                                            uint16_t grpc) {
+    std::vector<std::string> argv{ACTORFLOW_SERVE_BINARY,
+                                  "--model_name=fmnist",
+                                  "--model_base_path=" + base,
+                                  "--host=127.0.0.1",
+                                  fmt::format("--rest_api_port={}", rest),
+                                  fmt::format("--port={}", grpc),
+                                  "--file_system_poll_wait_seconds=1"};
+    if (batching)
+      for (auto flag : {"--enable_batching", "--max_batch_size=64", "--batch_timeout_micros=500",
+                        "--num_batch_threads=2", "--max_enqueued_batches=256"})
+        argv.push_back(flag);
+    return argv;
+  }
+};
+
+client_factory rest_clients(uint16_t port, std::string body) {
+  return [port, body] {
+    auto http = std::make_shared<httplib::Client>("127.0.0.1", port);
+    http->set_keep_alive(true);
+    http->set_tcp_nodelay(true);  // as curl and requests do: no 40 ms Nagle waits
+    http->set_read_timeout(std::chrono::seconds(30));
+    return send_fn([http, body] {
+      auto res = http->Post("/v1/models/fmnist:predict", body, "application/json");
+      return res && res->status == 200;
+    });
+  };
+}
+
+client_factory grpc_clients(uint16_t port, tfs::PredictRequest request) {
+  return [port, request] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    args.SetMaxReceiveMessageSize(64 << 20);
+    std::shared_ptr<tfs::PredictionService::Stub> stub =
+        tfs::PredictionService::NewStub(grpc::CreateCustomChannel(
+            fmt::format("127.0.0.1:{}", port), grpc::InsecureChannelCredentials(), args));
+    return send_fn([stub, request] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      tfs::PredictResponse response;
+      return stub->Predict(&context, request, &response).ok();
+    });
+  };
+}
+
+std::string rest_body(const tensor& image) {
+  auto v = image.to_vector<float>();
+  json rows = json::array();
+  for (int y = 0; y < 28; ++y) {
+    json row = json::array();
+    for (int x = 0; x < 28; ++x) row.push_back(json::array({v[size_t(y * 28 + x)]}));
+    rows.push_back(row);
+  }
+  return json{{"instances", json::array({rows})}}.dump();
+}
+
+tfs::PredictRequest grpc_request(const tensor& image) {
+  tfs::PredictRequest request;
+  request.mutable_model_spec()->set_name("fmnist");
+  request.mutable_model_spec()->set_signature_name("serving_default");
+  apps::tensor_to_proto(image, (*request.mutable_inputs())["images"]);
+  return request;
+}
+
+struct model_rows {
+  const add_row_fn& add_row;
+  std::string prefix;  // "" for the MLP, "cnn_" for the CNN
+  void add(const std::string& key, double value, const std::string& unit,
+           const std::string& note) const {
+    add_row(prefix + key, value, unit, note);
+  }
+};
+
+// The floor: the same export's predict in this process, one image at a time.
+double add_inprocess(const model_rows& rows, const std::string& dir, const tensor& image,
+                     int requests) {
+  auto model = load_model(dir);
+  std::map<std::string, tensor> inputs{{"images", image}};
+  for (int i = 0; i < 50; ++i) model->predict("serving_default", inputs);
+  load_result r;
+  for (int i = 0; i < requests; ++i) {
+    double t0 = now_seconds();
+    model->predict("serving_default", inputs);
+    r.latencies_us.push_back((now_seconds() - t0) * 1e6);
+  }
+  double p50 = r.quantile_us(0.5);
+  rows.add("inprocess_p50_us", p50, "us", "loaded_model::predict of one image in this process");
+  rows.add("inprocess_p99_us", r.quantile_us(0.99), "us", "the same, 99th percentile");
+  return p50;
+}
+
+struct closed_figures {
+  double p50 = 0, p99 = 0, qps = 0;
+};
+
+closed_figures add_closed(const model_rows& rows, const std::string& api,
+                          const client_factory& clients, int c, bool batched, double seconds,
+                          double floor_us) {
+  auto r = closed_loop(clients, c, seconds);
+  std::string tail = fmt::format("_c{}{}", c, batched ? "_batched" : "");
+  std::string how = fmt::format("{} clients back to back{}", c, batched ? ", batching on" : "");
+  closed_figures f{r.quantile_us(0.5), r.quantile_us(0.99), r.qps()};
+  std::string failures = r.failures ? fmt::format("; {} requests FAILED", r.failures) : "";
+  rows.add(fmt::format("serve_{}_p50_us{}", api, tail), f.p50, "us",
+           c == 1 ? fmt::format("{}; {:+.0f} us over the in-process floor{}", how, f.p50 - floor_us,
+                                failures)
+                  : how + failures);
+  rows.add(fmt::format("serve_{}_p99_us{}", api, tail), f.p99, "us", how);
+  rows.add(api == "grpc" ? "serve_qps" + tail : "serve_rest_qps" + tail, f.qps, "req/s",
+           fmt::format("{} over {}", how, api == "grpc" ? "gRPC" : "REST"));
+  return f;
+}
+
+void add_model_rows(const model_rows& rows, const std::string& kind, const serve_bench_options& o,
+                    const std::string& scratch) {
+  std::string base = scratch + "/" + kind;
+  auto dir = export_fresh(kind, base, 1);
+  auto image = one_image(7);
+  double floor_us = add_inprocess(rows, dir, image, kind == "mlp" ? 3000 : 300);
+  auto body = rest_body(image);
+  auto request = grpc_request(image);
+  std::map<std::string, double> peak;
+  for (bool batched : {false, true}) {
+    server_process server(base, batched);
+    for (int c : {1, 8, 64}) {
+      add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched, o.seconds, floor_us);
+      auto f = add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds,
+                          floor_us);
+      (void)f;
+    }
+    // The batched server at 80% of its closed-loop peak, open loop.
+    if (batched) {
+      auto peak_run = closed_loop(grpc_clients(server.grpc, request), 64, o.seconds);
+      double rate = 0.8 * peak_run.qps();
+      auto r = open_loop(grpc_clients(server.grpc, request), rate, o.seconds * 2, 64);
+      double p50 = r.quantile_us(0.5), p99 = r.quantile_us(0.99);
+      rows.add("serve_grpc_p50_us_open80", p50, "us",
+               fmt::format("open loop at {:.0f} req/s, 80% of the batched peak", rate));
+      rows.add("serve_grpc_p99_us_open80", p99, "us",
+               fmt::format("{:.2f}x p50; target <= 3x{}", p99 / p50,
+                           r.failures ? fmt::format("; {} FAILED", r.failures) : ""));
+    }
+  }
+}
+
+// A version swapped in under load: failures and p99 beside the same load without one.
+void add_swap_rows(const model_rows& rows, const std::string& scratch, double seconds) {
+  std::string base = scratch + "/swap", staging = scratch + "/staging";
+  export_fresh("mlp", base, 1);
+  auto next = export_fresh("mlp", staging, 2);  // staging/1
+  server_process server(base, false);
+  auto clients = grpc_clients(server.grpc, grpc_request(one_image(3)));
+  auto calm = closed_loop(clients, 8, seconds * 1.5);
+  std::thread swap([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds * 0.3));
+    fs::rename(next, base + "/2");  // whole, as an export appears
+  });
+  auto during = closed_loop(clients, 8, seconds * 1.5);
+  swap.join();
+  bool swapped = server.child.wait_for("serving version 2", std::chrono::seconds(10));
+  rows.add("serve_swap_failed_requests", double(during.failures), "requests",
+           fmt::format("gRPC, 8 clients, while version 2 was {}; target 0",
+                       swapped ? "loaded and swapped in" : "NOT swapped in"));
+  rows.add("serve_swap_p99_ratio", during.quantile_us(0.99) / calm.quantile_us(0.99), "x",
+           fmt::format("p99 {:.0f} us during the swap over {:.0f} us without; target <= 2",
+                       during.quantile_us(0.99), calm.quantile_us(0.99)));
+}
+
+}  // namespace
+
+void add_serve_rows(const add_row_fn& add_row, const serve_bench_options& options) {
+  scratch_dir scratch;
+  add_model_rows({add_row, ""}, "mlp", options, scratch.path.string());
+  add_swap_rows({add_row, ""}, scratch.path.string(), options.seconds);
+  if (options.cnn) add_model_rows({add_row, "cnn_"}, "cnn", options, scratch.path.string());
+}
+
+}  // namespace actorflow::bench
