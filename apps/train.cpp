@@ -253,8 +253,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", c.out, "directory for metrics.csv and metrics.svg")
       ->capture_default_str();
   app.add_option("--export", c.export_dir,
-                 "at the end, export the model for actorflow-serve into DIR/<next version>/ "
-                 "(mlp and cnn)");
+                 "at the end, export the model for actorflow-serve into DIR/<next version>/");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "save a checkpoint here after every epoch (and every --checkpoint-every steps)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "also save every N steps (0: off)")
@@ -329,8 +328,11 @@ int main(int argc, char** argv) {
     // A ps task only serves; it writes its shards where the chief says.
     if (setup.enabled() && setup.job == "ps")
       return apps::serve_task(setup, cluster.bind, c.checkpoint_dir, c.threads);
-    if (!c.export_dir.empty() && (c.model == "lstm_lm" || setup.enabled()))
-      fail("train", "--export is for mlp and cnn trained in one process, for now");
+    if (!c.export_dir.empty() && setup.enabled())
+      fail("train",
+           "--export is for a model trained in one process: export a cluster's model from "
+           "its checkpoint in one process (--checkpoint-dir DIR --resume --export EXPORT_DIR "
+           "with the same --model)");
     if (c.model == "lstm_lm") {
       if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
       if (setup.enabled()) return apps::train_lstm_lm_in_cluster(c, setup);

@@ -161,6 +161,23 @@ double add_inprocess(const model_rows& rows, const std::string& dir, const tenso
   double p50 = r.quantile_us(0.5);
   rows.add("inprocess_p50_us", p50, "us", "loaded_model::predict of one image in this process");
   rows.add("inprocess_p99_us", r.quantile_us(0.99), "us", "the same, 99th percentile");
+  // The same through a model_server in this process: what the server adds
+  // before any network (versions, checks, metrics).
+  model_server server({.name = "fmnist",
+                       .base_path = fs::path(dir).parent_path().string(),
+                       .poll_interval = std::chrono::milliseconds(0),
+                       .log = [](const std::string&) {}});
+  server.poll();
+  predict_request request;
+  request.inputs = inputs;
+  load_result through;
+  for (int i = 0; i < requests; ++i) {
+    double t0 = now_seconds();
+    server.predict(request);
+    through.latencies_us.push_back((now_seconds() - t0) * 1e6);
+  }
+  rows.add("inprocess_server_p50_us", through.quantile_us(0.5), "us",
+           "model_server::predict of one image in this process, no batching");
   return p50;
 }
 

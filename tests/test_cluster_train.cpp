@@ -14,14 +14,17 @@
 #include <regex>
 #include <thread>
 
+#include "actors/serving/export.hpp"
 #include "schema/checkpoint_io.hpp"
 #include "schema/checkpoint_manifest.hpp"
 #include "schema/event_file.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/test_util.hpp"
 #include "tests/train_cluster.hpp"
 
 using actorflow::event_file_reader;
 using actorflow::testing::child_process;
+using actorflow::testing::contains;
 using actorflow::testing::free_port;
 using actorflow::testing::train_cluster;
 using actorflow::testing::wait_for_cluster_checkpoint;
@@ -410,4 +413,30 @@ TEST_CASE("a cluster worker's timelines hold the ps task's nodes; the chief writ
   }
   CHECK(graph);
   CHECK(loss_steps.size() == 3);
+}
+
+TEST_CASE("a cluster-trained model exports from its checkpoint into a single-process export") {
+  train_cluster c(2, 1);
+  auto ps0 = c.ps(0), ps1 = c.ps(1);
+  std::string checkpoints = c.out_dir + "/ckpt", exported = c.out_dir + "/export";
+  auto chief = c.worker(0, {"--max-steps", "40", "--checkpoint-dir", checkpoints});
+  REQUIRE_MESSAGE(chief->wait_exit(300s) == 0, chief->output());
+  double cluster_acc = final_accuracy(chief->output());
+  // One process, the same model: restores the cluster's cut (its variables
+  // gathered from both ps tasks' shards), trains nothing more, exports.
+  child_process single({ACTORFLOW_TRAIN_BINARY, "--max-steps", "40", "--threads", "1",
+                        "--checkpoint-dir", checkpoints, "--resume", "--export", exported, "--out",
+                        c.out_dir + "/single"});
+  REQUIRE_MESSAGE(single.wait_exit(300s) == 0, single.output());
+  CHECK(contains(single.output(), "exported the model to " + exported + "/1"));
+  CHECK(final_accuracy(single.output()) == cluster_acc);
+  using namespace actorflow;
+  auto model = load_model(exported + "/1");
+  auto out = model->predict("serving_default",
+                            {{"images", tensor::zeros(dtype::float32, {2, 28, 28, 1})}});
+  CHECK(out.at("probabilities").dims() == shape{2, 10});
+  // Exporting from a cluster process itself is refused, saying how instead.
+  auto refused = c.worker(0, {"--max-steps", "1", "--export", exported});
+  CHECK(refused->wait_exit(60s) != 0);
+  CHECK(contains(refused->output(), "--export is for a model trained in one process"));
 }

@@ -10,6 +10,8 @@
 
 #include "actors/serving/export.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/lstm_lm.hpp"
+#include "apps/lib/model_export.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
@@ -253,4 +255,40 @@ TEST_CASE("an export's MODEL and graph belong together: another export's graph i
   fs::copy_file(dir / "a/model.afg", dir / "b/model.afg", fs::copy_options::overwrite_existing);
   auto what = error_of([&] { load_model(dir / "b"); });
   CHECK_MESSAGE(contains(what, "not this export's graph"), what);
+}
+
+TEST_CASE("the language model's export gives the next word's log-probabilities of any batch") {
+  lm::lm_config config{.vocab = 40, .embedding = 6, .hidden = 5, .steps = 4, .seed = 3};
+  graph g;
+  auto vars = lm::make_lm_variables(g, config);
+  // The training graph's recurrence (a while loop over a tensor array) on a
+  // batch of 3 prefixes from a zero state: the reference.
+  auto ids = placeholder(g, dtype::int64, {3, config.steps}, "ids");
+  auto zeros = constant(g, tensor::zeros(dtype::float32, {3, config.hidden}));
+  auto forward = lm::run_lm(vars, ids, ids, {zeros, zeros});
+  auto expected = log_softmax(
+      bias_add(matmul(forward.final_state.h, vars.softmax_w.shards[0].value(), false, true),
+               vars.softmax_b.shards[0].value()));
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  temp_dir dir("export_lm");
+  auto at = apps::export_language_model(s, vars, config, dir.path.string());
+  CHECK(at == dir / "1");
+  auto prefixes = tensor::from_vector<int64_t>({1, 2, 3, 4, 39, 0, 7, 7, 5, 9, 11, 13}, {3, 4});
+  auto want = s.run({{ids, prefixes}}, {expected})[0].to_vector<float>();
+  auto model = load_model(at);
+  auto& sig = model->signature("serving_default");
+  CHECK(sig.inputs.at(0).dims == std::vector<int64_t>{-1, config.steps});
+  CHECK(sig.outputs.at(0).dims == std::vector<int64_t>{-1, config.vocab});
+  auto got = model->predict("serving_default", {{"words", prefixes}})
+                 .at("log_probabilities")
+                 .to_vector<float>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  // One prefix alone answers as it does in the batch.
+  auto one = model->predict("serving_default",
+                            {{"words", tensor::from_vector<int64_t>({5, 9, 11, 13}, {1, 4})}});
+  auto row = one.at("log_probabilities").to_vector<float>();
+  for (size_t k = 0; k < row.size(); ++k)
+    CHECK(row[k] == doctest::Approx(want[2 * size_t(config.vocab) + k]).epsilon(1e-5));
 }

@@ -10,6 +10,8 @@
 
 #include "actors/input/fortunes.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/model_export.hpp"
+#include "apps/lib/run_dirs.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
@@ -197,6 +199,8 @@ std::string report_title(const lm::lm_config& c) {
 
 int train_lstm_lm(const training_options& o) {
   auto ckpt = prepare_outputs(o);
+  // Before training: a run must not end unable to write its export.
+  if (!o.export_dir.empty()) require_writable_dir(o.export_dir, "--export");
   auto rt = make_training_runtime(o);
   auto corpus = load_lm_corpus(o);
   lm_trainer lm(lm_config_from(o, corpus.vocab_size()), std::move(corpus.train),
@@ -237,6 +241,9 @@ int train_lstm_lm(const training_options& o) {
   double words = train_seconds > 0 ? double(steps_run * lm.words_per_step()) / train_seconds : 0.0;
   if (o.device != "cpu") print_soft_placement(s);
   fmt::print("valid_ppl={:.2f} words_per_s={:.0f}\n", ppl, words);
+  if (!o.export_dir.empty())
+    fmt::print("exported the model to {}\n",
+               export_language_model(s, lm.vars(), lm.config(), o.export_dir));
   observer.finish(step, std::cout);
   summaries.finish();
   return 0;

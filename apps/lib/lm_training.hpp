@@ -66,6 +66,7 @@ class lm_trainer {
   graph& g() { return graph_; }
   session& sess() { return *session_; }
   const lm::lm_config& config() const { return config_; }
+  const lm::lm_variables& vars() const { return vars_; }
   int64_t steps_per_epoch() const { return train_.segments_per_epoch(); }
   int64_t words_per_step() const { return config_.streams * config_.steps; }
   /// Runs global step `step` on its segment and returns the step's loss. The

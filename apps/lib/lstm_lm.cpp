@@ -179,6 +179,18 @@ lm_variables make_lm_variables(graph& g, const lm_config& c) {
           sharded(c)};
 }
 
+lstm_state read_prefix(const lm_variables& v, output ids, lstm_state initial) {
+  const int64_t steps = ids.dims().dim(1);
+  if (steps <= 0)
+    fail("read_prefix", "the prefix's length must be known, not " + ids.dims().to_string());
+  lstm_state state = initial;
+  for (int64_t t = 0; t < steps; ++t) {
+    auto words = squeeze(slice(ids, {0, t}, {-1, 1}), {1});
+    state = lstm_cell(lookup(v, words), state.h, state.c, v.kernel.value(), v.bias.value());
+  }
+  return state;
+}
+
 lm_forward run_lm(const lm_variables& v, output ids, output targets, lstm_state initial) {
   // Time-major, as the unroll slices it: [steps, streams].
   auto embedded = lookup(v, transpose(ids, {1, 0}));

@@ -118,6 +118,11 @@ struct lm_forward {
 /// ids and targets int64 [streams, steps] (as bptt_batcher gives them).
 lm_forward run_lm(const lm_variables& vars, output ids, output targets, lstm_state initial);
 
+/// The state after reading `ids` (int64 [batch, steps], the batch may be
+/// unknown) from `initial`: the cell unrolled step by step in the graph,
+/// keeping no history. For inference (an export); training uses run_lm.
+lstm_state read_prefix(const lm_variables& vars, output ids, lstm_state initial);
+
 /// Summed full-softmax negative log-likelihood of the forward's labels.
 output full_softmax_nll_sum(const lm_variables& vars, const lm_forward& f);
 

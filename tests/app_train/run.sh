@@ -44,8 +44,19 @@ grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/stand_in.txt" ||
   fail "--device stand_in: $(cat "$scratch/stand_in.txt")"
 grep -q '^soft placement: 0 nodes moved' "$scratch/stand_in.txt" ||
   fail "--device stand_in moved nodes off it: $(cat "$scratch/stand_in.txt")"
-"$train" --model cnn --device stand_in --epochs 1 --max-steps 5 --batch 32 \
-  --out "$scratch/stand_in_cnn" > "$scratch/stand_in_cnn.txt" || fail "cnn on the stand-in exited with $?"
+# Trained on the stand-in, exported for any device: twice, versions 1 and 2.
+for version in 1 2; do
+  "$train" --model cnn --device stand_in --epochs 1 --max-steps 5 --batch 32 \
+    --out "$scratch/stand_in_cnn" --export "$scratch/export" > "$scratch/stand_in_cnn.txt" ||
+    fail "cnn on the stand-in exited with $?"
+  grep -q "^exported the model to $scratch/export/$version\$" "$scratch/stand_in_cnn.txt" ||
+    fail "--export did not write version $version: $(cat "$scratch/stand_in_cnn.txt")"
+  [ -s "$scratch/export/$version/MODEL" ] || fail "no MODEL in export version $version"
+done
+touch "$scratch/plain_file"
+if "$train" --epochs 1 --max-steps 2 --export "$scratch/plain_file/export" > /dev/null \
+  2> "$scratch/err.txt"; then fail "--export into a file accepted"; fi
+grep -q -- "--export" "$scratch/err.txt" || fail "bad --export not named: $(cat "$scratch/err.txt")"
 grep -q '^soft placement: 0 nodes moved' "$scratch/stand_in_cnn.txt" ||
   fail "cnn on the stand-in: $(cat "$scratch/stand_in_cnn.txt")"
 # The language model (its recurrence a loop on the device), where Debian's
