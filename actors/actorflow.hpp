@@ -9,6 +9,7 @@
 #include "actors/input/idx_reader.hpp"
 #include "actors/input/reader_actor.hpp"
 #include "actors/serving/export.hpp"
+#include "actors/serving/model_server.hpp"
 #include "actors/session.hpp"
 #include "actors/trace/chrome_trace.hpp"
 #include "actors/trace/op_profile.hpp"

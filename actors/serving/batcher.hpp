@@ -44,9 +44,9 @@ struct ACTORFLOW_API batching_options {
 
 /// Whether signature `sig` can be batched: every input and output has an
 /// unknown first dim (the batch), so that requests join and split along it.
-ACTORFLOW_API bool batchable(const signature_def& sig);
+bool batchable(const signature_def& sig);
 
-class ACTORFLOW_API batcher {
+class batcher {
  public:
   batcher(caf::actor_system& system, std::shared_ptr<loaded_model> model,
           const batching_options& options, serving_metrics& metrics);

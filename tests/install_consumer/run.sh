@@ -33,8 +33,10 @@ done
 # CUDA device). Without hidden visibility (the version script alone,
 # cmake/actorflow.map) there were 1252, with neither 4438, so losing either
 # trips this; the ~18% above today's count is room for public API added on
-# purpose, which raises the bound in the same change, saying why.
-max_exports=700
+# purpose, which raises the bound in the same change, saying why: 760 with
+# serving's public API (export_model, load_model, model_server and its
+# metrics, the model file's readers; about 45 symbols).
+max_exports=760
 exports=$(wc -l < "$scratch/exports.txt")
 echo "libactorflow exports $exports symbols (at most $max_exports)"
 [ "$exports" -le "$max_exports" ] ||
