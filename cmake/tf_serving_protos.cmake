@@ -58,4 +58,6 @@ add_library(actorflow_tf_serving_protos STATIC ${_tfs_sources})
 # and SYSTEM keeps its headers' warnings out of the files that include them.
 set_source_files_properties(${_tfs_sources} PROPERTIES COMPILE_OPTIONS "-w")
 target_include_directories(actorflow_tf_serving_protos SYSTEM PUBLIC ${_tfs_out})
-target_link_libraries(actorflow_tf_serving_protos PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+# Abseil's synchronization: apps/lib/serve_grpc.cpp turns its deadlock detection off.
+target_link_libraries(actorflow_tf_serving_protos PUBLIC gRPC::grpc++ protobuf::libprotobuf
+  absl::synchronization)

@@ -11,8 +11,10 @@
 
 #include "actors/serving/export.hpp"
 #include "apps/lib/fmnist_models.hpp"
+#include "apps/lib/json_values.hpp"
 #include "apps/lib/model_export.hpp"
 #include "apps/lib/serve_grpc.hpp"
+#include "apps/lib/serve_rest.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/serve_load.hpp"
 #include "tests/support/child_process.hpp"
@@ -102,6 +104,7 @@ client_factory rest_clients(uint16_t port, std::string body) {
 }
 
 client_factory grpc_clients(uint16_t port, tfs::PredictRequest request) {
+  apps::quiet_abseil_locks();
   return [port, request] {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
@@ -203,6 +206,21 @@ closed_figures add_closed(const model_rows& rows, const std::string& api,
   return f;
 }
 
+// The REST body of one image read by the front end's JSON reader and by
+// nlohmann::json (the general library it replaced for request bodies).
+void add_json_rows(const model_rows& rows, const std::string& body) {
+  double ours = median_seconds(9, 2, [&] {
+    for (int i = 0; i < 100; ++i) apps::parse_json(body, apps::max_json_depth);
+  });
+  double general = median_seconds(9, 2, [&] {
+    for (int i = 0; i < 100; ++i) json::parse(body);
+  });
+  rows.add("rest_body_parse_us", ours * 1e4, "us",
+           fmt::format("one image's {} byte predict body; {:.1f}x faster than nlohmann::json's "
+                       "{:.0f} us",
+                       body.size(), general / ours, general * 1e4));
+}
+
 void add_model_rows(const model_rows& rows, const std::string& kind, const serve_bench_options& o,
                     const std::string& scratch) {
   std::string base = scratch + "/" + kind;
@@ -210,6 +228,7 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
   auto image = one_image(7);
   double floor_us = add_inprocess(rows, dir, image, kind == "mlp" ? 3000 : 300);
   auto body = rest_body(image);
+  if (kind == "mlp") add_json_rows(rows, body);
   auto request = grpc_request(image);
   std::map<std::string, double> peak;
   for (bool batched : {false, true}) {

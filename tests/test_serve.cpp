@@ -10,12 +10,16 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
 #include <thread>
 
 #include "actors/serving/model_server.hpp"
+#include "apps/lib/json_values.hpp"
 #include "serving_fixture.hpp"
 #include "support/child_process.hpp"
 #include "test_util.hpp"
@@ -504,4 +508,169 @@ TEST_CASE("actorflow-serve swaps in a new version under load and stops cleanly o
   CHECK_MESSAGE(status == 0, serve.child.output());
   CHECK(contains(serve.child.output(), "[serve] stopped"));
   CHECK(answered > 0);
+}
+
+// ---------------------------------------------------------------- the JSON reader
+
+namespace {
+
+bool same_scalar(const apps::json_scalar& ours, const json& theirs) {
+  if (ours.is_boolean) return theirs.is_boolean() && theirs.get<bool>() == (ours.value != 0);
+  if (!theirs.is_number()) return false;
+  if (ours.is_integer && theirs.is_number_integer() && !theirs.is_number_unsigned())
+    return theirs.get<int64_t>() == ours.integer;
+  return theirs.get<double>() == ours.value;
+}
+
+// Whether the elements of a packed list from `at` on, with `dims` from
+// `level` on, are nlohmann's nested lists `theirs`.
+bool same_packed(const apps::json_value& ours, size_t level, size_t& at, const json& theirs) {
+  if (level == ours.dims.size()) return same_scalar(ours.elements[at++], theirs);
+  if (!theirs.is_array() || int64_t(theirs.size()) != ours.dims[level]) return false;
+  for (auto& e : theirs)
+    if (!same_packed(ours, level + 1, at, e)) return false;
+  return true;
+}
+
+// Whether `ours` holds what nlohmann::json read from the same text.
+bool same_json(const apps::json_value& ours, const json& theirs) {
+  using kind = apps::json_value::kind;
+  switch (ours.type) {
+    case kind::null:
+      return theirs.is_null();
+    case kind::boolean:
+    case kind::number:
+      return same_scalar(ours.scalar, theirs);
+    case kind::string:
+      return theirs.is_string() && theirs.get<std::string>() == ours.text;
+    case kind::array: {
+      if (ours.is_packed()) {
+        size_t at = 0;
+        return same_packed(ours, 0, at, theirs) && at == ours.elements.size();
+      }
+      if (!theirs.is_array() || theirs.size() != ours.items.size()) return false;
+      for (size_t i = 0; i < ours.items.size(); ++i)
+        if (!same_json(ours.items[i], theirs[i])) return false;
+      return true;
+    }
+    case kind::object: {
+      if (!theirs.is_object() || theirs.size() != ours.members.size()) return false;
+      for (auto& [key, value] : ours.members)
+        if (!theirs.contains(key) || !same_json(value, theirs[key])) return false;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Reads `text` both ways: both accept it with the same values, or both refuse it.
+void check_against_nlohmann(const std::string& text) {
+  auto theirs = json::parse(text, nullptr, false);
+  std::optional<apps::json_value> ours;
+  std::string why;
+  try {
+    ours = apps::parse_json(text, 64);
+  } catch (const error& e) {
+    why = e.what();
+  }
+  INFO("text: " << text.substr(0, 200) << " | ours: " << (ours ? "read" : why));
+  CHECK(ours.has_value() == !theirs.is_discarded());
+  if (ours && !theirs.is_discarded()) CHECK(same_json(*ours, theirs));
+}
+
+}  // namespace
+
+TEST_CASE("the JSON reader reads what nlohmann::json reads, and refuses what it refuses") {
+  const std::vector<std::string> texts = {
+      "{}",
+      "[]",
+      "[[]]",
+      "0",
+      "-0",
+      "1.5e3",
+      "-1E-2",
+      "1e999",
+      "-1e999",
+      "1e-999",
+      "9223372036854775807",
+      "9223372036854775808",
+      "-9223372036854775808",
+      "18446744073709551616",
+      "[1, 2.5, -3e2, true]",
+      "[1, [2]]",
+      "[[1,2],[3,4]]",
+      R"({"a": [1, {"b": null}], "c": "d\u00e9\n\"q\"", "e": false})",
+      "\"\\ud83d\\ude00\"",
+      " [ 1 , 2 ] ",
+      "[[1, 2], [3]]",
+      "[[1], 2]",
+      "[[[]], [[]]]",
+      "[[], [1]]",
+      "[[true, 1]]",
+      "[[1, [2]], [3, [4]]]",
+      "[[1, 2], [3, 4], {\"a\": 5}]",
+      "[01]",
+      "[1.]",
+      "[.5]",
+      "[-]",
+      "[1e]",
+      "[+1]",
+      "[1,]",
+      "[,1]",
+      "{\"a\" 1}",
+      "{\"a\":1,}",
+      "{a:1}",
+      "[1 2]",
+      "tru",
+      "nul",
+      "\"abc",
+      "\"a\tb\"",
+      "[\"\\x\"]",
+      "\"\\u12\"",
+      "[1]]",
+      "[[1]",
+      "{\"a\":1}}",
+      "",
+      "   ",
+      "NaN",
+      "[Infinity]",
+      "\"\xff\"",
+      "\"\xc3\xa9\"",
+      "[true, false, null]"};
+  for (auto& t : texts) check_against_nlohmann(t);
+  // Mutations of a predict body: flipped, dropped and doubled bytes.
+  std::string body = R"({"signature_name": "serving_default", "instances": [[0.5, 1e-3, -2, 3],)"
+                     R"( [1, 2, 3, 4]], "x": {"y": [true, null, "s\"t"]}})";
+  check_against_nlohmann(body);
+  std::mt19937 rng(11);
+  const std::string alphabet = "[]{},:\"\\ 0123456789.eE+-truefalsn";
+  for (int round = 0; round < 3000; ++round) {
+    std::string t = body;
+    for (int k = 0; k < 1 + round % 3; ++k) {
+      size_t at = rng() % t.size();
+      switch (rng() % 3) {
+        case 0:
+          t[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          t.erase(at, 1);
+          break;
+        default:
+          t.insert(at, 1, t[at]);
+          break;
+      }
+    }
+    check_against_nlohmann(t);
+  }
+  // A rectangle of numbers is held as dims and elements, a ragged one as items.
+  auto rectangle = apps::parse_json("[[[1], [2]], [[3], [4.5]]]", 32);
+  CHECK(rectangle.is_packed());
+  CHECK(rectangle.dims == std::vector<int64_t>{2, 2, 1});
+  CHECK(rectangle.elements.size() == 4);
+  CHECK(rectangle.elements[3].value == 4.5);
+  CHECK_FALSE(apps::parse_json("[[1, 2], [3]]", 32).is_packed());
+  // Deep nesting is refused at the bound, not by the stack.
+  CHECK(contains(error_of([] { apps::parse_json(std::string(100000, '['), 32); }),
+                 "nested deeper than 32"));
+  CHECK(apps::parse_json(std::string(32, '[') + std::string(32, ']'), 32).is_array());
 }

@@ -79,6 +79,12 @@ class grpc_front_end {
   int port_ = 0;
 };
 
+/// Turns off Abseil's lock deadlock detection for the process: Debian's
+/// Abseil is built with it on, and then every lock gRPC takes updates a
+/// graph of locks (2% of the CPU under load). Once per process; the server
+/// calls it, and a client of this process's own may.
+void quiet_abseil_locks();
+
 /// The tensor a TensorProto describes, by TensorFlow's rules: its elements
 /// from tensor_content (raw, little-endian) when set, else from the typed
 /// field of its dtype (float_val, double_val, int_val for int32 and uint8,

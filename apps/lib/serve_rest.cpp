@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "apps/lib/json_values.hpp"
 #include "core/bfloat16.hpp"
 #include "core/error.hpp"
 
@@ -78,87 +79,106 @@ class growing_pool : public httplib::TaskQueue {
 
 // ---------------------------------------------------------------- JSON in
 
-// How deep arrays and objects nest in `body`, outside strings.
-int nesting_depth(const std::string& body) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    if (c == ']' || c == '}') --depth;
-  }
-  return deepest;
-}
-
 [[noreturn]] void bad(const std::string& what) { throw error("[predict] " + what); }
 
-// One element of a tensor of `type` from JSON.
+std::string describe(const json_scalar& n) {
+  if (n.is_boolean) return n.value != 0 ? "true" : "false";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", n.value);
+  return buffer;
+}
+
+std::string describe(const json_value& v) {
+  switch (v.type) {
+    case json_value::kind::null:
+      return "null";
+    case json_value::kind::boolean:
+    case json_value::kind::number:
+      return describe(v.scalar);
+    case json_value::kind::string:
+      return "a string";
+    case json_value::kind::array:
+      return "a list";
+    case json_value::kind::object:
+      return "an object";
+  }
+  return "a value";
+}
+
+// One number or boolean as an element of a tensor of `type`.
 template <class T>
-T element_from(const json& v, dtype type, const std::string& what) {
+T element_from(const json_scalar& n, dtype type, const std::string& what) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) bad(what + " must hold true or false, found " + v.dump().substr(0, 40));
-    return v.get<bool>();
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!v.is_number_integer())
-      bad(what + " must hold integers (" + dtype_name(type) + "), found " + v.dump().substr(0, 40));
-    if (v.is_number_unsigned()) {
-      auto u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
-        bad(what + ": " + std::to_string(u) + " is out of range for " + dtype_name(type));
-      return static_cast<T>(u);
-    }
-    auto i = v.get<int64_t>();
-    if (i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        i > static_cast<int64_t>(std::numeric_limits<T>::max()))
-      bad(what + ": " + std::to_string(i) + " is out of range for " + dtype_name(type));
-    return static_cast<T>(i);
+    if (!n.is_boolean) bad(what + " must hold true or false, found " + describe(n));
+    return n.value != 0;
   } else {
-    if (!v.is_number())
-      bad(what + " must hold numbers (" + dtype_name(type) + "), found " + v.dump().substr(0, 40));
-    if constexpr (std::is_same_v<T, actorflow::bfloat16>)
-      return to_bfloat16(v.get<float>());
-    else
-      return v.get<T>();
+    if (n.is_boolean)
+      bad(what + " must hold numbers (" + dtype_name(type) + "), found " + describe(n));
+    if constexpr (std::is_integral_v<T>) {
+      if (!n.is_integer)
+        bad(what + " must hold integers (" + dtype_name(type) + "), found " + describe(n));
+      if (n.integer < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          n.integer > static_cast<int64_t>(std::numeric_limits<T>::max()))
+        bad(what + ": " + std::to_string(n.integer) + " is out of range for " + dtype_name(type));
+      return static_cast<T>(n.integer);
+    } else if constexpr (std::is_same_v<T, actorflow::bfloat16>) {
+      return to_bfloat16(static_cast<float>(n.value));
+    } else {
+      return static_cast<T>(n.value);
+    }
   }
 }
 
-// The dims of nested arrays `v`, from their first elements.
-std::vector<int64_t> dims_of(const json& v) {
+template <class T>
+T element_from(const json_value& v, dtype type, const std::string& what) {
+  if (v.type != json_value::kind::number && v.type != json_value::kind::boolean)
+    bad(what + " must hold " + (std::is_same_v<T, bool> ? "true or false" : "numbers") +
+        ", found " + describe(v));
+  return element_from<T>(v.scalar, type, what);
+}
+
+// The dims of nested lists `v`, from their first elements.
+std::vector<int64_t> dims_of(const json_value& v) {
   std::vector<int64_t> dims;
-  const json* at = &v;
+  const json_value* at = &v;
   while (at->is_array()) {
-    dims.push_back(static_cast<int64_t>(at->size()));
-    if (at->empty()) break;
-    at = &(*at)[0];
+    if (at->is_packed()) {
+      dims.insert(dims.end(), at->dims.begin(), at->dims.end());
+      break;
+    }
+    dims.push_back(static_cast<int64_t>(at->items.size()));
+    if (at->items.empty()) break;
+    at = &at->items[0];
   }
   return dims;
 }
 
-// Walks nested arrays, checking each against `dims`, calling `put` per element.
-void flatten(const json& v, const std::vector<int64_t>& dims, size_t depth,
-             const std::function<void(const json&)>& put, const std::string& what) {
+// Writes the elements of nested lists `v` to `out`, checking each list
+// against `dims` (from level `depth` on).
+template <class T>
+void flatten(const json_value& v, const std::vector<int64_t>& dims, size_t depth, T*& out,
+             dtype type, const std::string& what) {
   if (depth == dims.size()) {
     if (v.is_array() || v.is_object())
       bad(what + " is ragged: a list or object where a value belongs");
-    put(v);
+    *out++ = element_from<T>(v, type, what);
     return;
   }
-  if (!v.is_array() || static_cast<int64_t>(v.size()) != dims[depth])
+  if (!v.is_array()) bad(what + " is ragged: a value where a list belongs");
+  if (v.is_packed()) {
+    if (!std::equal(v.dims.begin(), v.dims.end(), dims.begin() + static_cast<ptrdiff_t>(depth),
+                    dims.end()))
+      bad(what + " is ragged: lists of different lengths at depth " + std::to_string(depth));
+    for (auto& n : v.elements) *out++ = element_from<T>(n, type, what);
+    return;
+  }
+  if (static_cast<int64_t>(v.items.size()) != dims[depth])
     bad(what + " is ragged: lists of different lengths at depth " + std::to_string(depth));
-  for (auto& e : v) flatten(e, dims, depth + 1, put, what);
+  for (auto& e : v.items) flatten(e, dims, depth + 1, out, type, what);
 }
 
 // The tensor `v` holds for `spec` (a whole tensor, its batch dim included).
-tensor tensor_from(const json& v, const signature_tensor& spec, const std::string& what) {
+tensor tensor_from(const json_value& v, const signature_tensor& spec, const std::string& what) {
   auto dims = dims_of(v);
   shape expected(spec.dims);
   shape found(dims);
@@ -168,10 +188,23 @@ tensor tensor_from(const json& v, const signature_tensor& spec, const std::strin
   visit_storage_type(spec.type, [&](auto zero) {
     using T = decltype(zero);
     auto* p = static_cast<T*>(out.raw_mutable_data());
-    flatten(
-        v, dims, 0, [&](const json& e) { *p++ = element_from<T>(e, spec.type, what); }, what);
+    flatten(v, dims, 0, p, spec.type, what);
   });
   return out;
+}
+
+// The rows of instances[*][alias], as one list (by reference: no copies).
+tensor column_from(const json_value& instances, const signature_tensor& spec,
+                   const std::string& what) {
+  json_value column;
+  column.type = json_value::kind::array;
+  if (instances.is_packed()) bad(what + " is missing from an instance");
+  for (auto& instance : instances.items) {
+    auto* row = instance.is_object() ? instance.find(spec.alias) : nullptr;
+    if (!row) bad(what + " is missing from an instance");
+    column.items.push_back(*row);
+  }
+  return tensor_from(column, spec, what);
 }
 
 // ---------------------------------------------------------------- JSON out
@@ -338,53 +371,49 @@ predict_request parse_predict_body(
     const std::string& body,
     const std::function<const signature_def&(const std::string& key)>& signature_named,
     bool& row_format) {
-  if (nesting_depth(body) > max_json_depth)
-    bad("the body nests lists and objects deeper than " + std::to_string(max_json_depth));
-  json doc = json::parse(body, nullptr, false);
-  if (doc.is_discarded()) bad("the body is not valid JSON");
+  json_value doc;
+  try {
+    doc = parse_json(body, max_json_depth);
+  } catch (const error& e) {
+    bad(std::string("the body is not valid JSON: ") + e.what());
+  }
   if (!doc.is_object()) bad("the body must be a JSON object with \"instances\" or \"inputs\"");
-  bool rows = doc.contains("instances"), columns = doc.contains("inputs");
-  if (rows == columns) bad("the body must hold exactly one of \"instances\" and \"inputs\"");
-  row_format = rows;
+  auto* instances = doc.find("instances");
+  auto* columns = doc.find("inputs");
+  if (!instances == !columns) bad("the body must hold exactly one of \"instances\" and \"inputs\"");
+  row_format = instances != nullptr;
   std::string key(default_signature_key);
-  if (doc.contains("signature_name")) {
-    if (!doc["signature_name"].is_string()) bad("\"signature_name\" must be a string");
-    key = doc["signature_name"].get<std::string>();
+  if (auto* name = doc.find("signature_name")) {
+    if (name->type != json_value::kind::string) bad("\"signature_name\" must be a string");
+    key = name->text;
   }
   auto& sig = signature_named(key);
   predict_request request;
   request.signature = sig.key;
   if (sig.inputs.empty()) return request;
-  auto& value = rows ? doc["instances"] : doc["inputs"];
+  auto& value = instances ? *instances : *columns;
   bool named = value.is_object();
-  if (rows) {
+  if (instances) {
     if (!value.is_array()) bad("\"instances\" must be a list, one entry per row");
-    named = !value.empty() && value[0].is_object();
+    named = !value.items.empty() && value.items[0].is_object();
   }
   if (!named && sig.inputs.size() > 1)
     bad("signature '" + sig.key + "' has " + std::to_string(sig.inputs.size()) +
         " inputs: name each (an object of aliases)");
   for (auto& t : sig.inputs) {
     std::string what = "input '" + t.alias + "'";
-    if (!rows) {
-      if (named && !value.contains(t.alias)) bad(what + " is missing");
-      request.inputs[t.alias] = tensor_from(named ? value[t.alias] : value, t, what);
-      continue;
-    }
-    if (!named) {
+    if (instances && named) {
+      request.inputs[t.alias] = column_from(value, t, what);
+    } else if (named) {
+      auto* input = value.find(t.alias);
+      if (!input) bad(what + " is missing");
+      request.inputs[t.alias] = tensor_from(*input, t, what);
+    } else {
       request.inputs[t.alias] = tensor_from(value, t, what);
-      continue;
     }
-    json column = json::array();
-    for (auto& instance : value) {
-      if (!instance.is_object() || !instance.contains(t.alias))
-        bad(what + " is missing from an instance");
-      column.push_back(instance[t.alias]);
-    }
-    request.inputs[t.alias] = tensor_from(column, t, what);
   }
   if (named)
-    for (auto& [alias, v] : (rows ? value[0] : value).items())
+    for (auto& [alias, v] : (instances ? value.items[0] : value).members)
       if (!sig.find_input(alias)) bad("signature '" + sig.key + "' has no input '" + alias + "'");
   return request;
 }
