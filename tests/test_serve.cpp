@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -455,6 +456,48 @@ TEST_CASE("actorflow-serve keeps answering with a thousand idle connections, in 
   CHECK(seconds < 5);
   CHECK(during - before < 256 * 1024);
   for (int fd : idle) ::close(fd);
+}
+
+TEST_CASE("actorflow-serve refuses a flood beyond its batch queue with 503 and keeps answering") {
+  temp_dir base("serve_rest_flood");
+  export_trained(base / "1", 3);
+  serve_process serve(base.path.string(),
+                      {"--enable_batching", "--max_batch_size=1", "--batch_timeout_micros=0",
+                       "--num_batch_threads=1", "--max_enqueued_batches=1"});
+  auto good = json{{"instances", rows_of(four_rows())}}.dump();
+  int64_t before = serve.rss_kib();
+  std::atomic<int> answered{0}, refused{0}, other{0};
+  std::string refusal;
+  std::mutex refusal_mutex;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 24; ++t)
+    clients.emplace_back([&] {
+      auto http = serve.client();
+      for (int i = 0; i < 40; ++i) {
+        auto res = http.Post("/v1/models/clf:predict", good, "application/json");
+        if (res && res->status == 200) {
+          ++answered;
+        } else if (res && res->status == 503) {
+          ++refused;
+          std::lock_guard lock(refusal_mutex);
+          refusal = res->body;
+        } else {
+          ++other;
+        }
+      }
+    });
+  for (auto& c : clients) c.join();
+  MESSAGE("answered " << answered.load() << ", refused " << refused.load() << "; RSS " << before
+                      << " -> " << serve.rss_kib() << " KiB");
+  CHECK(other == 0);
+  CHECK(refused > 0);
+  CHECK(answered > 0);
+  CHECK(contains(refusal, "the batch queue is full"));
+  CHECK(serve.rss_kib() - before < 128 * 1024);
+  auto http = serve.client();
+  auto res = http.Post("/v1/models/clf:predict", good, "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
 }
 
 TEST_CASE("actorflow-serve swaps in a new version under load and stops cleanly on SIGTERM") {
