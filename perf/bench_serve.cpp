@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <tensorflow_serving/apis/get_model_status.pb.h>
+#include <tensorflow_serving/apis/model_service.grpc.pb.h>
 #include <tensorflow_serving/apis/predict.pb.h>
 #include <tensorflow_serving/apis/prediction_service.grpc.pb.h>
 
@@ -121,6 +123,34 @@ client_factory grpc_clients(uint16_t port, tfs::PredictRequest request) {
   };
 }
 
+// The transport alone: a status request, which runs no model.
+client_factory grpc_status_clients(uint16_t port) {
+  return [port] {
+    std::shared_ptr<tfs::ModelService::Stub> stub = tfs::ModelService::NewStub(
+        grpc::CreateChannel(fmt::format("127.0.0.1:{}", port), grpc::InsecureChannelCredentials()));
+    return send_fn([stub] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      tfs::GetModelStatusRequest request;
+      request.mutable_model_spec()->set_name("fmnist");
+      tfs::GetModelStatusResponse response;
+      return stub->GetModelStatus(&context, request, &response).ok();
+    });
+  };
+}
+
+client_factory rest_status_clients(uint16_t port) {
+  return [port] {
+    auto http = std::make_shared<httplib::Client>("127.0.0.1", port);
+    http->set_keep_alive(true);
+    http->set_tcp_nodelay(true);
+    return send_fn([http] {
+      auto res = http->Get("/v1/models/fmnist");
+      return res && res->status == 200;
+    });
+  };
+}
+
 std::string rest_body(const tensor& image) {
   auto v = image.to_vector<float>();
   json rows = json::array();
@@ -213,7 +243,10 @@ void add_json_rows(const model_rows& rows, const std::string& body) {
     for (int i = 0; i < 100; ++i) apps::parse_json(body, apps::max_json_depth);
   });
   double general = median_seconds(9, 2, [&] {
-    for (int i = 0; i < 100; ++i) json::parse(body);
+    for (int i = 0; i < 100; ++i) {
+      auto doc = json::parse(body);
+      if (!doc.is_object()) throw std::runtime_error("the REST body is not an object");
+    }
   });
   rows.add("rest_body_parse_us", ours * 1e4, "us",
            fmt::format("one image's {} byte predict body; {:.1f}x faster than nlohmann::json's "
@@ -233,6 +266,15 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
   std::map<std::string, double> peak;
   for (bool batched : {false, true}) {
     server_process server(base, batched);
+    if (!batched && kind == "mlp") {
+      // What a request costs without a model: the transports' own floor.
+      auto g = closed_loop(grpc_status_clients(server.grpc), 1, o.seconds);
+      auto r = closed_loop(rest_status_clients(server.rest), 1, o.seconds);
+      rows.add("serve_grpc_status_p50_us", g.quantile_us(0.5), "us",
+               "GetModelStatus, one client: gRPC's round trip without a model");
+      rows.add("serve_rest_status_p50_us", r.quantile_us(0.5), "us",
+               "GET /v1/models/NAME, one client: HTTP's round trip without a model");
+    }
     for (int c : {1, 8, 64}) {
       add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched, o.seconds, floor_us);
       auto f = add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds,

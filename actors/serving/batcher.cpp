@@ -189,7 +189,12 @@ caf::behavior batcher_actor(caf::stateful_actor<batcher_state>* self,
         }
         it->second.batch->calls.push_back(call);
         it->second.batch->rows += call->rows;
-        if (it->second.batch->rows >= options.max_batch_size) close(key);
+        // Full, or a thread idle with nothing waiting for it: run it now.
+        // Under load the threads are busy and batches fill while they
+        // work; an idle server answers without waiting out the timeout.
+        if (it->second.batch->rows >= options.max_batch_size ||
+            (!st.idle.empty() && st.waiting.empty()))
+          close(key);
       },
       [=](flush_atom, const std::string& key, uint64_t number) {
         auto it = self->state.open.find(key);

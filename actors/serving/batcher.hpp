@@ -5,9 +5,13 @@
 // step of the model's session at a time, so several batches are in flight),
 // and gives each request its rows of the outputs.
 //
-// A batch closes when it holds max_batch_size rows or when batch_timeout has
-// passed since its first request. A request larger than max_batch_size runs
-// as a batch of its own. Batches waiting for a worker are bounded by
+// A batch closes when it holds max_batch_size rows, when batch_timeout has
+// passed since its first request, or at once when a worker is idle and no
+// batch waits for one: the timeout bounds the wait under load, where the
+// workers are busy and batches fill while they work, and an idle server
+// answers without waiting it out (TensorFlow Serving waits the timeout
+// always; a request alone then costs it the whole timeout). A request
+// larger than max_batch_size runs as a batch of its own. Batches waiting for a worker are bounded by
 // max_enqueued_batches: a request that would form one more is refused with
 // unavailable, so a flood queues no unbounded work.
 #pragma once
