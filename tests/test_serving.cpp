@@ -12,6 +12,7 @@
 #include "actors/session.hpp"
 #include "apps/lib/lstm_lm.hpp"
 #include "apps/lib/model_export.hpp"
+#include "ops/control_flow.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
 #include "ops/reduce.hpp"
@@ -291,4 +292,28 @@ TEST_CASE("the language model's export gives the next word's log-probabilities o
   auto row = one.at("log_probabilities").to_vector<float>();
   for (size_t k = 0; k < row.size(); ++k)
     CHECK(row[k] == doctest::Approx(want[2 * size_t(config.vocab) + k]).epsilon(1e-5));
+}
+
+TEST_CASE("predict with a timeout gives up on a step that takes longer, and the model goes on") {
+  // A model that counts to n: its steps take as long as n says.
+  graph g;
+  auto n = placeholder(g, dtype::int32, {}, "n");
+  auto counted = while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                            [&](const std::vector<output>& v) {
+                              return std::vector<output>{v[0] + scalar<int32_t>(g, 1)};
+                            },
+                            {scalar<int32_t>(g, 0)})[0];
+  session s(g);
+  temp_dir dir("export_timeout");
+  export_model(s, dir / "1", {{.inputs = {{"n", n}}, .outputs = {{"counted", counted}}}});
+  auto model = load_model(dir / "1");
+  auto slow = [&] {
+    model->predict("serving_default", {{"n", tensor::scalar<int32_t>(300000)}},
+                   std::chrono::milliseconds(5));
+  };
+  CHECK(code_of_failure(slow) == error_code::deadline_exceeded);
+  CHECK(contains(error_of(slow), "took longer than 5 ms"));
+  auto quick = model->predict("serving_default", {{"n", tensor::scalar<int32_t>(7)}},
+                              std::chrono::seconds(30));
+  CHECK(quick.at("counted").item<int32_t>() == 7);
 }

@@ -11,9 +11,9 @@
 // workers are busy and batches fill while they work, and an idle server
 // answers without waiting it out (TensorFlow Serving waits the timeout
 // always; a request alone then costs it the whole timeout). A request
-// larger than max_batch_size runs as a batch of its own. Batches waiting for a worker are bounded by
-// max_enqueued_batches: a request that would form one more is refused with
-// unavailable, so a flood queues no unbounded work.
+// larger than max_batch_size runs as a batch of its own. Batches waiting for a worker are bounded
+// by max_enqueued_batches: a request that would form one more is refused with unavailable, so a
+// flood queues no unbounded work.
 #pragma once
 #include <chrono>
 #include <cstdint>

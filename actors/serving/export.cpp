@@ -198,15 +198,26 @@ void loaded_model::check_inputs(const std::string& key,
   }
 }
 
-std::map<std::string, tensor> loaded_model::predict(const std::string& key,
-                                                    const std::map<std::string, tensor>& inputs) {
+std::map<std::string, tensor> loaded_model::predict(
+    const std::string& key, const std::map<std::string, tensor>& inputs,
+    std::optional<std::chrono::milliseconds> timeout) {
   check_inputs(key, inputs);
   auto& sig = signature(key);
   auto& bound = bound_.at(key);
   feed_list feeds;
   for (size_t i = 0; i < sig.inputs.size(); ++i)
     feeds.emplace_back(bound.inputs[i], inputs.at(sig.inputs[i].alias));
-  auto values = session_->run(feeds, bound.outputs);
+  std::vector<tensor> values;
+  if (!timeout) {
+    values = session_->run(feeds, bound.outputs);
+  } else {
+    auto step = session_->run_async(feeds, bound.outputs);
+    if (step.wait_for(*timeout) != std::future_status::ready)
+      throw error("[predict] signature '" + key + "' took longer than " +
+                      std::to_string(timeout->count()) + " ms",
+                  error_code::deadline_exceeded);
+    values = step.get();
+  }
   std::map<std::string, tensor> out;
   for (size_t i = 0; i < sig.outputs.size(); ++i) out[sig.outputs[i].alias] = values[i];
   return out;

@@ -26,8 +26,10 @@
 // sees half of one; MODEL records the graph file's size and CRC32, so a
 // corrupted one is refused.
 #pragma once
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,9 +85,12 @@ class ACTORFLOW_API loaded_model {
   /// invalid_argument naming the alias and both dtypes or shapes.
   void check_inputs(const std::string& key, const std::map<std::string, tensor>& inputs) const;
   /// Runs signature `key` on `inputs` (alias -> tensor): its outputs by
-  /// alias. Many threads may call it at once; their steps overlap.
-  std::map<std::string, tensor> predict(const std::string& key,
-                                        const std::map<std::string, tensor>& inputs);
+  /// alias. Many threads may call it at once; their steps overlap. With a
+  /// `timeout`, a step not done by then throws deadline_exceeded (the step
+  /// itself finishes in the background, its result dropped).
+  std::map<std::string, tensor> predict(
+      const std::string& key, const std::map<std::string, tensor>& inputs,
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   session& sess() { return *session_; }
 
  private:

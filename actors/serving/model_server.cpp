@@ -219,7 +219,8 @@ predict_response model_server::predict(const predict_request& request) {
   predict_response response{served->version, sig.key, {}};
   if (!served->batches || !batchable(sig)) {
     response.outputs =
-        filtered(served->model->predict(sig.key, request.inputs), request.output_filter, sig);
+        filtered(served->model->predict(sig.key, request.inputs, options_.request_timeout),
+                 request.output_filter, sig);
     return response;
   }
   auto answer = served->batches->submit(sig.key, request.inputs);
