@@ -225,21 +225,47 @@ std::future<std::vector<tensor>> session::run_async(const feed_list& feeds,
   return start(std::make_shared<step_request>(), feeds, fetches, targets);
 }
 
-std::future<std::vector<tensor>> session::start(std::shared_ptr<step_request> request,
-                                                const feed_list& feeds,
-                                                const std::vector<output>& fetches,
-                                                const std::vector<operation>& targets) {
+void session::launch(std::shared_ptr<step_request> request, const feed_list& feeds,
+                     const std::vector<output>& fetches, const std::vector<operation>& targets) {
   request->feeds.reserve(feeds.size());
   for (auto& [target, value] : feeds) {
     check_feed(target.node(), value);
     request->feeds.push_back(value);
   }
   auto exe = compile(feeds, fetches, targets);
-  auto future = request->result.get_future();
   in_flight_->fetch_add(1);
-  request->on_done = [counter = in_flight_, exe] { counter->fetch_sub(1); };
+  request->on_done = [counter = in_flight_, exe, then = std::move(request->on_done)] {
+    counter->fetch_sub(1);
+    if (then) then();
+  };
   exe->start(std::move(request));
+}
+
+std::future<std::vector<tensor>> session::start(std::shared_ptr<step_request> request,
+                                                const feed_list& feeds,
+                                                const std::vector<output>& fetches,
+                                                const std::vector<operation>& targets) {
+  auto future = request->result.get_future();
+  launch(std::move(request), feeds, fetches, targets);
   return future;
+}
+
+void session::run_then(const feed_list& feeds, const std::vector<output>& fetches,
+                       step_callback done) {
+  auto request = std::make_shared<step_request>();
+  // Taken before the step starts: it may finish before launch returns.
+  auto result = std::make_shared<std::future<std::vector<tensor>>>(request->result.get_future());
+  request->on_done = [result, done = std::move(done)] {
+    std::vector<tensor> fetched;
+    std::exception_ptr failure;
+    try {
+      fetched = result->get();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    done(std::move(fetched), failure);
+  };
+  launch(std::move(request), feeds, fetches, {});
 }
 
 std::vector<tensor> session::run(const feed_list& feeds, const std::vector<output>& fetches,

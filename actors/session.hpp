@@ -5,6 +5,8 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -81,6 +83,13 @@ class ACTORFLOW_API session {
   std::future<std::vector<tensor>> run_async(const feed_list& feeds,
                                              const std::vector<output>& fetches,
                                              const std::vector<operation>& targets = {});
+  /// Starts a step and returns at once; `done` gets its fetched values, or
+  /// the exception that failed it, on the runtime thread that finished it
+  /// (so no thread waits for the step: `done` must not block). Throws, as
+  /// run does, for a bad signature or feed, before any step starts.
+  using step_callback =
+      std::function<void(std::vector<tensor> fetched, std::exception_ptr failure)>;
+  void run_then(const feed_list& feeds, const std::vector<output>& fetches, step_callback done);
   /// The same with names ("x", "softmax:1", "train"), for tools and loaded graphs.
   std::vector<tensor> run_by_name(const std::vector<std::pair<std::string, tensor>>& feeds,
                                   const std::vector<std::string>& fetches,
@@ -126,6 +135,10 @@ class ACTORFLOW_API session {
   std::future<std::vector<tensor>> start(std::shared_ptr<step_request> request,
                                          const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets);
+  // Checks the feeds, compiles and starts the step; the request's on_done
+  // (if set) runs after the session's own bookkeeping.
+  void launch(std::shared_ptr<step_request> request, const feed_list& feeds,
+              const std::vector<output>& fetches, const std::vector<operation>& targets);
   std::shared_ptr<const runnable> compile(const feed_list& feeds,
                                           const std::vector<output>& fetches,
                                           const std::vector<operation>& targets);

@@ -581,8 +581,10 @@ grpc::Status predict_while_stopping(grpc_fixture& f, tfs::PredictResponse& respo
 }
 
 TEST_CASE("stop() lets a call in flight finish within its grace, and cancels it past that") {
-  const batching_options slow_batches{
-      .enabled = true, .max_batch_size = 64, .batch_timeout = std::chrono::milliseconds(1000)};
+  const batching_options slow_batches{.enabled = true,
+                                      .max_batch_size = 64,
+                                      .batch_timeout = std::chrono::milliseconds(1000),
+                                      .run_when_idle = false};
   {
     grpc_fixture f({}, slow_batches);
     tfs::PredictResponse response;

@@ -16,7 +16,7 @@ struct batch_call {
   std::string signature;
   std::map<std::string, tensor> inputs;
   int64_t rows = 0;
-  std::promise<std::map<std::string, tensor>> answer;
+  batcher::answer_fn answer;
 };
 using batch_call_ptr = std::shared_ptr<batch_call>;
 
@@ -32,7 +32,6 @@ using formed_batch_ptr = std::shared_ptr<formed_batch>;
 }  // namespace actorflow
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::batch_call_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::formed_batch_ptr)
 
 namespace actorflow {
 
@@ -40,11 +39,14 @@ namespace {
 
 using call_atom = caf::atom_constant<caf::atom("call")>;    // (batch_call_ptr)
 using flush_atom = caf::atom_constant<caf::atom("flush")>;  // (key, batch number): a timeout
-using batch_atom = caf::atom_constant<caf::atom("batch")>;  // (formed_batch_ptr) to a worker
-using done_atom = caf::atom_constant<caf::atom("done")>;    // (worker) back to the batcher
+using done_atom = caf::atom_constant<caf::atom("done")>;    // a batch's step ended
+
+void fail_calls(const std::vector<batch_call_ptr>& calls, std::exception_ptr failure) {
+  for (auto& c : calls) c->answer({}, failure);
+}
 
 void fail_calls(const std::vector<batch_call_ptr>& calls, const error& e) {
-  for (auto& c : calls) c->answer.set_exception(std::make_exception_ptr(e));
+  fail_calls(calls, std::make_exception_ptr(e));
 }
 
 // The requests' inputs joined along the first dim.
@@ -81,7 +83,7 @@ tensor rows_of(const tensor& t, int64_t first, int64_t rows, int64_t total) {
 // Gives each request its rows of the batch's outputs.
 void split_outputs(const formed_batch& batch, const std::map<std::string, tensor>& outputs) {
   if (batch.calls.size() == 1) {
-    batch.calls.front()->answer.set_value(outputs);
+    batch.calls.front()->answer(outputs, nullptr);
     return;
   }
   for (auto& [alias, t] : outputs)
@@ -95,24 +97,8 @@ void split_outputs(const formed_batch& batch, const std::map<std::string, tensor
     std::map<std::string, tensor> mine;
     for (auto& [alias, t] : outputs) mine.emplace(alias, rows_of(t, first, c->rows, batch.rows));
     first += c->rows;
-    c->answer.set_value(std::move(mine));
+    c->answer(std::move(mine), nullptr);
   }
-}
-
-// A worker: runs one batch at a time on the model (blocking, hence detached).
-caf::behavior batch_worker(caf::event_based_actor* self, std::shared_ptr<loaded_model> model,
-                           serving_metrics* metrics, caf::actor parent) {
-  return {[=](batch_atom, const formed_batch_ptr& batch) {
-    metrics->record_batch(batch->rows);
-    try {
-      split_outputs(*batch, model->predict(batch->signature, join_inputs(*batch)));
-    } catch (const error& e) {
-      fail_calls(batch->calls, e);
-    } catch (const std::exception& e) {
-      fail_calls(batch->calls, error(std::string("[batcher] ") + e.what(), code_of(e)));
-    }
-    self->send(parent, done_atom::value, caf::actor_cast<caf::actor>(self));
-  }};
 }
 
 // The key of requests that may share a batch: the signature and every
@@ -132,25 +118,63 @@ struct batcher_state {
     uint64_t number = 0;
   };
   std::map<std::string, open_batch> open;
-  std::deque<formed_batch_ptr> waiting;  // formed, waiting for a worker
-  std::vector<caf::actor> idle;
+  std::deque<formed_batch_ptr> waiting;  // formed, waiting for a free slot
+  int running = 0;                       // batches whose steps are in flight
   uint64_t next_number = 0;
+  serving_metrics* metrics = nullptr;
+
+  // The actor stopped (its batcher destroyed): what it still holds is
+  // answered, so that no caller waits for it.
+  ~batcher_state() {
+    error stopped("[batcher] the model's batcher stopped (its version was unloaded)",
+                  error_code::cancelled);
+    for (auto& [key, b] : open) fail_calls(b.batch->calls, stopped);
+    for (auto& b : waiting) fail_calls(b->calls, stopped);
+    int64_t held = 0;
+    for (auto& [key, b] : open) held += static_cast<int64_t>(b.batch->calls.size());
+    for (auto& b : waiting) held += static_cast<int64_t>(b->calls.size());
+    if (metrics) metrics->add_queue_depth(-held);
+  }
 };
+
+// Starts `batch` as one step of the model; when it ends (on the runtime
+// thread that ran it) each request gets its rows and the batcher hears of it.
+void run_batch(caf::actor batcher, const std::shared_ptr<loaded_model>& model,
+               serving_metrics* metrics, formed_batch_ptr batch) {
+  metrics->record_batch(batch->rows);
+  auto finished = [batcher, batch](std::map<std::string, tensor> outputs,
+                                   std::exception_ptr failure) {
+    if (failure) {
+      fail_calls(batch->calls, failure);
+    } else {
+      try {
+        split_outputs(*batch, outputs);
+      } catch (...) {
+        fail_calls(batch->calls, std::current_exception());
+      }
+    }
+    caf::anon_send(batcher, done_atom::value);
+  };
+  try {
+    model->predict_then(batch->signature, join_inputs(*batch), finished);
+  } catch (...) {
+    finished({}, std::current_exception());
+  }
+}
 
 caf::behavior batcher_actor(caf::stateful_actor<batcher_state>* self,
                             std::shared_ptr<loaded_model> model, batching_options options,
                             serving_metrics* metrics) {
-  for (int i = 0; i < std::max(1, options.num_batch_threads); ++i)
-    self->state.idle.push_back(self->spawn<caf::detached + caf::linked>(
-        batch_worker, model, metrics, caf::actor_cast<caf::actor>(self)));
+  self->state.metrics = metrics;
+  const int slots = std::max(1, options.num_batch_threads);
   auto dispatch = [=] {
     auto& st = self->state;
-    while (!st.idle.empty() && !st.waiting.empty()) {
+    while (st.running < slots && !st.waiting.empty()) {
       auto batch = st.waiting.front();
       st.waiting.pop_front();
       metrics->add_queue_depth(-static_cast<int64_t>(batch->calls.size()));
-      self->send(st.idle.back(), batch_atom::value, batch);
-      st.idle.pop_back();
+      ++st.running;
+      run_batch(caf::actor_cast<caf::actor>(self), model, metrics, batch);
     }
   };
   auto close = [=](const std::string& key) {
@@ -159,7 +183,8 @@ caf::behavior batcher_actor(caf::stateful_actor<batcher_state>* self,
     if (it == st.open.end()) return;
     auto batch = it->second.batch;
     st.open.erase(it);
-    if (static_cast<int>(st.waiting.size()) >= options.max_enqueued_batches && st.idle.empty()) {
+    if (static_cast<int>(st.waiting.size()) >= options.max_enqueued_batches &&
+        st.running >= slots) {
       metrics->add_queue_depth(-static_cast<int64_t>(batch->calls.size()));
       fail_calls(batch->calls, error("[batcher] the batch queue is full (" +
                                          std::to_string(options.max_enqueued_batches) +
@@ -189,19 +214,19 @@ caf::behavior batcher_actor(caf::stateful_actor<batcher_state>* self,
         }
         it->second.batch->calls.push_back(call);
         it->second.batch->rows += call->rows;
-        // Full, or a thread idle with nothing waiting for it: run it now.
-        // Under load the threads are busy and batches fill while they
-        // work; an idle server answers without waiting out the timeout.
+        // Full, or a slot free with nothing waiting for it: run it now.
+        // Under load the slots are busy and batches fill while they run;
+        // an idle server answers without waiting out the timeout.
         if (it->second.batch->rows >= options.max_batch_size ||
-            (!st.idle.empty() && st.waiting.empty()))
+            (options.run_when_idle && st.running < slots && st.waiting.empty()))
           close(key);
       },
       [=](flush_atom, const std::string& key, uint64_t number) {
         auto it = self->state.open.find(key);
         if (it != self->state.open.end() && it->second.number == number) close(key);
       },
-      [=](done_atom, const caf::actor& worker) {
-        self->state.idle.push_back(worker);
+      [=](done_atom) {
+        --self->state.running;
         dispatch();
       },
   };
@@ -230,8 +255,8 @@ batcher::batcher(caf::actor_system& system, std::shared_ptr<loaded_model> model,
 
 batcher::~batcher() { caf::anon_send_exit(actors_->batcher, caf::exit_reason::user_shutdown); }
 
-std::future<std::map<std::string, tensor>> batcher::submit(const std::string& signature,
-                                                           std::map<std::string, tensor> inputs) {
+void batcher::submit(const std::string& signature, std::map<std::string, tensor> inputs,
+                     answer_fn answer) {
   auto call = std::make_shared<batch_call>();
   call->signature = signature;
   call->inputs = std::move(inputs);
@@ -244,9 +269,8 @@ std::future<std::map<std::string, tensor>> batcher::submit(const std::string& si
     rows = t.dims()[0];
   }
   call->rows = std::max<int64_t>(rows, 0);
-  auto answer = call->answer.get_future();
+  call->answer = std::move(answer);
   caf::anon_send(actors_->batcher, call_atom::value, call);
-  return answer;
 }
 
 }  // namespace actorflow

@@ -1,9 +1,9 @@
 // Dynamic batching (TensorFlow Serving's --enable_batching): requests to one
 // loaded model become messages to a batcher actor, which joins those of one
-// signature and input shape into batches along the first dim, hands each
-// batch to one of `num_batch_threads` detached worker actors (each runs one
-// step of the model's session at a time, so several batches are in flight),
-// and gives each request its rows of the outputs.
+// signature and input shape into batches along the first dim, starts each
+// batch as a step of the model's session (at most `num_batch_threads` steps
+// in flight; no thread waits for one), and when a step ends gives each
+// request its rows of the outputs.
 //
 // A batch closes when it holds max_batch_size rows, when batch_timeout has
 // passed since its first request, or at once when a worker is idle and no
@@ -17,7 +17,8 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
-#include <future>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,11 +40,15 @@ struct ACTORFLOW_API batching_options {
   int64_t max_batch_size = 64;
   /// How long a batch that is not full waits for more requests.
   std::chrono::microseconds batch_timeout{1000};
-  /// Batches running at once (each a step of the model's session).
+  /// Batches running at once (each a step of the model's session in flight).
   int num_batch_threads = 4;
   /// Batches formed and waiting for a thread; a request beyond is refused
   /// with unavailable (HTTP 503), so a flood queues no unbounded work.
   int max_enqueued_batches = 64;
+  /// A batch runs at once when a slot is free and no batch waits, rather
+  /// than waiting for max_batch_size rows or the timeout (false: it waits,
+  /// as TensorFlow Serving's does).
+  bool run_when_idle = true;
 };
 
 /// Whether signature `sig` can be batched: every input and output has an
@@ -54,16 +59,19 @@ class batcher {
  public:
   batcher(caf::actor_system& system, std::shared_ptr<loaded_model> model,
           const batching_options& options, serving_metrics& metrics);
-  /// Stops the actors; requests not yet answered fail with cancelled.
+  /// Stops the actor; requests it still holds fail with cancelled (those
+  /// whose steps are in flight are answered when their steps end).
   ~batcher();
   batcher(const batcher&) = delete;
   batcher& operator=(const batcher&) = delete;
 
+  /// A request's outputs, or the exception that failed its batch.
+  using answer_fn =
+      std::function<void(std::map<std::string, tensor> outputs, std::exception_ptr failure)>;
   /// Queues a request of a batchable signature whose inputs were checked
-  /// (loaded_model::check_inputs); the future holds its outputs, or the
-  /// error of its batch.
-  std::future<std::map<std::string, tensor>> submit(const std::string& signature,
-                                                    std::map<std::string, tensor> inputs);
+  /// (loaded_model::check_inputs); `answer` is called once, on a runtime
+  /// thread, and must not block.
+  void submit(const std::string& signature, std::map<std::string, tensor> inputs, answer_fn answer);
 
  private:
   struct actors;

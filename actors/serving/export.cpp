@@ -198,29 +198,58 @@ void loaded_model::check_inputs(const std::string& key,
   }
 }
 
-std::map<std::string, tensor> loaded_model::predict(
-    const std::string& key, const std::map<std::string, tensor>& inputs,
-    std::optional<std::chrono::milliseconds> timeout) {
+feed_list loaded_model::feeds_of(const std::string& key,
+                                 const std::map<std::string, tensor>& inputs) const {
   check_inputs(key, inputs);
   auto& sig = signature(key);
   auto& bound = bound_.at(key);
   feed_list feeds;
   for (size_t i = 0; i < sig.inputs.size(); ++i)
     feeds.emplace_back(bound.inputs[i], inputs.at(sig.inputs[i].alias));
+  return feeds;
+}
+
+namespace {
+
+std::map<std::string, tensor> by_alias(const signature_def& sig, std::vector<tensor>& values) {
+  std::map<std::string, tensor> out;
+  for (size_t i = 0; i < sig.outputs.size(); ++i) out[sig.outputs[i].alias] = std::move(values[i]);
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, tensor> loaded_model::predict(
+    const std::string& key, const std::map<std::string, tensor>& inputs,
+    std::optional<std::chrono::milliseconds> timeout) {
+  auto feeds = feeds_of(key, inputs);
+  auto& outputs = bound_.at(key).outputs;
   std::vector<tensor> values;
   if (!timeout) {
-    values = session_->run(feeds, bound.outputs);
+    values = session_->run(feeds, outputs);
   } else {
-    auto step = session_->run_async(feeds, bound.outputs);
+    auto step = session_->run_async(feeds, outputs);
     if (step.wait_for(*timeout) != std::future_status::ready)
       throw error("[predict] signature '" + key + "' took longer than " +
                       std::to_string(timeout->count()) + " ms",
                   error_code::deadline_exceeded);
     values = step.get();
   }
-  std::map<std::string, tensor> out;
-  for (size_t i = 0; i < sig.outputs.size(); ++i) out[sig.outputs[i].alias] = values[i];
-  return out;
+  return by_alias(signature(key), values);
+}
+
+void loaded_model::predict_then(const std::string& key, const std::map<std::string, tensor>& inputs,
+                                predict_callback done) {
+  auto feeds = feeds_of(key, inputs);
+  const signature_def* sig = &signature(key);
+  session_->run_then(
+      feeds, bound_.at(key).outputs,
+      [sig, done = std::move(done)](std::vector<tensor> values, std::exception_ptr failure) {
+        if (failure)
+          done({}, failure);
+        else
+          done(by_alias(*sig, values), nullptr);
+      });
 }
 
 std::unique_ptr<loaded_model> load_model(const std::string& dir, std::shared_ptr<runtime> rt) {

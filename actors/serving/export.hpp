@@ -27,6 +27,8 @@
 // corrupted one is refused.
 #pragma once
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,9 +93,18 @@ class ACTORFLOW_API loaded_model {
   std::map<std::string, tensor> predict(
       const std::string& key, const std::map<std::string, tensor>& inputs,
       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /// The outputs by alias, or the exception that failed the step.
+  using predict_callback =
+      std::function<void(std::map<std::string, tensor> outputs, std::exception_ptr failure)>;
+  /// Starts signature `key` on `inputs` and returns at once; `done` gets the
+  /// outputs on the runtime thread that finished the step, and must not
+  /// block. Throws, as predict does, for inputs that do not fit.
+  void predict_then(const std::string& key, const std::map<std::string, tensor>& inputs,
+                    predict_callback done);
   session& sess() { return *session_; }
 
  private:
+  feed_list feeds_of(const std::string& key, const std::map<std::string, tensor>& inputs) const;
   // A signature's inputs and outputs as the graph's outputs, in its order.
   struct bound_signature {
     std::vector<output> inputs;

@@ -114,7 +114,7 @@ model_server::~model_server() {
   }
   watch_wake_.notify_all();
   if (watcher_.joinable()) watcher_.join();
-  drain(std::chrono::seconds(10));
+  drain(std::chrono::seconds(30));
 }
 
 void model_server::log(const std::string& line) const {
@@ -124,7 +124,26 @@ void model_server::log(const std::string& line) const {
     std::cerr << line << std::endl;
 }
 
+void model_server::release_retired() {
+  std::vector<std::shared_ptr<servable>> done;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (it->use_count() == 1) {
+        done.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Unloaded here, on the caller's thread: never on a runtime thread that
+  // answered a request (a session's teardown must not run on its own runtime).
+  done.clear();
+}
+
 bool model_server::poll() {
+  release_retired();
   auto served = serving_version();
   for (int64_t v : versions_in(options_.base_path)) {
     if (served && v <= *served) break;  // nothing newer loads: keep what serves
@@ -149,6 +168,7 @@ bool model_server::poll() {
       {
         std::lock_guard lock(mutex_);
         old = std::exchange(current_, next);
+        if (old) retired_.push_back(old);
         versions_[v] = {v, version_status::state::available, error_code::ok, ""};
         failed_stamps_.erase(v);
         if (old) versions_[old->version].st = version_status::state::end;
@@ -210,31 +230,52 @@ std::shared_ptr<model_server::servable> model_server::acquire(
   return current_;
 }
 
-predict_response model_server::predict(const predict_request& request) {
-  in_flight_guard guard(in_flight_);
+void model_server::predict_then(const predict_request& request, predict_callback done) {
   if (stopping_) throw error("[serve] the server is stopping", error_code::cancelled);
   auto served = acquire(request.version);
-  auto& sig = served->model->signature(request.signature);
+  const signature_def* sig = &served->model->signature(request.signature);
   served->model->check_inputs(request.signature, request.inputs);
-  predict_response response{served->version, sig.key, {}};
-  if (!served->batches || !batchable(sig)) {
-    response.outputs =
-        filtered(served->model->predict(sig.key, request.inputs, options_.request_timeout),
-                 request.output_filter, sig);
-    return response;
+  ++in_flight_;
+  // `served` is held until the answer: a version swapped out meanwhile
+  // finishes this request (and is released by the watcher, not here).
+  auto finish = [this, served, sig, filter = request.output_filter, done = std::move(done)](
+                    std::map<std::string, tensor> outputs, std::exception_ptr failure) {
+    predict_response response{served->version, sig->key, {}};
+    if (!failure) {
+      try {
+        response.outputs = filtered(std::move(outputs), filter, *sig);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    done(std::move(response), failure);
+    --in_flight_;
+  };
+  try {
+    if (served->batches && batchable(*sig))
+      served->batches->submit(sig->key, request.inputs, std::move(finish));
+    else
+      served->model->predict_then(sig->key, request.inputs, std::move(finish));
+  } catch (...) {
+    --in_flight_;
+    throw;
   }
-  auto answer = served->batches->submit(sig.key, request.inputs);
-  if (answer.wait_for(options_.request_timeout) != std::future_status::ready)
+}
+
+predict_response model_server::predict(const predict_request& request) {
+  auto answer = std::make_shared<std::promise<predict_response>>();
+  auto result = answer->get_future();
+  predict_then(request, [answer](predict_response response, std::exception_ptr failure) {
+    if (failure)
+      answer->set_exception(failure);
+    else
+      answer->set_value(std::move(response));
+  });
+  if (result.wait_for(options_.request_timeout) != std::future_status::ready)
     throw error("[serve] no answer within " + std::to_string(options_.request_timeout.count()) +
                     " ms (the batch queue is long, or the model slow)",
                 error_code::deadline_exceeded);
-  try {
-    response.outputs = filtered(answer.get(), request.output_filter, sig);
-  } catch (const std::future_error&) {
-    throw error("[serve] the request's batch was dropped (the server is stopping)",
-                error_code::cancelled);
-  }
-  return response;
+  return result.get();
 }
 
 std::pair<int64_t, std::vector<signature_def>> model_server::metadata(

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -111,6 +112,14 @@ class ACTORFLOW_API model_server {
   /// Runs a request on its version (through the batcher when batching is
   /// on), waiting at most request_timeout. Thread-safe.
   predict_response predict(const predict_request& request);
+  /// The answer, or the exception that failed the request.
+  using predict_callback =
+      std::function<void(predict_response response, std::exception_ptr failure)>;
+  /// Starts a request and returns at once: `done` gets its answer on the
+  /// runtime thread that finished its step, and must not block (no thread
+  /// waits meanwhile). Throws at once for a request that cannot start: no
+  /// version, an unknown signature, inputs that do not fit, a server stopping.
+  void predict_then(const predict_request& request, predict_callback done);
   /// The signatures of `version` (none: the newest) and its number.
   std::pair<int64_t, std::vector<signature_def>> metadata(std::optional<int64_t> version) const;
   /// Every version seen, or the one asked for (not_found if never seen).
@@ -131,7 +140,11 @@ class ACTORFLOW_API model_server {
   model_server_options options_;
   serving_metrics metrics_;
   mutable std::mutex mutex_;
+  void release_retired();
   std::shared_ptr<servable> current_;
+  // Versions swapped out, kept until their last request is answered, then
+  // unloaded by the watcher (poll), not on the thread that answered it.
+  std::vector<std::shared_ptr<servable>> retired_;
   std::map<int64_t, version_status> versions_;
   std::map<int64_t, std::string> failed_stamps_;  // files of a version that failed, as last seen
   std::atomic<bool> stopping_{false};

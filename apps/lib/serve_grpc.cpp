@@ -17,6 +17,7 @@
 #include <new>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace actorflow::apps {
 
@@ -192,31 +193,45 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Runs one call's `body`, which sets `version` once it knows it, records it
-// in the server's metrics and turns what it throws into the gRPC status of
-// its code (the same numbers as TensorFlow's).
-template <class Body>
-grpc::Status answer(model_server& server, const char* api, Body&& body) {
-  const auto start = clock::now();
-  int64_t version = 0;
+// The code and message of what a call threw.
+std::pair<error_code, std::string> failure_of(std::exception_ptr failure, const char* api) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const error& e) {
+    return {e.code(), e.what()};
+  } catch (const std::bad_alloc&) {
+    return {error_code::resource_exhausted, std::string("[grpc] out of memory answering ") + api};
+  } catch (const std::exception& e) {
+    return {code_of(e), e.what()};
+  }
+}
+
+// Records a call in the server's metrics and gives its gRPC status: that of
+// the code of what it threw (gRPC's numbers are TensorFlow's).
+grpc::Status finish_call(model_server& server, const char* api, clock::time_point start,
+                         int64_t version, std::exception_ptr failure) {
   error_code code = error_code::ok;
   std::string message;
-  try {
-    body(version);
-  } catch (const error& e) {
-    code = e.code();
-    message = e.what();
-  } catch (const std::bad_alloc&) {
-    code = error_code::resource_exhausted;
-    message = std::string("[grpc] out of memory answering ") + api;
-  } catch (const std::exception& e) {
-    code = code_of(e);
-    message = e.what();
-  }
+  if (failure) std::tie(code, message) = failure_of(failure, api);
   const double us = std::chrono::duration<double, std::micro>(clock::now() - start).count();
   server.metrics().record_request(api, "GRPC", version, code, us);
   if (code == error_code::ok) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(code), message);
+}
+
+// Runs one call's `body`, which sets `version` once it knows it, and
+// finishes the call (finish_call).
+template <class Body>
+grpc::Status answer(model_server& server, const char* api, Body&& body) {
+  const auto start = clock::now();
+  int64_t version = 0;
+  std::exception_ptr failure;
+  try {
+    body(version);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  return finish_call(server, api, start, version, failure);
 }
 
 // The version a request's model_spec asks for (none: the newest), after
@@ -319,23 +334,46 @@ tensorflow::serving::ModelVersionStatus::State wire_state(version_status::state 
   return wire::UNKNOWN;
 }
 
-class prediction_service final : public tensorflow::serving::PredictionService::Service {
+// Predict answers through the callback API: the call is started on the
+// model_server and finished when its step ends, so no thread waits for a
+// step (a thread per call in flight made the threads, and their switches,
+// what a loaded server spent its time on).
+class prediction_service final
+    : public tensorflow::serving::PredictionService::WithCallbackMethod_Predict<
+          tensorflow::serving::PredictionService::Service> {
  public:
   prediction_service(model_server& server, int64_t max_tensor_bytes)
       : server_(server), max_tensor_bytes_(max_tensor_bytes) {}
 
-  grpc::Status Predict(grpc::ServerContext*, const tensorflow::serving::PredictRequest* request,
-                       tensorflow::serving::PredictResponse* response) override {
-    return answer(server_, "predict", [&](int64_t& version) {
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
+                                    const tensorflow::serving::PredictRequest* request,
+                                    tensorflow::serving::PredictResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    const auto start = clock::now();
+    int64_t version = 0;
+    try {
       auto asked =
           requested_version(server_, request->has_model_spec(), request->model_spec(), "Predict");
       version = asked.value_or(0);
-      auto result = server_.predict(to_predict_request(*request, asked, max_tensor_bytes_));
-      version = result.version;
-      set_spec(*response->mutable_model_spec(), server_.name(), result.version, result.signature);
-      for (const auto& [alias, t] : result.outputs)
-        tensor_to_proto(t, (*response->mutable_outputs())[alias]);
-    });
+      server_.predict_then(
+          to_predict_request(*request, asked, max_tensor_bytes_),
+          [this, reactor, response, start](predict_response result, std::exception_ptr failure) {
+            if (!failure) {
+              try {
+                set_spec(*response->mutable_model_spec(), server_.name(), result.version,
+                         result.signature);
+                for (const auto& [alias, t] : result.outputs)
+                  tensor_to_proto(t, (*response->mutable_outputs())[alias]);
+              } catch (...) {
+                failure = std::current_exception();
+              }
+            }
+            reactor->Finish(finish_call(server_, "predict", start, result.version, failure));
+          });
+    } catch (...) {
+      reactor->Finish(finish_call(server_, "predict", start, version, std::current_exception()));
+    }
+    return reactor;
   }
 
   grpc::Status GetModelMetadata(grpc::ServerContext*,

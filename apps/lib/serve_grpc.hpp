@@ -15,6 +15,11 @@
 // label), NOT_FOUND for another model's name, a version or signature that is
 // not there, UNAVAILABLE and DEADLINE_EXCEEDED as the server says.
 //
+// Predict is served through gRPC's callback API: a call is started on the
+// model_server (predict_then) and finished when its step ends, so no thread
+// waits for a step; the metadata and status calls, which run no model, are
+// answered on gRPC's sync threads.
+//
 // Every number of a request is untrusted: a message over max_receive_bytes
 // (64 MiB by default) is refused by gRPC with RESOURCE_EXHAUSTED before it
 // is parsed, and a tensor may describe at most max_tensor_bytes (1 GiB), the
@@ -44,8 +49,9 @@ struct grpc_options {
   int max_receive_bytes = 64 << 20;
   /// The largest tensor a request may describe, and all its inputs together.
   int64_t max_tensor_bytes = int64_t{1} << 30;
-  /// RPCs answered at once (each holds a thread); more are refused with
-  /// RESOURCE_EXHAUSTED rather than queued without bound.
+  /// Threads gRPC may use, its sync calls' (metadata, status) among them;
+  /// beyond, calls are refused with RESOURCE_EXHAUSTED rather than queued
+  /// without bound.
   int max_threads = 256;
   /// How long stop() lets calls in flight finish before cancelling them.
   std::chrono::milliseconds shutdown_grace{5000};
