@@ -10,6 +10,7 @@
 //   serve_{grpc,rest}_{p50,p99}_us_c{1,8,64}[_batched]   closed loop, c clients
 //   serve_qps_c{1,8,64}[_batched] (gRPC), serve_rest_qps_c{...}[_batched]
 //   serve_grpc_{p50,p99}_us_open80   open loop at 80% of the batched peak
+//                                    (gRPC's asynchronous client: one thread sends)
 //   serve_swap_failed_requests, serve_swap_p99_ratio   a version swapped in
 //                                                      under c8 load
 #pragma once

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -102,6 +103,46 @@ load_result open_loop(const client_factory& make, double rate, double seconds, i
     });
   for (auto& t : threads) t.join();
   return merge(tallies, std::chrono::duration<double>(clock_type::now() - start).count());
+}
+
+load_result open_loop_async(const async_send_fn& send, double rate, double seconds, double drain) {
+  auto total = static_cast<int64_t>(std::llround(rate * seconds));
+  auto interval = std::chrono::duration<double>(1.0 / rate);
+  // Shared with the answers' callbacks, which may outlive a drain that timed out.
+  struct shared_tally {
+    std::mutex mutex;
+    std::condition_variable all_answered;
+    tally answers;
+    int64_t answered = 0;
+  };
+  auto shared = std::make_shared<shared_tally>();
+  auto start = clock_type::now() + std::chrono::milliseconds(50);
+  for (int64_t k = 0; k < total; ++k) {
+    auto due = start + std::chrono::duration_cast<clock_type::duration>(interval * double(k));
+    std::this_thread::sleep_until(due);
+    auto record = [shared, due, total](bool ok) {
+      auto now = clock_type::now();
+      std::lock_guard lock(shared->mutex);
+      if (ok)
+        shared->answers.latencies_us.push_back(us_between(due, now));
+      else
+        ++shared->answers.failures;
+      if (++shared->answered == total) shared->all_answered.notify_all();
+    };
+    try {
+      send(record);
+    } catch (const std::exception&) {
+      record(false);
+    }
+  }
+  std::unique_lock lock(shared->mutex);
+  shared->all_answered.wait_for(lock, std::chrono::duration<double>(drain),
+                                [&] { return shared->answered == total; });
+  load_result r;
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  r.latencies_us = shared->answers.latencies_us;
+  r.failures = shared->answers.failures + (total - shared->answered);
+  return r;
 }
 
 }  // namespace actorflow::bench

@@ -32,4 +32,15 @@ load_result closed_loop(const client_factory& make, int concurrency, double seco
 /// once when late); a latency counts from the due time.
 load_result open_loop(const client_factory& make, double rate, double seconds, int workers);
 
+/// Starts one request; `done(ok)` is called when it is answered, on any
+/// thread (a client's asynchronous API).
+using async_send_fn = std::function<void(std::function<void(bool ok)> done)>;
+
+/// Requests due at `rate` per second for `seconds`, each started at its due
+/// time by one thread through `send` (no thread waits for an answer, so the
+/// generator's own threads add no queue); a latency counts from the due
+/// time. Waits up to `drain` for the last answers.
+load_result open_loop_async(const async_send_fn& send, double rate, double seconds,
+                            double drain = 30);
+
 }  // namespace actorflow::bench

@@ -116,6 +116,7 @@ struct batcher_state {
   struct open_batch {
     formed_batch_ptr batch;
     uint64_t number = 0;
+    bool due = false;  // its timeout passed while every slot was busy
   };
   std::map<std::string, open_batch> open;
   std::deque<formed_batch_ptr> waiting;  // formed, waiting for a free slot
@@ -214,20 +215,40 @@ caf::behavior batcher_actor(caf::stateful_actor<batcher_state>* self,
         }
         it->second.batch->calls.push_back(call);
         it->second.batch->rows += call->rows;
-        // Full, or a slot free with nothing waiting for it: run it now.
-        // Under load the slots are busy and batches fill while they run;
-        // an idle server answers without waiting out the timeout.
+        // Full, or nothing running at all: run it now. An idle server
+        // answers without waiting out the timeout; under load a batch is
+        // running, and the next one fills (only a free slot is not enough:
+        // steady arrivals would then run one by one, and a model whose
+        // batches are cheaper per row would lose its capacity).
         if (it->second.batch->rows >= options.max_batch_size ||
-            (options.run_when_idle && st.running < slots && st.waiting.empty()))
+            (options.run_when_idle && st.running == 0 && st.waiting.empty()))
           close(key);
       },
       [=](flush_atom, const std::string& key, uint64_t number) {
-        auto it = self->state.open.find(key);
-        if (it != self->state.open.end() && it->second.number == number) close(key);
+        auto& st = self->state;
+        auto it = st.open.find(key);
+        if (it == st.open.end() || it->second.number != number) return;
+        // With every slot busy it could only wait in the queue: it goes on
+        // filling instead, and runs when a slot frees.
+        if (st.running < slots)
+          close(key);
+        else
+          it->second.due = true;
       },
       [=](done_atom) {
-        --self->state.running;
+        auto& st = self->state;
+        --st.running;
         dispatch();
+        if (st.running >= slots || !st.waiting.empty()) return;
+        // The oldest batch whose timeout passed while it waited for a slot.
+        const std::string* oldest = nullptr;
+        uint64_t number = 0;
+        for (auto& [key, open] : st.open)
+          if (open.due && (!oldest || open.number < number)) {
+            oldest = &key;
+            number = open.number;
+          }
+        if (oldest) close(std::string(*oldest));
       },
   };
 }

@@ -6,11 +6,14 @@
 // request its rows of the outputs.
 //
 // A batch closes when it holds max_batch_size rows, when batch_timeout has
-// passed since its first request, or at once when a worker is idle and no
-// batch waits for one: the timeout bounds the wait under load, where the
-// workers are busy and batches fill while they work, and an idle server
-// answers without waiting it out (TensorFlow Serving waits the timeout
-// always; a request alone then costs it the whole timeout). A request
+// passed since its first request, or at once when no batch is running or
+// waiting: an idle server answers without waiting out the timeout
+// (TensorFlow Serving waits it always; a request alone then costs it the
+// whole timeout), and under load, where a batch is running, the next one
+// fills. A batch whose timeout passes while every slot is busy goes on
+// filling until a slot frees, rather than queueing as it is: under steady
+// load the batches stay large, and so does the capacity of a model whose
+// batches cost less per row. A request
 // larger than max_batch_size runs as a batch of its own. Batches waiting for a worker are bounded
 // by max_enqueued_batches: a request that would form one more is refused with unavailable, so a
 // flood queues no unbounded work.
@@ -45,9 +48,9 @@ struct ACTORFLOW_API batching_options {
   /// Batches formed and waiting for a thread; a request beyond is refused
   /// with unavailable (HTTP 503), so a flood queues no unbounded work.
   int max_enqueued_batches = 64;
-  /// A batch runs at once when a slot is free and no batch waits, rather
-  /// than waiting for max_batch_size rows or the timeout (false: it waits,
-  /// as TensorFlow Serving's does).
+  /// A batch runs at once when no batch is running or waiting, rather than
+  /// waiting for max_batch_size rows or the timeout (false: it waits, as
+  /// TensorFlow Serving's does).
   bool run_when_idle = true;
 };
 
