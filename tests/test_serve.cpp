@@ -96,7 +96,10 @@ TEST_CASE("the server serves the newest version and swaps in a newer one") {
   REQUIRE(states.size() == 2);
   CHECK(states[0].version == 2);
   CHECK(states[0].st == version_status::state::available);
-  CHECK(states[1].st == version_status::state::end);
+  // Swapped out: unloading until the watcher's next look unloads it.
+  CHECK(states[1].st == version_status::state::unloading);
+  server.poll();
+  CHECK(server.status(1).at(0).st == version_status::state::end);
 
   // Only the outputs asked for; an unknown one is named.
   auto filtered = request_for(one_row(3));

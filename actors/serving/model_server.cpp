@@ -130,6 +130,7 @@ void model_server::release_retired() {
     std::lock_guard lock(mutex_);
     for (auto it = retired_.begin(); it != retired_.end();) {
       if (it->use_count() == 1) {
+        versions_[(*it)->version].st = version_status::state::end;
         done.push_back(std::move(*it));
         it = retired_.erase(it);
       } else {
@@ -171,7 +172,7 @@ bool model_server::poll() {
         if (old) retired_.push_back(old);
         versions_[v] = {v, version_status::state::available, error_code::ok, ""};
         failed_stamps_.erase(v);
-        if (old) versions_[old->version].st = version_status::state::end;
+        if (old) versions_[old->version].st = version_status::state::unloading;
       }
       log("[serve] model '" + options_.name + "': serving version " + std::to_string(v) +
           (old ? " (version " + std::to_string(old->version) +

@@ -61,7 +61,9 @@ struct ACTORFLOW_API model_server_options {
   std::function<void(const std::string&)> log;
 };
 
-/// TensorFlow Serving's ModelVersionStatus.
+/// TensorFlow Serving's ModelVersionStatus. A version swapped out is
+/// UNLOADING while requests hold it, END once the watcher unloaded it (or
+/// when it failed to load, with the code and message of why).
 struct ACTORFLOW_API version_status {
   /// TensorFlow Serving's numbers (ModelVersionStatus.State).
   enum class state {
