@@ -16,6 +16,7 @@
 
 #include "actors/run/runtime.hpp"
 #include "actors/serving/model_server.hpp"
+#include "apps/lib/batching_file.hpp"
 #include "apps/lib/serve_grpc.hpp"
 #include "apps/lib/serve_rest.hpp"
 #include "apps/lib/stop_signals.hpp"
@@ -29,6 +30,7 @@ struct serve_flags {
   int port = 8500;
   std::string host = "0.0.0.0";
   bool enable_batching = false;
+  std::string batching_parameters_file;
   int64_t max_batch_size = 64;
   int64_t batch_timeout_micros = 1000;
   int num_batch_threads = 4;
@@ -51,6 +53,10 @@ void add_flags(CLI::App& app, serve_flags& f) {
   app.add_option("--port", f.port, "gRPC port (0: no gRPC)")->check(CLI::Range(0, 65535));
   app.add_option("--host", f.host, "the address both listen on");
   app.add_flag("--enable_batching", f.enable_batching, "join requests into batches");
+  app.add_option("--batching_parameters_file", f.batching_parameters_file,
+                 "TF Serving's BatchingParameters in protobuf's text format (max_batch_size, "
+                 "batch_timeout_micros, num_batch_threads, max_enqueued_batches); with "
+                 "--enable_batching, over the flags");
   app.add_option("--max_batch_size", f.max_batch_size, "rows per batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--batch_timeout_micros", f.batch_timeout_micros,
@@ -107,6 +113,10 @@ int serve(const serve_flags& f) {
                       .batch_timeout = std::chrono::microseconds(f.batch_timeout_micros),
                       .num_batch_threads = f.num_batch_threads,
                       .max_enqueued_batches = f.max_enqueued_batches};
+  if (!f.enable_batching && !f.batching_parameters_file.empty())
+    throw error("--batching_parameters_file needs --enable_batching (as TF Serving's does)");
+  if (f.enable_batching && !f.batching_parameters_file.empty())
+    options.batching = apps::read_batching_parameters(f.batching_parameters_file, options.batching);
   options.poll_interval = std::chrono::seconds(f.poll_wait_seconds);
   options.request_timeout = std::chrono::milliseconds(f.rest_api_timeout_in_ms);
   options.rt = make_runtime(f.threads);

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "actors/serving/model_server.hpp"
+#include "apps/lib/batching_file.hpp"
 #include "apps/lib/json_values.hpp"
 #include "serving_fixture.hpp"
 #include "support/child_process.hpp"
@@ -464,9 +465,13 @@ TEST_CASE("actorflow-serve keeps answering with a thousand idle connections, in 
 TEST_CASE("actorflow-serve refuses a flood beyond its batch queue with 503 and keeps answering") {
   temp_dir base("serve_rest_flood");
   export_trained(base / "1", 3);
-  serve_process serve(base.path.string(),
-                      {"--enable_batching", "--max_batch_size=1", "--batch_timeout_micros=0",
-                       "--num_batch_threads=1", "--max_enqueued_batches=1"});
+  // TF Serving's parameters file, over the flags' defaults.
+  std::ofstream(base / "batching.config") << "max_batch_size { value: 1 }\n"
+                                             "batch_timeout_micros { value: 0 }  # at once\n"
+                                             "num_batch_threads: { value: 1 }\n"
+                                             "max_enqueued_batches { value: 1 }\n";
+  serve_process serve(base.path.string(), {"--enable_batching", "--batching_parameters_file=" +
+                                                                    (base / "batching.config")});
   auto good = json{{"instances", rows_of(four_rows())}}.dump();
   int64_t before = serve.rss_kib();
   std::atomic<int> answered{0}, refused{0}, other{0};
@@ -554,6 +559,35 @@ TEST_CASE("actorflow-serve swaps in a new version under load and stops cleanly o
   CHECK_MESSAGE(status == 0, serve.child.output());
   CHECK(contains(serve.child.output(), "[serve] stopped"));
   CHECK(answered > 0);
+}
+
+TEST_CASE("TF Serving's batching parameters file is read, and what it cannot be is named") {
+  batching_options defaults;
+  auto o = apps::parse_batching_parameters(
+      "# comment\nmax_batch_size { value: 128 }\nbatch_timeout_micros{value:0}\n"
+      "num_batch_threads: { value: 3 } max_enqueued_batches { value: 7 }\n",
+      "b.config", defaults);
+  CHECK(o.enabled);
+  CHECK(o.max_batch_size == 128);
+  CHECK(o.batch_timeout == std::chrono::microseconds(0));
+  CHECK(o.num_batch_threads == 3);
+  CHECK(o.max_enqueued_batches == 7);
+  CHECK(apps::parse_batching_parameters("", "empty", defaults).max_batch_size ==
+        defaults.max_batch_size);
+  auto refusal = [&](const std::string& text) {
+    return error_of([&] { apps::parse_batching_parameters(text, "b.config", defaults); });
+  };
+  CHECK(contains(refusal("allowed_batch_sizes { value: 8 }"),
+                 "b.config:1: 'allowed_batch_sizes' is not supported"));
+  CHECK(contains(refusal("\n\nmax_batch_size { value: 0 }"),
+                 "b.config:3: max_batch_size is 0, outside [1,"));
+  CHECK(contains(refusal("max_batch_size { value: -5 }"), "outside"));
+  CHECK(contains(refusal("max_batch_size { value: x }"), "expected a whole number"));
+  CHECK(contains(refusal("max_batch_size { value: 8"), "expected '}'"));
+  CHECK(contains(refusal("max_batch_size value: 8 }"), "expected '{'"));
+  CHECK(contains(refusal("{"), "expected a field name"));
+  CHECK(code_of_failure([] { apps::read_batching_parameters("/nonexistent/b.config", {}); }) ==
+        error_code::not_found);
 }
 
 // ---------------------------------------------------------------- the JSON reader
