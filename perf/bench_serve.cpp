@@ -233,26 +233,20 @@ double add_inprocess(const model_rows& rows, const std::string& dir, const tenso
   return p50;
 }
 
-struct closed_figures {
-  double p50 = 0, p99 = 0, qps = 0;
-};
-
-closed_figures add_closed(const model_rows& rows, const std::string& api,
-                          const client_factory& clients, int c, bool batched, double seconds,
-                          double floor_us) {
+void add_closed(const model_rows& rows, const std::string& api, const client_factory& clients,
+                int c, bool batched, double seconds, double floor_us) {
   auto r = closed_loop(clients, c, seconds);
   std::string tail = fmt::format("_c{}{}", c, batched ? "_batched" : "");
   std::string how = fmt::format("{} clients back to back{}", c, batched ? ", batching on" : "");
-  closed_figures f{r.quantile_us(0.5), r.quantile_us(0.99), r.qps()};
+  double p50 = r.quantile_us(0.5);
   std::string failures = r.failures ? fmt::format("; {} requests FAILED", r.failures) : "";
-  rows.add(fmt::format("serve_{}_p50_us{}", api, tail), f.p50, "us",
-           c == 1 ? fmt::format("{}; {:+.0f} us over the in-process floor{}", how, f.p50 - floor_us,
+  rows.add(fmt::format("serve_{}_p50_us{}", api, tail), p50, "us",
+           c == 1 ? fmt::format("{}; {:+.0f} us over the in-process floor{}", how, p50 - floor_us,
                                 failures)
                   : how + failures);
-  rows.add(fmt::format("serve_{}_p99_us{}", api, tail), f.p99, "us", how);
-  rows.add(api == "grpc" ? "serve_qps" + tail : "serve_rest_qps" + tail, f.qps, "req/s",
+  rows.add(fmt::format("serve_{}_p99_us{}", api, tail), r.quantile_us(0.99), "us", how);
+  rows.add(api == "grpc" ? "serve_qps" + tail : "serve_rest_qps" + tail, r.qps(), "req/s",
            fmt::format("{} over {}", how, api == "grpc" ? "gRPC" : "REST"));
-  return f;
 }
 
 // The REST body of one image read by the front end's JSON reader and by
@@ -296,9 +290,7 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
     }
     for (int c : {1, 8, 64}) {
       add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched, o.seconds, floor_us);
-      auto f = add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds,
-                          floor_us);
-      (void)f;
+      add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds, floor_us);
     }
     // The batched server at 80% of its closed-loop peak, open loop.
     if (batched) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <set>
@@ -250,6 +251,21 @@ void loaded_model::predict_then(const std::string& key, const std::map<std::stri
         else
           done(by_alias(*sig, values), nullptr);
       });
+}
+
+std::vector<int64_t> export_versions(const std::string& base) {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(base, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (name.empty() || name.size() > 18 ||
+        name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    if (it->is_directory(ec)) out.push_back(std::stoll(name));
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
 }
 
 std::unique_ptr<loaded_model> load_model(const std::string& dir, std::shared_ptr<runtime> rt) {

@@ -27,6 +27,7 @@
 // corrupted one is refused.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
@@ -114,6 +115,11 @@ class ACTORFLOW_API loaded_model {
   std::map<std::string, bound_signature> bound_;
   std::unique_ptr<session> session_;
 };
+
+/// The versions under `base` (TensorFlow Serving's layout: directories
+/// named by digits alone; an export being written has another name),
+/// newest first. None when `base` is missing or unreadable.
+ACTORFLOW_API std::vector<int64_t> export_versions(const std::string& base);
 
 /// Loads the export in `dir` (export_model's layout) into a session on `rt`
 /// (the process's shared runtime when null). Throws "[load_model] <path>: ..."

@@ -2,17 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <iostream>
-#include <system_error>
 
 #include "actors/run/runtime.hpp"
 #include "core/error.hpp"
 
 namespace actorflow {
-
-namespace fs = std::filesystem;
 
 struct model_server::servable {
   int64_t version = 0;
@@ -24,23 +19,6 @@ struct model_server::servable {
 };
 
 namespace {
-
-// The version directories under `base`, newest first: names of digits only
-// (a temporary directory of an export being written has another name).
-std::vector<int64_t> versions_in(const std::string& base) {
-  std::vector<int64_t> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(base, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    auto name = it->path().filename().string();
-    if (name.empty() || name.size() > 18 ||
-        name.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    if (it->is_directory(ec)) out.push_back(std::stoll(name));
-  }
-  std::sort(out.rbegin(), out.rend());
-  return out;
-}
 
 // What a version's files look like now: a failed version is tried again once
 // this changes (its MODEL was missing and appeared, or was rewritten).
@@ -146,7 +124,7 @@ void model_server::release_retired() {
 bool model_server::poll() {
   release_retired();
   auto served = serving_version();
-  for (int64_t v : versions_in(options_.base_path)) {
+  for (int64_t v : export_versions(options_.base_path)) {
     if (served && v <= *served) break;  // nothing newer loads: keep what serves
     std::string dir = options_.base_path + "/" + std::to_string(v);
     std::string stamp = stamp_of(dir);
@@ -235,7 +213,10 @@ void model_server::predict_then(const predict_request& request, predict_callback
   if (stopping_) throw error("[serve] the server is stopping", error_code::cancelled);
   auto served = acquire(request.version);
   const signature_def* sig = &served->model->signature(request.signature);
-  served->model->check_inputs(request.signature, request.inputs);
+  const bool batched = served->batches && batchable(*sig);
+  // The unbatched step checks its own inputs as it starts; a batch's are
+  // checked here, before they join others.
+  if (batched) served->model->check_inputs(request.signature, request.inputs);
   ++in_flight_;
   // `served` is held until the answer: a version swapped out meanwhile
   // finishes this request (and is released by the watcher, not here).
@@ -253,7 +234,7 @@ void model_server::predict_then(const predict_request& request, predict_callback
     --in_flight_;
   };
   try {
-    if (served->batches && batchable(*sig))
+    if (batched)
       served->batches->submit(sig->key, request.inputs, std::move(finish));
     else
       served->model->predict_then(sig->key, request.inputs, std::move(finish));

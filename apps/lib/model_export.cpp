@@ -1,7 +1,6 @@
 #include "apps/lib/model_export.hpp"
 
 #include <filesystem>
-#include <system_error>
 
 #include "actors/serving/export.hpp"
 #include "core/error.hpp"
@@ -17,16 +16,8 @@ namespace actorflow::apps {
 namespace fs = std::filesystem;
 
 int64_t next_export_version(const std::string& base) {
-  int64_t newest = 0;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(base, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    auto name = it->path().filename().string();
-    if (!name.empty() && name.size() <= 18 &&
-        name.find_first_not_of("0123456789") == std::string::npos)
-      newest = std::max<int64_t>(newest, std::stoll(name));
-  }
-  return newest + 1;
+  auto versions = export_versions(base);
+  return versions.empty() ? 1 : versions.front() + 1;
 }
 
 std::string export_classifier(session& s, const models::classifier& net, const std::string& base) {
