@@ -28,6 +28,7 @@
 #include "ops/functional.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/normalization.hpp"
 #include "ops/pool.hpp"
 #include "ops/queue.hpp"
 #include "ops/random.hpp"

@@ -463,6 +463,19 @@ graph::scope_guard graph::device_scope(const std::string& device) {
   return scope_guard(&device_scopes_);
 }
 
+void graph::add_to_collection(const std::string& key, const operation& op) {
+  if (&op.owner() != this) fail("graph", "add_to_collection '" + key + "': an op of another graph");
+  collections_[key].push_back(op.id());
+}
+
+std::vector<operation> graph::collection(const std::string& key) {
+  std::vector<operation> ops;
+  auto it = collections_.find(key);
+  if (it != collections_.end())
+    for (int id : it->second) ops.emplace_back(this, id);
+  return ops;
+}
+
 graph::scope_guard graph::colocate_with(const operation& op) {
   if (&op.owner() != this) fail("graph", "colocate_with an op of another graph");
   colocations_.push_back(op.name());

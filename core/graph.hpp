@@ -236,6 +236,13 @@ class ACTORFLOW_API graph {
   /// The index of the loop frame named `name`, or -1.
   int find_frame(const std::string& name) const;
 
+  /// Named lists of operations, as TensorFlow's graph collections: a batch
+  /// normalization layer puts its moving averages' updates in
+  /// "update_ops" (ops/normalization.hpp). Not part of a saved graph file.
+  void add_to_collection(const std::string& key, const operation& op);
+  /// The operations added under `key`, in order; empty for an unknown key.
+  std::vector<operation> collection(const std::string& key);
+
  private:
   std::string unique_name(const std::string& base);
   std::vector<node> nodes_;
@@ -251,6 +258,7 @@ class ACTORFLOW_API graph {
   std::vector<device_scope_entry> device_scopes_;
   std::vector<std::string> colocations_;  // colocate_with scopes, innermost last
   std::vector<int> control_deps_;
+  std::map<std::string, std::vector<int>> collections_;
   // The open cond branches, innermost last.
   struct cond_branch {
     endpoint pred;

@@ -22,6 +22,14 @@ struct grad_case {
   /// Placeholders get an unknown (-1) dim 0 for these inputs, so that the
   /// gradient must read shapes at run time.
   std::vector<int> unknown_dim0 = {};
+  /// The outputs the checked loss weighs; empty: every float output. For
+  /// ops whose gradient, as TensorFlow's, flows from some outputs only
+  /// (fused_batch_norm's from y, not from its statistics).
+  std::vector<int> outputs = {};
+  /// Float inputs that the gradient treats as constants, as TensorFlow's
+  /// does (fused_batch_norm's mean and variance): the op must give them no
+  /// gradient, and no finite differences are taken for them.
+  std::vector<int> constant_inputs = {};
   /// |analytic - numeric| <= tolerance * (1 + |numeric|) per element.
   double tolerance = 1e-6;
   /// The finite-difference step.
