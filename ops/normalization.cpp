@@ -636,6 +636,35 @@ output assign_moving_average(const variable& v, output value, double decay,
   return make_op("assign_moving_average", {v.value(), value}, {{"decay", decay}}, name);
 }
 
+folded_filter fold_batch_norm_into_filter(const tensor& filter, const tensor& scale,
+                                          const tensor& offset, const tensor& mean,
+                                          const tensor& variance, double epsilon) {
+  const char* op = "fold_batch_norm_into_filter";
+  if (filter.rank() != 4)
+    fail(op, "the filter must be [KH, KW, C, K], got " + filter.dims().to_string());
+  const int64_t k = filter.dims()[3];
+  for (const tensor* t : {&scale, &offset, &mean, &variance})
+    if (t->type() != filter.type() || t->dims() != shape{k})
+      fail(op, "batch norm parameters must be [" + std::to_string(k) +
+                   "] of the filter's dtype, got " + tensor_spec{t->type(), t->dims()}.to_string());
+  folded_filter out{filter.clone(), tensor(filter.type(), shape{k})};
+  visit_floating(filter.type(), op, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> s(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) {
+      const double v = double(variance.data<T>()[j]);
+      if (!(v >= 0)) fail(op, "variance[" + std::to_string(j) + "] is " + std::to_string(v));
+      const double sj = double(scale.data<T>()[j]) / std::sqrt(v + epsilon);
+      s[size_t(j)] = T(sj);
+      out.bias.mutable_data<T>()[j] =
+          T(double(offset.data<T>()[j]) - double(mean.data<T>()[j]) * sj);
+    }
+    T* w = out.filter.mutable_data<T>();
+    for (int64_t i = 0; i < out.filter.num_elements(); ++i) w[i] *= s[size_t(i % k)];
+  });
+  return out;
+}
+
 batch_norm_layer_params make_batch_norm_layer(graph& g, int64_t channels, const std::string& name,
                                               double momentum, double epsilon, dtype type) {
   if (channels < 1)

@@ -99,6 +99,19 @@ ACTORFLOW_API layer_norm_outputs layer_norm(output x, output scale, output offse
 ACTORFLOW_API output assign_moving_average(const variable& v, output value, double decay,
                                            const std::string& name = "");
 
+/// A convolution's filter [KH, KW, C, K] and bias [K] that compute what the
+/// convolution followed by an inference-mode batch norm computes (the graph
+/// optimizer's fold, for constant filters and statistics):
+/// filter * s and offset - mean * s, with s = scale / sqrt(variance + epsilon)
+/// per output channel. Throws for shapes or dtypes that do not match, or a
+/// negative variance.
+struct ACTORFLOW_API folded_filter {
+  tensor filter, bias;
+};
+ACTORFLOW_API folded_filter fold_batch_norm_into_filter(const tensor& filter, const tensor& scale,
+                                                        const tensor& offset, const tensor& mean,
+                                                        const tensor& variance, double epsilon);
+
 /// The graph collection a training step runs beside its train op.
 inline constexpr const char* update_ops_collection = "update_ops";
 

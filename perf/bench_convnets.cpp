@@ -12,9 +12,11 @@
 #include "actors/session.hpp"
 #include "actors/trace/op_profile.hpp"
 #include "apps/lib/convnets.hpp"
+#include "apps/lib/image_models.hpp"
 #include "devices/cpu/conv_library.hpp"
 #include "ops/array.hpp"
 #include "ops/linalg.hpp"
+#include "ops/normalization.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
@@ -99,7 +101,75 @@ std::optional<double> torch_convnet_step_ms(const std::string& model) {
                              fmt::format("{} {} {}", model, timed_steps(model), batch), field);
 }
 
+// ResNet-50 and Inception-v3 at image sizes that keep the group in minutes
+// on 2 cores: 112 for ResNet-50 (a quarter of 224's work), 150 for
+// Inception-v3 (a quarter of 299's; without the auxiliary head, which needs
+// 299). Batch 16, training mode, SGD; PyTorch runs torchvision's models.
+struct image_model_run {
+  const char* name;
+  int64_t size;
+};
+constexpr image_model_run image_model_runs[] = {{"resnet50", 112}, {"inception_v3", 150}};
+constexpr int image_model_steps = 4;
+
+double image_model_step_ms(const image_model_run& run) {
+  graph g;
+  auto m = models::make_image_model(
+      run.name, {.image_size = run.size, .channels = 3, .classes = 1000, .aux_logits = false});
+  auto images = placeholder(g, dtype::float32, {batch, run.size, run.size, 3}, "images");
+  auto labels = placeholder(g, dtype::int32, {batch}, "labels");
+  auto loss = models::image_model_loss(m->apply(images, true), labels);
+  auto train = train_step_with_updates(g, sgd(0.01).minimize(loss, m->trainable_variables()));
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  tensor image_values(dtype::float32, {batch, run.size, run.size, 3});
+  image_values.mutable_flat<float>() =
+      (Eigen::ArrayXf::Random(image_values.num_elements()) + 1.0f) * 0.5f;
+  tensor label_values(dtype::int32, {batch});
+  std::mt19937 rng(7);
+  for (int i = 0; i < batch; ++i) label_values.mutable_data<int32_t>()[i] = int32_t(rng() % 1000);
+  feed_list feeds{{images, image_values}, {labels, label_values}};
+  std::vector<double> times;
+  for (int i = 0; i < image_model_steps + 1; ++i) {
+    const double t0 = now_seconds();
+    s.run(feeds, {loss}, {train});
+    if (i > 0) times.push_back(now_seconds() - t0);  // the first makes the primitives
+  }
+  if (std::getenv("ACTORFLOW_BENCH_PROFILE")) {  // where a step's time goes, on stderr
+    op_profile profile;
+    run_metadata md;
+    s.run(run_options{.trace = true}, feeds, {loss}, {train}, &md);
+    profile.add(md);
+    std::cerr << run.name << ":\n" << profile.table(12) << "\n";
+  }
+  return 1000.0 * median(std::move(times));
+}
+
+std::optional<double> torch_image_model_step_ms(const image_model_run& run) {
+  static const std::regex field(R"(step_ms=([0-9.]+))");
+  return run_torch_reference(
+      perf_dir() + "/torch_image_models.py",
+      fmt::format("step {} {} {} {}", run.name, image_model_steps, batch, run.size), field);
+}
+
 }  // namespace
+
+void add_image_model_rows(const add_row_fn& add_row, bool with_torch) {
+  for (const auto& run : image_model_runs) {
+    const double ours = image_model_step_ms(run);
+    std::optional<double> ref;
+    if (with_torch) ref = torch_image_model_step_ms(run);
+    const std::string setting =
+        fmt::format("batch {}, {}x{} images, training mode, SGD", batch, run.size, run.size);
+    add_row(fmt::format("{}_step_ms", run.name), ours, "ms",
+            ref ? fmt::format("{}; {:.2f}x PyTorch; target <= 0.8x", setting, ours / *ref)
+                : setting + "; PyTorch not measured");
+    if (ref)
+      add_row(fmt::format("torch_{}_step_ms", run.name), *ref, "ms",
+              "torchvision's model (perf/torch_image_models.py), same batch, 2 threads, same "
+              "machine");
+  }
+}
 
 void add_convnet_rows(const add_row_fn& add_row, bool with_torch) {
   const auto [fused_update, unfused_update] = dense_sgd_update_ms();
@@ -124,6 +194,7 @@ void add_convnet_rows(const add_row_fn& add_row, bool with_torch) {
       add_row(fmt::format("torch_{}_step_ms", model), *ref, "ms",
               "PyTorch, same layers (perf/torch_convnets.py), same machine");
   }
+  add_image_model_rows(add_row, with_torch);
 }
 
 }  // namespace actorflow::bench

@@ -16,13 +16,13 @@ import torch.nn as nn
 import torchvision
 
 
-def make(name, channels=3, classes=1000):
+def make(name, channels=3, classes=1000, aux=True):
     if name == "resnet50":
         m = torchvision.models.resnet50(num_classes=classes)
         if channels != 3:
             m.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
         return m
-    m = torchvision.models.inception_v3(num_classes=classes, aux_logits=True, init_weights=True)
+    m = torchvision.models.inception_v3(num_classes=classes, aux_logits=aux, init_weights=True)
     if channels != 3:
         m.Conv2d_1a_3x3.conv = nn.Conv2d(channels, 32, 3, 2, bias=False)
     return m
@@ -55,7 +55,7 @@ def layers(name, size, channels, classes):
 
 
 def step(name, steps, batch, size):
-    m = make(name)
+    m = make(name, aux=size >= 299)  # the auxiliary head needs 299 pixels
     m.train()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     x = torch.rand(batch, 3, size, size)

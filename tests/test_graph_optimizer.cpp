@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "actors/compile/graph_optimizer.hpp"
 #include "actors/run/executable.hpp"
@@ -16,6 +17,7 @@
 #include "ops/conv.hpp"
 #include "ops/linalg.hpp"
 #include "ops/math.hpp"
+#include "ops/normalization.hpp"
 #include "ops/op_util.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
@@ -176,6 +178,58 @@ TEST_CASE("matmul or conv2d + bias_add + relu fuse where nothing else reads the 
   CHECK(c.report.fused == 1);
   CHECK(fetched_node(c, 0).op == "fused_conv2d");
   CHECK(!optimize_graph(g, fetching({conv}, {}, {image}), {.fuse = false}).report.fused);
+}
+
+tensor random_floats(shape dims, uint32_t seed, float lo = -1, float hi = 1) {
+  tensor t(dtype::float32, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<float>()[i] = u(rng);
+  return t;
+}
+
+TEST_CASE("an inference batch norm after a convolution folds into it, as an exported model's") {
+  graph g;
+  auto image = placeholder(g, dtype::float32, {2, 6, 6, 3}, "image");
+  auto filter = constant(g, random_floats({3, 3, 3, 4}, 1));
+  auto per_channel = [&](uint32_t seed, float lo, float hi) {
+    return constant(g, random_floats({4}, seed, lo, hi));
+  };
+  auto scale = per_channel(2, 0.5f, 2), offset = per_channel(3, -1, 1);
+  auto mean = per_channel(4, -1, 1), variance = per_channel(5, 0.1f, 3);
+  auto conv = conv2d(image, filter, {1, 1}, "SAME");
+  batch_norm_options inference;
+  inference.is_training = false;
+  auto y = relu(fused_batch_norm(conv, scale, offset, mean, variance, inference).y, "layer");
+  auto o = optimize_graph(g, fetching({y}, {}, {image}));
+  CHECK(o.report.batch_norms_folded == 1);
+  CHECK(count_op(o, "fused_batch_norm") == 0);
+  CHECK(fetched_node(o, 0).op == "fused_conv2d");
+  CHECK(fetched_node(o, 0).name == "layer");
+  CHECK(std::get<std::string>(fetched_node(o, 0).attrs.at("activation")) == "relu");
+  // The folded layer computes what the three ops did.
+  auto x = random_floats({2, 6, 6, 3}, 6);
+  session folded(g), as_built(g, {.optimize = false});
+  auto a = folded.run({{image, x}}, {y})[0].to_vector<float>();
+  auto b = as_built.run({{image, x}}, {y})[0].to_vector<float>();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
+
+  // Training mode, statistics from a variable, or a statistic fetched: no fold.
+  batch_norm_options training;
+  auto trained = fused_batch_norm(conv, scale, offset, {}, {}, training).y;
+  CHECK(optimize_graph(g, fetching({trained}, {}, {image})).report.batch_norms_folded == 0);
+  auto moving = make_variable(fill(g, {4}, 1.0), "moving_variance");
+  auto live = fused_batch_norm(conv, scale, offset, mean, moving.value(), inference).y;
+  CHECK(optimize_graph(g, fetching({live}, {}, {image})).report.batch_norms_folded == 0);
+  auto both = fused_batch_norm(conv, scale, offset, mean, variance, inference);
+  CHECK(optimize_graph(g, fetching({both.y, both.saved_inv_std}, {}, {image}))
+            .report.batch_norms_folded == 0);
+  // A negative variance is left to fail in its step, naming its node.
+  auto negative = constant(g, floats({4}, {1, -1, 1, 1}));
+  auto bad = fused_batch_norm(conv, scale, offset, mean, negative, inference, "bad_bn").y;
+  CHECK(optimize_graph(g, fetching({bad}, {}, {image})).report.batch_norms_folded == 0);
+  CHECK_THROWS_WITH(folded.run({{image, x}}, {bad}), doctest::Contains("bad_bn"));
 }
 
 TEST_CASE("only the fused ops every device runs are made (a GPU runtime's fused_matmul)") {

@@ -9,6 +9,7 @@
 #include "actors/compile/placement.hpp"
 #include "core/device_name.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/normalization.hpp"
 
 namespace actorflow {
 
@@ -84,6 +85,14 @@ struct fusion {
   int head() const { return relu >= 0 ? relu : bias; }
 };
 
+// One planned fold of an inference-mode batch norm into the convolution
+// before it (its filter and statistics constants): the convolution, the
+// batch norm and the relu after it (or none) become one fused_conv2d.
+struct batch_norm_fold {
+  int conv = -1, batch_norm = -1, relu = -1;
+  int head() const { return relu >= 0 ? relu : batch_norm; }
+};
+
 class optimizer {
  public:
   optimizer(const graph& g, const run_signature& sig, const graph_optimizer_options& options)
@@ -93,6 +102,7 @@ class optimizer {
     needed_ = needed_nodes(in_, sig_, false);
     prepare();
     if (options_.fuse) {
+      plan_batch_norm_folds();
       plan_fusions();
       plan_update_fusions();
       plan_chains();
@@ -123,6 +133,7 @@ class optimizer {
   std::vector<bool> kept_, will_fold_;
   std::vector<bool> may_be_dead_;           // by node: whether its outputs can be dead in a step
   std::vector<fusion> fusion_at_;           // by head; product < 0: none
+  std::vector<batch_norm_fold> fold_at_;    // by head; conv < 0: none
   std::vector<int> product_of_update_;      // by apply_sgd node: the matmul it takes in; -1: none
   std::vector<bool> absorbed_;              // made part of a fused node (a layer's or a chain's)
   std::vector<std::vector<int>> chain_at_;  // by root: an element-wise chain's nodes, in order
@@ -143,6 +154,7 @@ class optimizer {
     kept_.assign(n, false);
     will_fold_.assign(n, false);
     fusion_at_.assign(n, fusion{});
+    fold_at_.assign(n, batch_norm_fold{});
     product_of_update_.assign(n, -1);
     absorbed_.assign(n, false);
     chain_at_.assign(n, {});
@@ -255,6 +267,43 @@ class optimizer {
     }
   }
 
+  // An inference-mode fused_batch_norm of a conv2d's output folds into the
+  // convolution where the filter and the four statistics fold to constants
+  // (an exported model, whose variables were frozen) and nothing but its
+  // relu, or a reader of y, reads the batch norm's outputs.
+  void plan_batch_norm_folds() {
+    if (!may_make("fused_conv2d")) return;
+    mark_folding_values();
+    std::vector<bool> reads_statistics(in_.size(), false);
+    for (auto& n : in_.nodes())
+      if (needed_[index(n.id)])
+        for (auto& e : n.inputs)
+          if (e.index != 0) reads_statistics[index(e.node)] = true;
+    for (auto& n : in_.nodes()) {
+      if (!needed_[index(n.id)] || n.op != "fused_batch_norm" || in_.frame_of(n.id) != -1 ||
+          get_attr_or<bool>(n.attrs, "is_training", n.op, true) || reads_statistics[index(n.id)] ||
+          kept_[index(n.id)] || !n.control_inputs.empty())
+        continue;
+      const node& conv = at(n.inputs[0].node);
+      if (conv.op != "conv2d" || !needed_[index(conv.id)] || !fusable_product(conv) ||
+          !will_fold_[index(conv.inputs[1].node)])
+        continue;
+      bool constants = true;
+      for (size_t i = 1; i < 5; ++i) constants = constants && will_fold_[index(n.inputs[i].node)];
+      if (!constants) continue;
+      batch_norm_fold f{conv.id, n.id, -1};
+      const int reader = last_reader_[index(n.id)];
+      if (reader >= 0 && at(reader).op == "relu" && at(reader).control_inputs.empty() &&
+          absorbable(n.id, reader, reader) && absorbable(conv.id, n.id, reader))
+        f.relu = reader;
+      else if (!absorbable(conv.id, n.id, n.id))
+        continue;
+      fold_at_[index(f.head())] = f;
+      absorbed_[index(conv.id)] = true;
+      if (f.relu >= 0) absorbed_[index(n.id)] = true;
+    }
+  }
+
   // Element-wise chains: from each root (latest first), the element-wise
   // nodes of its shape that feed only it and each other become one
   // fused_elementwise (ops/elementwise.hpp). Values that will fold stay out.
@@ -356,6 +405,45 @@ class optimizer {
     ++report_.fused;
   }
 
+  void emit_batch_norm_fold(const node& head, const batch_norm_fold& f) {
+    const node& conv = at(f.conv);
+    const node& bn = at(f.batch_norm);
+    std::vector<tensor> values;  // the filter, scale, offset, mean and variance
+    for (const endpoint& e :
+         {conv.inputs[1], bn.inputs[1], bn.inputs[2], bn.inputs[3], bn.inputs[4]}) {
+      if (moved_[index(e.node)].empty()) return;  // reads a value that is gone: not needed
+      const node& src = out_->at(moved(e).node);
+      if (!is_foldable_constant(src)) return unfold(f);  // did not fold after all
+      values.push_back(std::get<tensor>(src.attrs.at("value")));
+    }
+    folded_filter folded;
+    try {
+      folded = fold_batch_norm_into_filter(values[0], values[1], values[2], values[3], values[4],
+                                           get_attr_or<double>(bn.attrs, "epsilon", bn.op, 0.001));
+    } catch (const std::exception&) {
+      return unfold(f);  // the batch norm fails in its step, with its own error
+    }
+    auto& filter = out_->add_node_raw("constant", {}, {}, {{"value", folded.filter}},
+                                      unused_name(bn.name, "/folded_filter"), conv.device);
+    auto& bias = out_->add_node_raw("constant", {}, {}, {{"value", folded.bias}},
+                                    unused_name(bn.name, "/folded_bias"), conv.device);
+    attr_map attrs = conv.attrs;
+    attrs["activation"] = std::string(f.relu >= 0 ? "relu" : "none");
+    auto& fused =
+        out_->add_node_raw("fused_conv2d", {moved(conv.inputs[0]), {filter.id, 0}, {bias.id, 0}},
+                           {}, std::move(attrs), head.name, head.device);
+    for (int id : {f.conv, f.batch_norm, f.relu})
+      if (id >= 0) moved_node_[index(id)] = fused.id;
+    moved_[index(head.id)] = {{fused.id, 0}};
+    ++report_.batch_norms_folded;
+  }
+
+  // A planned fold that cannot be made: its nodes as they were.
+  void unfold(const batch_norm_fold& f) {
+    for (int id : {f.conv, f.batch_norm, f.relu})
+      if (id >= 0) copy_node(at(id));
+  }
+
   // apply_sgd of a matmul's product that nothing else reads (a fully connected
   // layer's weight gradient) becomes apply_sgd_matmul: the variable takes the
   // product block by block and the gradient is never written out whole. Not
@@ -405,6 +493,13 @@ class optimizer {
     if (fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
     if (product_of_update_[id] >= 0) return emit_update_fusion(n, at(product_of_update_[id]));
     if (!chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
+    if (fold_at_[id].conv >= 0) return emit_batch_norm_fold(n, fold_at_[id]);
+    copy_node(n);
+  }
+
+  // Copies `n`, or replaces it by a folded, deduplicated or bypassed value.
+  void copy_node(const node& n) {
+    const size_t id = index(n.id);
     std::vector<endpoint> inputs;
     std::vector<int> controls;
     for (auto& e : n.inputs) {

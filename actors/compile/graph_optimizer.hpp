@@ -16,7 +16,10 @@
 //    training graph's forward layers fuse too. And apply_sgd of a matmul's
 //    product that nothing else reads (a weight gradient) becomes
 //    apply_sgd_matmul (ops/optimizers.cpp): the variable takes the product a
-//    block at a time, and the whole gradient is never written out.
+//    block at a time, and the whole gradient is never written out. And an
+//    inference-mode fused_batch_norm after a conv2d, whose filter and
+//    statistics are constants (an exported model's), folds into the filter
+//    and a bias: the three (with a relu after) become one fused_conv2d.
 // It changes no result beyond float rounding: folding runs the same CPU
 // kernels, and the fused kernels give the bits of the ops one by one. Inside
 // while loops, where a value's frame is part of its meaning, only fusion
@@ -52,10 +55,11 @@ struct graph_optimizer_options {
 /// What the optimizer did; node counts are those the signature needs.
 struct graph_optimizer_report {
   size_t nodes_before = 0, nodes_after = 0;
-  size_t folded = 0;        // nodes replaced by constants
-  size_t deduplicated = 0;  // nodes replaced by an equal earlier one
-  size_t bypassed = 0;      // pass-throughs removed
-  size_t fused = 0;         // fused nodes made (each replaces 2 or 3)
+  size_t folded = 0;              // nodes replaced by constants
+  size_t deduplicated = 0;        // nodes replaced by an equal earlier one
+  size_t bypassed = 0;            // pass-throughs removed
+  size_t fused = 0;               // fused nodes made (each replaces 2 or 3)
+  size_t batch_norms_folded = 0;  // inference batch norms folded into their convolution
 };
 
 struct optimized_graph {

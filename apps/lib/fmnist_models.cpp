@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "apps/lib/image_models.hpp"
 #include "ops/array.hpp"
 #include "ops/conv.hpp"
 #include "ops/linalg.hpp"
@@ -113,6 +115,48 @@ class cnn final : public classifier {
   std::pair<variable, variable> c1_, c2_, f1_, f2_;
 };
 
+// ResNet-50 or Inception-v3 on Fashion-MNIST (see make_classifier).
+class image_classifier final : public classifier {
+ public:
+  image_classifier(graph& g, const std::string& kind, int64_t seed,
+                   const std::vector<std::string>& devices, precision p)
+      : factor_(kind == "resnet50" ? 2 : 3) {
+    if (p != precision::fp32)
+      fail("model", "precision bf16 is for the mlp and the cnn, not " + kind);
+    if (!devices.empty()) device_ = devices[0];
+    model_ = make_image_model(kind, {.image_size = 28 * factor_,
+                                     .channels = 1,
+                                     .classes = 10,
+                                     .seed = seed,
+                                     .aux_logits = false});
+    // The variables are made now, as the other classifiers make theirs (an
+    // export or a checkpoint may ask for them before any logits): by an
+    // inference pass over a placeholder, which no step runs.
+    auto probe = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "image_model_variables");
+    apply(probe, false);
+    variables_ = model_->variables();
+  }
+  output logits(output images) const override { return apply(images, false); }
+  output training_logits(output images) const override { return apply(images, true); }
+
+ private:
+  output apply(output images, bool training) const {
+    graph& g = images.owner();
+    std::optional<graph::scope_guard> on;
+    if (!device_.empty()) on.emplace(g.device_scope(device_));
+    return model_->apply(enlarged(images), training).logits;
+  }
+  // Each pixel repeated factor x factor times.
+  output enlarged(output images) const {
+    const int64_t f = factor_;
+    auto x = tile(reshape(images, {-1, 28, 1, 28, 1, 1}), {1, 1, f, 1, f, 1});
+    return reshape(x, {-1, 28 * f, 28 * f, 1});
+  }
+  int64_t factor_;
+  std::string device_;
+  std::unique_ptr<image_model> model_;
+};
+
 }  // namespace
 
 int64_t classifier::next_stream() { return ++stream_; }
@@ -173,7 +217,9 @@ std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, i
                                             const std::vector<std::string>& devices, precision p) {
   if (kind == "mlp") return std::make_unique<mlp>(g, seed, devices, p);
   if (kind == "cnn") return std::make_unique<cnn>(g, seed, devices, p);
-  fail("model", "unknown model '" + kind + "' (choose mlp or cnn)");
+  if (kind == "resnet50" || kind == "inception_v3")
+    return std::make_unique<image_classifier>(g, kind, seed, devices, p);
+  fail("model", "unknown model '" + kind + "' (choose mlp, cnn, resnet50 or inception_v3)");
 }
 
 output mean_cross_entropy(output logits, output labels) {

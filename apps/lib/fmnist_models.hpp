@@ -29,8 +29,14 @@ precision parse_precision(const std::string& name);
 class classifier {
  public:
   virtual ~classifier() = default;
-  /// Logits [batch, 10] for images [batch, 28, 28, 1] (float32 in [0, 1]).
+  /// Logits [batch, 10] for images [batch, 28, 28, 1] (float32 in [0, 1]),
+  /// for inference (batch normalization on its moving averages).
   virtual output logits(output images) const = 0;
+  /// The logits a training step computes: logits() but where batch
+  /// normalization trains (the batch's statistics; the moving averages'
+  /// updates go to the graph's update_ops collection, which
+  /// train_step_with_updates runs with the step).
+  virtual output training_logits(output images) const { return logits(images); }
   const std::vector<variable>& variables() const { return variables_; }
 
  protected:
@@ -57,9 +63,20 @@ class classifier {
   precision precision_ = precision::fp32;
 };
 
-/// "mlp" or "cnn"; throws naming the choices otherwise. The seed fixes the
-/// initial weights; `p` the products' dtype. With `devices` ("/cpu:0", "/cpu:1"), consecutive
-/// layers are placed on them, about equal work each (the MLP: fc1 | fc2, fc3).
+/// "mlp", "cnn", "resnet50" or "inception_v3"; throws naming the choices
+/// otherwise. The seed fixes the initial weights; `p` the products' dtype
+/// (bf16: the MLP and the CNN only). With `devices` ("/cpu:0", "/cpu:1"),
+/// the MLP's and the CNN's consecutive layers are placed on them, about
+/// equal work each (the MLP: fc1 | fc2, fc3); an image model runs whole on
+/// the first.
+///
+/// ResNet-50 and Inception-v3 (apps/lib/image_models.hpp) take the
+/// Fashion-MNIST images enlarged in the graph by repeating each pixel
+/// (nearest neighbour): 2x to 56x56 for ResNet-50 (its last stage then sees
+/// 2x2), 3x to 84x84 for Inception-v3 (its smallest input is 75); one
+/// channel, 10 classes, and no auxiliary head (it needs 299 pixels). Real
+/// data at sizes two cores train in minutes, where random images would say
+/// nothing of whether the model learns.
 std::unique_ptr<classifier> make_classifier(graph& g, const std::string& kind, int64_t seed,
                                             const std::vector<std::string>& devices = {},
                                             precision p = precision::fp32);
