@@ -13,10 +13,13 @@
 #include "actors/trace/op_profile.hpp"
 #include "apps/lib/convnets.hpp"
 #include "apps/lib/image_models.hpp"
+#include "core/gradients.hpp"
 #include "devices/cpu/conv_library.hpp"
 #include "ops/array.hpp"
 #include "ops/linalg.hpp"
+#include "ops/math.hpp"
 #include "ops/normalization.hpp"
+#include "ops/reduce.hpp"
 #include "ops/state.hpp"
 #include "ops/train.hpp"
 #include "perf/bench_util.hpp"
@@ -152,9 +155,55 @@ std::optional<double> torch_image_model_step_ms(const image_model_run& run) {
       fmt::format("step {} {} {} {}", run.name, image_model_steps, batch, run.size), field);
 }
 
+// One training-mode batch normalization, forward and backward (dx, dscale,
+// doffset), over [16, 28, 28, 256] (ResNet-50's first stage at 112-pixel
+// images): fused_batch_norm and its gradient op, against the same
+// arithmetic from reductions and element-wise ops differentiated by
+// gradients(), in alternating rounds. Milliseconds each.
+std::pair<double, double> batch_norm_ms() {
+  graph g;
+  const shape dims{16, 28, 28, 256};
+  auto x = placeholder(g, dtype::float32, dims, "x");
+  auto dy = placeholder(g, dtype::float32, dims, "dy");
+  auto scale = constant(g, tensor::from_vector<float>(std::vector<float>(256, 1.5f), shape{256}));
+  auto offset = constant(g, tensor::from_vector<float>(std::vector<float>(256, 0.1f), shape{256}));
+  auto fetch_gradients = [&](output y) {
+    auto grads = gradients({reduce_sum(mul(y, dy))}, {x, scale, offset});
+    return std::vector<output>(grads.begin(), grads.end());
+  };
+  auto fused = fetch_gradients(fused_batch_norm(x, scale, offset, {}, {}).y);
+  auto mean = reduce_mean(x, {0, 1, 2});
+  auto centred = sub(x, mean);
+  auto inv_std = rsqrt(add(reduce_mean(square(centred), {0, 1, 2}), scalar<float>(g, 1e-3f)));
+  auto composed = fetch_gradients(add(mul(mul(centred, inv_std), scale), offset));
+  session s(g);
+  tensor xv(dtype::float32, dims), dyv(dtype::float32, dims);
+  xv.mutable_flat<float>() = Eigen::ArrayXf::Random(xv.num_elements());
+  dyv.mutable_flat<float>() = Eigen::ArrayXf::Random(dyv.num_elements());
+  const feed_list feeds{{x, xv}, {dy, dyv}};
+  std::vector<double> fused_times, composed_times;
+  for (int round = 0; round < 11; ++round)
+    for (auto* fetches : {&fused, &composed}) {
+      const double t0 = now_seconds();
+      s.run(feeds, *fetches);
+      if (round > 0)
+        (fetches == &fused ? fused_times : composed_times).push_back(now_seconds() - t0);
+    }
+  return {1000.0 * median(std::move(fused_times)), 1000.0 * median(std::move(composed_times))};
+}
+
 }  // namespace
 
 void add_image_model_rows(const add_row_fn& add_row, bool with_torch) {
+  const auto [fused_bn, composed_bn] = batch_norm_ms();
+  add_row("batch_norm_fused_ms", fused_bn, "ms",
+          fmt::format("training batch norm [16,28,28,256], forward and backward, by "
+                      "fused_batch_norm and its gradient op; {:.2f}x the composed ops below "
+                      "(alternating rounds)",
+                      fused_bn / composed_bn));
+  add_row("batch_norm_composed_ms", composed_bn, "ms",
+          "the same from reduce_mean, sub, square, rsqrt, mul and add, differentiated by "
+          "gradients()");
   for (const auto& run : image_model_runs) {
     const double ours = image_model_step_ms(run);
     std::optional<double> ref;
