@@ -1,5 +1,6 @@
-// actorflow-train: trains the Fashion-MNIST models of the PyTorch reference
-// on the actor runtime (and, with --model lstm_lm, the LSTM language model of
+// actorflow-train: trains the Fashion-MNIST models of the PyTorch reference,
+// and ResNet-50 and Inception-v3 on the same images enlarged, on the actor
+// runtime (and, with --model lstm_lm, the LSTM language model of
 // apps/lib/lm_training.hpp). A reader actor feeds batches into a FIFO queue that the
 // training graph dequeues from, so loading overlaps computation; checkpoints
 // make a stopped run resumable with exactly the losses it would have had.
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -29,9 +31,11 @@
 #include "apps/lib/model_export.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
+#include "apps/lib/straggler_delay.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
+#include "ops/normalization.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 
@@ -62,10 +66,10 @@ void build_graph(training_graph& t, const train_config& c, const dataset& data,
   t.net =
       models::make_classifier(g, c.model, c.seed, devices, models::parse_precision(c.precision));
   auto& net = t.net;
-  t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
+  t.loss = models::mean_cross_entropy(net->training_logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
   auto pairs = opt->compute_gradients(t.loss);
-  t.train = opt->apply_gradients(pairs);
+  t.train = train_step_with_updates(g, opt->apply_gradients(pairs));
   t.summaries = summaries.add_to_graph(g, t.loss, pairs);
   t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
   t.predictions = argmax(net->logits(t.eval_images), 1, "predictions");
@@ -101,6 +105,17 @@ epoch_result run_epoch(session& s, training_graph& t, const train_config& c, int
   return r;
 }
 
+// The first n rows of t (all of them for n = 0 or more than it has).
+tensor first_rows(const tensor& t, int64_t n) {
+  const int64_t rows = t.dims()[0];
+  if (n <= 0 || n >= rows) return t;
+  shape dims = t.dims();
+  dims[0] = n;
+  tensor head(t.type(), dims);
+  std::memcpy(head.raw_mutable_data(), t.raw_data(), head.size_bytes());
+  return head;
+}
+
 int train(const train_config& c) {
   auto ckpt = apps::prepare_outputs(c);
   // Before training: a run must not end unable to write its export.
@@ -114,7 +129,8 @@ int train(const train_config& c) {
   fmt::print("loaded Fashion-MNIST from {} in {:.2f} s: {} training, {} test examples\n",
              c.data_dir, now_seconds() - t0, train_data->num_examples(),
              data.test_images.dims()[0]);
-  const dataset test_data({data.test_images, data.test_labels},
+  const dataset test_data({first_rows(data.test_images, c.test_examples),
+                           first_rows(data.test_labels, c.test_examples)},
                           {.batch_size = 1000, .shuffle = false, .drop_remainder = false});
 
   training_graph t;
@@ -215,9 +231,10 @@ int main(int argc, char** argv) {
   CLI::App app{"actorflow-train: trains a classifier on Fashion-MNIST on the actor runtime"};
   train_config c;
   app.add_option("--model", c.model,
-                 "mlp (784-512-512-10) or cnn (2 conv + 2 fc) on Fashion-MNIST, or lstm_lm "
-                 "(an LSTM language model on Debian's fortunes)")
-      ->check(CLI::IsMember({"mlp", "cnn", "lstm_lm"}))
+                 "mlp (784-512-512-10), cnn (2 conv + 2 fc), resnet50 (ResNet-50 v1.5 on the "
+                 "images enlarged to 56x56) or inception_v3 (Inception-v3 on 84x84) on "
+                 "Fashion-MNIST, or lstm_lm (an LSTM language model on Debian's fortunes)")
+      ->check(CLI::IsMember({"mlp", "cnn", "resnet50", "inception_v3", "lstm_lm"}))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")
       ->check(apps::whole_at_least<int>(1))
@@ -298,6 +315,10 @@ int main(int argc, char** argv) {
       ->group("Cluster");
   app.add_option("--max-steps", c.max_steps, "stop at this global step (0: after --epochs)")
       ->check(apps::whole_at_least<int64_t>(0));
+  app.add_option("--test-examples", c.test_examples,
+                 "measure test accuracy on the first N test images (0: all 10,000; ResNet-50 "
+                 "and Inception-v3 take minutes over all of them on 2 cores)")
+      ->check(apps::whole_at_least<int64_t>(0));
   app.add_option("--recovery-seconds", c.recovery_seconds,
                  "in a cluster: how long to wait for a lost task to come back")
       ->check(apps::number_between(1, 86400))
@@ -305,10 +326,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--progress-every", c.progress_every,
                  "in a cluster: print 'progress step=<global step> t=<unix seconds>' after every "
-                 "N of this worker's steps (0: off)")
+                 "N of this worker's steps, and on a synchronous chief 'aggregated step=<global "
+                 "step> t=<unix seconds>' after every N aggregations (0: off)")
       ->check(apps::whole_at_least<int64_t>(0))
       ->group("Cluster")
       ->capture_default_str();
+  app.add_option("--straggler-delay", c.straggler_delay,
+                 "in a cluster, image models: sleep before each of this worker's steps for a "
+                 "draw of lognormal:MEDIAN_MS:SIGMA or pareto:MIN_MS:ALPHA, seeded by --seed, "
+                 "the worker and its step (simulated stragglers; default: off)")
+      ->check(CLI::Validator(apps::straggler_delay_error, "DISTRIBUTION:MS:SHAPE", "stragglers"))
+      ->group("Cluster");
   CLI11_PARSE(app, argc, argv);
   if ((c.resume || c.overwrite_checkpoints) && c.checkpoint_dir.empty()) {
     std::cerr << "error: " << (c.resume ? "--resume" : "--overwrite-checkpoints")
@@ -333,6 +361,8 @@ int main(int argc, char** argv) {
            "--export is for a model trained in one process: export a cluster's model from "
            "its checkpoint in one process (--checkpoint-dir DIR --resume --export EXPORT_DIR "
            "with the same --model)");
+    if (!c.straggler_delay.empty() && (!setup.enabled() || c.model == "lstm_lm"))
+      fail("train", "--straggler-delay is for the workers of an image model's cluster");
     if (c.model == "lstm_lm") {
       if (c.precision != "fp32") fail("train", "--precision bf16 is for mlp and cnn, for now");
       if (setup.enabled()) return apps::train_lstm_lm_in_cluster(c, setup);

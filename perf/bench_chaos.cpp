@@ -1,7 +1,6 @@
 #include "perf/bench_chaos.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <cmath>
 #include <iostream>
@@ -44,19 +43,6 @@ testing::chaos_options lm_run(uint64_t seed) {
   return o;
 }
 
-// What went wrong in a run, in one note: its failure, the tasks that did
-// not end as they should (a worker exits 0, a ps task serves until
-// stopped), its first error lines.
-std::string problems(const testing::chaos_result& r) {
-  std::vector<std::string> parts;
-  if (!r.failure.empty()) parts.push_back(r.failure);
-  for (auto& [task, status] : r.exit_status)
-    if (status != (task.rfind("worker", 0) == 0 ? 0 : -1))
-      parts.push_back(fmt::format("{} exit {}", task, status));
-  for (size_t i = 0; i < r.error_lines.size() && i < 3; ++i) parts.push_back(r.error_lines[i]);
-  return fmt::format("{}", fmt::join(parts, "; "));
-}
-
 void add_kill_rows(const add_row_fn& add_row, const std::string& prefix,
                    const testing::chaos_result& r) {
   for (size_t i = 0; i < r.kills.size(); ++i) {
@@ -77,7 +63,7 @@ void add_model_rows(const add_row_fn& add_row, const std::string& prefix,
                     const testing::chaos_options& options, bool lm) {
   auto chaos = testing::run_chaos(options);
   std::cerr << prefix << ":\n" << chaos.table();
-  auto trouble = problems(chaos);
+  auto trouble = chaos.problems();
   add_kill_rows(add_row, prefix, chaos);
   add_row(prefix + "_kills", double(chaos.kills.size()), "",
           fmt::format("seed {}, one every 15 s for 180 s{}", options.seed,
@@ -95,7 +81,7 @@ void add_model_rows(const add_row_fn& add_row, const std::string& prefix,
   quiet.chaos_seconds = 0;
   auto plain = testing::run_chaos(quiet);
   std::cerr << prefix << " uninterrupted:\n" << plain.table();
-  auto plain_trouble = problems(plain);
+  auto plain_trouble = plain.problems();
   double quality = lm ? chaos.valid_ppl : chaos.test_acc;
   double plain_quality = lm ? plain.valid_ppl : plain.test_acc;
   if (lm)

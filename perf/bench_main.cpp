@@ -33,6 +33,7 @@
 #include "perf/bench_lm_cluster.hpp"
 #include "perf/bench_scaling.hpp"
 #include "perf/bench_serve.hpp"
+#include "perf/bench_stragglers.hpp"
 #include "perf/bench_train.hpp"
 #include "perf/bench_util.hpp"
 #include "perf/reference_launch.hpp"
@@ -196,11 +197,13 @@ int main(int argc, char** argv) {
   app.add_option(
          "--only", only,
          "run one group: runtime, control, gemm, conv, train, mlp, cnn, embedding, "
-         "devices, gpu, trace, dist (default: all of these), or convnets, lm_cluster, chaos, "
-         "serve, scaling (long) or checkpoint (writes several GiB): only when named")
-      ->check(CLI::IsMember({"runtime", "control", "gemm", "conv", "convnets", "train", "mlp",
-                             "cnn", "embedding", "devices", "gpu", "trace", "dist", "lm_cluster",
-                             "checkpoint", "chaos", "scaling", "serve"}));
+         "devices, gpu, trace, dist (default: all of these), or convnets (image_models: only its "
+         "ResNet-50 and Inception-v3), lm_cluster, chaos, "
+         "serve, scaling, stragglers (long) or checkpoint (writes several GiB): only when named")
+      ->check(CLI::IsMember({"runtime",      "control", "gemm",    "conv",  "convnets",
+                             "image_models", "train",   "mlp",     "cnn",   "embedding",
+                             "devices",      "gpu",     "trace",   "dist",  "lm_cluster",
+                             "checkpoint",   "chaos",   "scaling", "serve", "stragglers"}));
   serve_bench_options serve;
   app.add_option("--serve-seconds", serve.seconds,
                  "the serve group's seconds per closed-loop measurement (default 2)")
@@ -233,6 +236,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--scaling-lm-svg", scaling.lm_svg,
                  "where the scaling group's Figure 9 (the language model) goes (empty: none)")
+      ->capture_default_str();
+  std::string stragglers_svg = "stragglers-figure8.svg";
+  app.add_option("--stragglers-svg", stragglers_svg,
+                 "where the stragglers group's figure (laid out like Figure 8) goes (empty: none)")
       ->capture_default_str();
   std::string chaos_models = "all";
   app.add_option("--chaos-models", chaos_models,
@@ -303,6 +310,7 @@ int main(int argc, char** argv) {
   if (wanted("gemm")) add_gemm_rows(add_row_or_failure, threads);
   if (wanted("conv")) add_conv_rows(add_row_or_failure);
   if (only == "convnets") add_convnet_rows(add_row_or_failure, !skip_torch);
+  if (only == "image_models") add_image_model_rows(add_row_or_failure, !skip_torch);
   for (auto [model, steps, target] : {std::tuple{"mlp", 200, 0.5}, std::tuple{"cnn", 30, 0.7}}) {
     if (!wanted("train") && only != model) continue;
     // The step with the CPU GEMM library, with Eigen's products, in mixed
@@ -437,6 +445,13 @@ int main(int argc, char** argv) {
     }
   }
   if (only == "chaos") add_chaos_rows(add_row_or_failure, chaos_seed, chaos_models);
+  if (only == "stragglers") {
+    try {
+      add_straggler_rows(add_row_or_failure, stragglers_svg);
+    } catch (const std::exception& e) {
+      add_failure("stragglers", e.what());
+    }
+  }
   if (only == "serve") {
     try {
       add_serve_rows(add_row_or_failure, serve);

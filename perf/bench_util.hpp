@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -27,6 +28,13 @@ inline double now_seconds() {
 inline double median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
   return values[values.size() / 2];
+}
+
+/// The q-quantile (0..1) of `values`, the nearest rank's; NaN when there are none.
+inline double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(std::clamp(q, 0.0, 1.0) * double(values.size() - 1) + 0.5)];
 }
 
 inline double median_seconds(int repeats, int warmup, const std::function<void()>& fn) {

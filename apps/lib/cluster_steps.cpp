@@ -21,7 +21,7 @@ void progress_printer::step_done(int64_t global_step) {
   // Wall-clock time, which another process on the machine can compare.
   double t =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  fmt::print("progress step={} t={:.3f}\n", global_step, t);
+  fmt::print("{} step={} t={:.3f}\n", label_, global_step, t);
   std::fflush(stdout);
 }
 

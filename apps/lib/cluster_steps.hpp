@@ -37,15 +37,20 @@ inline bool chief_finished(const error& e) {
 /// the epoch>` after every N of this worker's completed steps (0: never),
 /// flushed at once: a harness that watches the output and kills tasks with
 /// -9 (tests/support/cluster_chaos.hpp) sees when steps flow, and a buffered
-/// line would die with the process.
+/// line would die with the process. A synchronous chief's aggregation
+/// thread prints `aggregated step=<global step> t=...` lines (`label`
+/// "aggregated") after every N global steps it made: the times between them
+/// are the step times, whichever workers' gradients made each step.
 class progress_printer {
  public:
-  explicit progress_printer(int64_t every) : every_(every) {}
+  explicit progress_printer(int64_t every, std::string label = "progress")
+      : every_(every), label_(std::move(label)) {}
   /// After each completed step, with the global step it reached.
   void step_done(int64_t global_step);
 
  private:
   int64_t every_, steps_ = 0;
+  std::string label_;
 };
 
 /// A cluster worker's step observer (--trace-steps, --profile): its files

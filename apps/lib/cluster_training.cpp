@@ -12,9 +12,11 @@
 #include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/run_dirs.hpp"
 #include "apps/lib/step_observer.hpp"
+#include "apps/lib/straggler_delay.hpp"
 #include "apps/lib/train_report.hpp"
 #include "apps/lib/train_steps.hpp"
 #include "apps/lib/train_summaries.hpp"
+#include "ops/normalization.hpp"
 #include "ops/queue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/sync_replicas.hpp"
@@ -45,14 +47,19 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   t.queue = fifo_queue(g, data.batch_types(), data.batch_shapes(), 4, "input_queue");
   auto batch = queue_dequeue(t.queue, "next_batch");
   auto net = models::make_classifier(g, c.model, c.seed, {}, models::parse_precision(c.precision));
-  t.loss = models::mean_cross_entropy(net->logits(batch[0]), batch[1]);
+  t.loss = models::mean_cross_entropy(net->training_logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
+  // The workers' replicas do not run batch normalization's moving-average
+  // updates beside the synchronous step yet.
+  if (c.sync && !g.collection(update_ops_collection).empty())
+    fail("train", "--sync does not yet train models with batch normalization (" + c.model +
+                      "): train it asynchronously, or in one process");
   if (c.sync) {
     t.sync = std::make_unique<sync_replicas_ops>(sync_replicas(
         *opt, t.loss, workers - c.backup_workers, workers, worker_device(setup, c.device)));
     t.new_local_step = output(&g, {t.sync->worker_train.id(), 0});
   } else {
-    t.train = opt->minimize(t.loss);
+    t.train = train_step_with_updates(g, opt->minimize(t.loss));
   }
   t.step = global_step(g);
   t.eval_images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
@@ -113,9 +120,13 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
   std::unique_ptr<aggregation_thread> aggregation;
+  progress_printer aggregations(c.progress_every, "aggregated");
   if (chief && t.sync)
-    aggregation = std::make_unique<aggregation_thread>(
-        s, *t.sync, run, last_step, restarted, [&](int64_t step) { checkpoints.at_step(s, step); });
+    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step, restarted,
+                                                       [&](int64_t step) {
+                                                         aggregations.step_done(step);
+                                                         checkpoints.at_step(s, step);
+                                                       });
 
   std::unique_ptr<train_report> report;
   if (chief) {
@@ -135,8 +146,12 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
   train_summaries summaries(chief ? c.logdir : "", c.summary_every);
   summaries.write_graph(t.g);
   summaries.start(step);
+  const auto stragglers = parse_straggler_delay(c.straggler_delay);
   while (step < last_step) {
     float loss = 0;
+    // A simulated straggler is slow before its step, as if computing: its
+    // gradient arrives late, tagged with the step its token named.
+    stragglers.sleep_before(c.seed, setup.task, steps_run + 1);
     try {
       if (t.sync) {
         auto r = run([&] {

@@ -166,9 +166,13 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
              lm::describe_sizes(lm::model_sizes(lm.config())), last_step);
 
   std::unique_ptr<aggregation_thread> aggregation;
+  progress_printer aggregations(o.progress_every, "aggregated");
   if (chief && ops.sync)
-    aggregation = std::make_unique<aggregation_thread>(
-        s, *ops.sync, run, last_step, restarted, [&](int64_t at) { checkpoints.at_step(s, at); });
+    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, last_step, restarted,
+                                                       [&](int64_t at) {
+                                                         aggregations.step_done(at);
+                                                         checkpoints.at_step(s, at);
+                                                       });
   std::unique_ptr<train_report> report;
   if (chief)
     report = std::make_unique<train_report>(

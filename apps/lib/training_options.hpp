@@ -28,6 +28,7 @@ struct training_options {
   bool resume = false;
   bool overwrite_checkpoints = false;        // delete the directory's checkpoints first
   std::string data_dir = fashion_mnist_dir;  // the LM's default: fortunes_dir
+  int64_t test_examples = 0;                 // evaluate on the first N test images (0: all)
   // Seeing inside the run (apps/lib/step_observer.hpp):
   std::vector<int64_t> trace_steps;  // write these steps' timelines to `out`
   bool profile = false;              // trace every step, print the per-op table
@@ -48,6 +49,7 @@ struct training_options {
   int64_t max_steps = 0;          // stop at this global step (0: after --epochs)
   double recovery_seconds = 120;  // how long to wait for a lost task to come back
   int64_t progress_every = 0;     // a `progress step= t=` line every N own steps (0: off)
+  std::string straggler_delay;    // stragglers injected (apps/lib/straggler_delay.hpp; "": off)
 };
 
 }  // namespace actorflow::apps

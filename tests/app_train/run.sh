@@ -59,6 +59,17 @@ if "$train" --epochs 1 --max-steps 2 --export "$scratch/plain_file/export" > /de
 grep -q -- "--export" "$scratch/err.txt" || fail "bad --export not named: $(cat "$scratch/err.txt")"
 grep -q '^soft placement: 0 nodes moved' "$scratch/stand_in_cnn.txt" ||
   fail "cnn on the stand-in: $(cat "$scratch/stand_in_cnn.txt")"
+# ResNet-50 with batch normalization: a few steps with a checkpoint, resumed
+# (the moving averages come back with it), then exported for serving.
+rn=(--model resnet50 --epochs 1 --batch 8 --test-examples 200 --out "$scratch/resnet"
+    --checkpoint-dir "$scratch/resnet_ckpt")
+"$train" "${rn[@]}" --max-steps 3 > "$scratch/resnet.txt" || fail "resnet50 exited with $?"
+grep -Eq '^test_acc=0\.[0-9]{4} ' "$scratch/resnet.txt" || fail "resnet50: $(cat "$scratch/resnet.txt")"
+"$train" "${rn[@]}" --max-steps 5 --resume --export "$scratch/resnet_export" \
+  > "$scratch/resnet2.txt" || fail "resumed resnet50 exited with $?"
+grep -q 'resumed from .*ckpt-3.afck (step 3)' "$scratch/resnet2.txt" ||
+  fail "resnet50 did not resume: $(cat "$scratch/resnet2.txt")"
+[ -s "$scratch/resnet_export/1/MODEL" ] || fail "resnet50 was not exported"
 # The language model (its recurrence a loop on the device), where Debian's
 # fortunes are; its checkpoint resumes on the CPU.
 if [ -d /usr/share/games/fortunes ]; then

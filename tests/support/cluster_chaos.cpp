@@ -233,6 +233,10 @@ void chaos_run::on_line(task_slot& t, const std::string& line, double at) {
     on_progress(step, stamp);
     return;  // kept out of the logs: one per step
   }
+  if (std::sscanf(line.c_str(), "aggregated step=%lld t=%lf", &step, &stamp) == 2) {
+    r_.aggregations.emplace_back(step, stamp);
+    return;  // the same
+  }
   r_.logs[t.task.name()] += line + "\n";
   if (line.find("error") != std::string::npos && r_.error_lines.size() < 100)
     r_.error_lines.push_back(format("%.1f s %s: ", at - started_, t.task.name().c_str()) + line);
@@ -296,6 +300,7 @@ void chaos_run::kill_and_restart(task_slot& victim) {
   parse_lines(victim);  // what was still in the pipe
   victim.proc.reset();
   r_.kills.push_back(k);
+  if (!o_.restart) return;
   double delay = uniform(rng_, o_.restart_min, o_.restart_max);
   if (!pump(k.killed_at + delay)) return;
   // A ps task's port may still be held for a moment: a few tries.
@@ -431,6 +436,23 @@ std::string chaos_result::table() const {
   for (auto& [task, status] : exit_status) s += format("%s exit %d; ", task.c_str(), status);
   if (!failure.empty()) s += "\nfailure: " + failure;
   return s + "\n";
+}
+
+std::string chaos_result::problems() const {
+  // A task killed and, as asked (chaos_options::restart false), not started
+  // again has no exit status.
+  auto killed_for_good = [&](const std::string& task) {
+    return std::any_of(kills.begin(), kills.end(), [&](const chaos_kill& k) {
+      return k.task.name() == task && k.restarted_at < 0 && k.restart_error.empty();
+    });
+  };
+  std::string s = failure;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : "; ") + part; };
+  for (auto& [task, status] : exit_status)
+    if (status != (task.rfind("worker", 0) == 0 ? 0 : -1) && !killed_for_good(task))
+      add(task + " exit " + std::to_string(status));
+  for (size_t i = 0; i < error_lines.size() && i < 3; ++i) add(error_lines[i]);
+  return s;
 }
 
 chaos_result run_chaos(const chaos_options& options) { return chaos_run(options).run(); }

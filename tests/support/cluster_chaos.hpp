@@ -10,6 +10,7 @@
 //
 // What it reads (each a line; extra text after is allowed):
 //   progress step=<global step> t=<unix seconds>    every worker, --progress-every
+//   aggregated step=<global step> t=<unix seconds>  a synchronous chief's aggregations
 //   checkpoint step=<k> saved in <ms> ms (pause <p> ms)                the chief
 //   recovery: restored checkpoint step=<k> (global step was <g>: <n> steps lost)
 //   test_acc=<accuracy>                               the chief, at the end (MLP)
@@ -45,6 +46,8 @@ struct chaos_options {
   int64_t checkpoint_every = 0;
   double kill_every_min = 15, kill_every_max = 30;  ///< s from one kill to the next
   double restart_min = 1, restart_max = 3;          ///< s from a kill to its restart
+  /// false: a killed task stays down (a backup worker lost for good).
+  bool restart = true;
   /// How long kills go on, from the first completed step; 0: no kill at all
   /// (the uninterrupted run of the same flags).
   double chaos_seconds = 180;
@@ -100,9 +103,12 @@ struct chaos_result {
   /// Each task's last process: its exit status, -1 while it ran (a ps task
   /// serves until the harness stops it, so it should be -1; a worker 0).
   std::map<std::string, int> exit_status;
-  double test_acc = -1;      ///< the chief's final line (MLP); -1: none
-  double valid_ppl = -1;     ///< the chief's final line (LM); -1: none
-  int64_t last_step = 0;     ///< the global step of the last progress line
+  double test_acc = -1;   ///< the chief's final line (MLP); -1: none
+  double valid_ppl = -1;  ///< the chief's final line (LM); -1: none
+  int64_t last_step = 0;  ///< the global step of the last progress line
+  /// (global step, unix seconds) of each of the chief's `aggregated` lines,
+  /// in order: the times between them are the synchronous step times.
+  std::vector<std::pair<int64_t, double>> aggregations;
   double wall_seconds = 0;   ///< the first start to the chief's exit
   double chaos_started = 0;  ///< the first completed step, since the first start
   bool timed_out = false;
@@ -115,9 +121,13 @@ struct chaos_result {
   double max_gap() const;      ///< -1 when a gap never closed
   /// The per-kill table, the recoveries and the totals, for a test's MESSAGE.
   std::string table() const;
+  /// What went wrong, in one note ("" when nothing did): the failure, the
+  /// tasks that did not end as they should (a worker exits 0, a ps task
+  /// serves until stopped, a task killed for good is -1), the first error lines.
+  std::string problems() const;
 };
 
-/// Runs the chaos: starts the cluster, kills and restarts tasks for
+/// Runs the chaos: starts the cluster, kills (and restarts) tasks for
 /// chaos_seconds, lets training finish, stops everything. Throws only for
 /// options it cannot run (no binary, no tasks).
 chaos_result run_chaos(const chaos_options& options);
