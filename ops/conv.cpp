@@ -297,6 +297,21 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
           [&](int64_t b, int64_t e) { patch_grads(e - b, dy + b * k, dx + b * len); });
     return;
   }
+  // Windows that never overlap (a strided 1x1 filter, a 2x2 filter at stride
+  // 2): no two rows scatter to one input element, so rows split freely, in
+  // chunks large enough for an efficient product, into dx zeroed first.
+  if (g.kh <= g.sh && g.kw <= g.sw) {
+    parallel_for(g.n * image, [&](int64_t b, int64_t e) { std::fill(dx + b, dx + e, T(0)); });
+    split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
+      T* cols = scratch<T>(std::min(step, e - b) * len);
+      for (int64_t r0 = b; r0 < e; r0 += step) {
+        const int64_t r1 = std::min(e, r0 + step);
+        patch_grads(r1 - r0, dy + r0 * k, cols);
+        col2im_add(g, r0, r1, cols, dx);
+      }
+    });
+    return;
+  }
   // col2im of one image's rows overlaps wherever windows do, so images are the
   // unit of parallel work; inside one, chunks run in order. Each image is zeroed
   // just before its first chunk scatters into it, while it is still in cache.
