@@ -4,18 +4,26 @@
 // count, by torchvision's module names), and a short training run on small
 // images, where batch normalization's training and inference modes differ.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <sstream>
 
+#include "actors/compile/graph_optimizer.hpp"
+#include "actors/serving/export.hpp"
 #include "actors/session.hpp"
+#include "apps/lib/fmnist_models.hpp"
 #include "apps/lib/image_models.hpp"
+#include "apps/lib/model_export.hpp"
 #include "ops/array.hpp"
 #include "ops/normalization.hpp"
+#include "ops/softmax.hpp"
 #include "ops/train.hpp"
+#include "schema/model_file.hpp"
 #include "support/child_process.hpp"
 #include "test_util.hpp"
 
@@ -156,6 +164,45 @@ void check_short_training(const std::string& name, int64_t size) {
 TEST_CASE("a short run lowers the loss; training and inference modes differ") {
   SUBCASE("resnet50") { check_short_training("resnet50", 32); }
   SUBCASE("inception_v3") { check_short_training("inception_v3", 107); }
+}
+
+// ResNet-50 on Fashion-MNIST, exported as actorflow-train --export does:
+// the served probabilities are the training session's inference ones, and
+// the graph optimizer folds every batch norm of the export into its
+// convolution.
+TEST_CASE("an exported ResNet-50 serves its inference outputs, every batch norm folded") {
+  namespace fs = std::filesystem;
+  const auto base =
+      fs::temp_directory_path() / ("actorflow_resnet_export_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  graph g;
+  auto net = models::make_classifier(g, "resnet50", 3);
+  auto images = placeholder(g, dtype::float32, {-1, 28, 28, 1}, "eval_images");
+  auto probabilities = softmax(net->logits(images));
+  session s(g);
+  s.run({}, {}, {global_variables_initializer(g)});
+  tensor batch(dtype::float32, {3, 28, 28, 1});
+  std::mt19937 rng(5);
+  for (int64_t i = 0; i < batch.num_elements(); ++i)
+    batch.mutable_data<float>()[i] = float(rng() % 256) / 255.f;
+  auto expected = s.run({{images, batch}}, {probabilities})[0].to_vector<float>();
+  const std::string dir = apps::export_classifier(s, *net, base.string());
+
+  auto files = load_model_files(dir);
+  const signature_def& sig = *files.find("serving_default");
+  run_signature run;
+  run.feeds.push_back(signature_endpoint(*files.g, sig.find_input("images")->tensor));
+  for (auto& out : sig.outputs) run.fetches.push_back(signature_endpoint(*files.g, out.tensor));
+  auto optimized = optimize_graph(*files.g, run);
+  CHECK(optimized.report.batch_norms_folded == 53);  // every one of ResNet-50's
+
+  auto model = load_model(dir);
+  auto served = model->predict("serving_default", {{"images", batch}});
+  auto got = served.at("probabilities").to_vector<float>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+  fs::remove_all(base);
 }
 
 }  // namespace
