@@ -332,8 +332,9 @@ int main(int argc, char** argv) {
       ->group("Cluster")
       ->capture_default_str();
   app.add_option("--straggler-delay", c.straggler_delay,
-                 "in a cluster, image models: sleep before each of this worker's steps for a "
-                 "draw of lognormal:MEDIAN_MS:SIGMA or pareto:MIN_MS:ALPHA, seeded by --seed, "
+                 "in a cluster, the image classifiers (not lstm_lm): sleep before each of this "
+                 "worker's steps for a draw of lognormal:MEDIAN_MS:SIGMA or pareto:MIN_MS:ALPHA, "
+                 "seeded by --seed, "
                  "the worker and its step (simulated stragglers; default: off)")
       ->check(CLI::Validator(apps::straggler_delay_error, "DISTRIBUTION:MS:SHAPE", "stragglers"))
       ->group("Cluster");

@@ -88,7 +88,10 @@ std::map<std::string, std::pair<std::string, int64_t>> torchvision_layers(const 
 
 std::string dims_without_batch(const shape& s) {
   std::string text;
-  for (int64_t i = 1; i < s.rank(); ++i) text += (i > 1 ? "," : "") + std::to_string(s[i]);
+  for (int64_t i = 1; i < s.rank(); ++i) {
+    if (i > 1) text += ',';
+    text += std::to_string(s[i]);
+  }
   return text;
 }
 
