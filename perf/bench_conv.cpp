@@ -26,7 +26,8 @@ struct conv_layer : conv_layer_shape {
 
 // NHWC input, [KH,KW,C,K] filter, SAME padding unless marked VALID: the CNN's
 // layers at its batch, and every distinct layer of Table 1's AlexNet (its
-// first three), VGG-A and Overfeat, and GoogLeNet's kinds of layer, at batch 16.
+// first three), VGG-A and Overfeat, GoogLeNet's kinds of layer and ResNet-50's
+// 3x3 layers, at batch 16.
 const std::vector<conv_layer>& layers() {
   constexpr bool valid = false;
   static const std::vector<conv_layer> all{
@@ -51,6 +52,12 @@ const std::vector<conv_layer>& layers() {
       {"googlenet_3a_3x3", 16, 28, 28, 96, 128, 3, 3, 1},
       {"googlenet_3a_5x5", 16, 28, 28, 16, 32, 5, 5, 1},
       {"googlenet_4a_1x1", 16, 14, 14, 480, 192, 1, 1, 1},
+      // ResNet-50's 3x3 layers at the image_models group's 112x112 images.
+      {"resnet50_s1_3x3", 16, 28, 28, 64, 64, 3, 3, 1},
+      {"resnet50_s2_3x3", 16, 14, 14, 128, 128, 3, 3, 1},
+      {"resnet50_s3_3x3", 16, 7, 7, 256, 256, 3, 3, 1},
+      {"resnet50_s4_3x3", 16, 4, 4, 512, 512, 3, 3, 1},
+      {"resnet50_s4_3x3_s2", 16, 9, 9, 256, 256, 3, 3, 2, valid},
   };
   return all;
 }
