@@ -35,6 +35,10 @@ struct cluster_graph {
   operation train;                              // asynchronous
   std::unique_ptr<sync_replicas_ops> sync;
   output new_local_step;  // synchronous: what worker_train set
+  // Synchronous: batch normalization's moving-average updates, which each
+  // worker's step runs beside worker_train, as TensorFlow's UPDATE_OPS (none
+  // for models without batch normalization).
+  std::vector<operation> sync_updates;
 };
 
 void build(cluster_graph& t, const training_options& c, const cluster_setup& setup,
@@ -49,15 +53,11 @@ void build(cluster_graph& t, const training_options& c, const cluster_setup& set
   auto net = models::make_classifier(g, c.model, c.seed, {}, models::parse_precision(c.precision));
   t.loss = models::mean_cross_entropy(net->training_logits(batch[0]), batch[1]);
   auto opt = make_optimizer(c.optimizer, c.lr);
-  // The workers' replicas do not run batch normalization's moving-average
-  // updates beside the synchronous step yet.
-  if (c.sync && !g.collection(update_ops_collection).empty())
-    fail("train", "--sync does not yet train models with batch normalization (" + c.model +
-                      "): train it asynchronously, or in one process");
   if (c.sync) {
     t.sync = std::make_unique<sync_replicas_ops>(sync_replicas(
         *opt, t.loss, workers - c.backup_workers, workers, worker_device(setup, c.device)));
     t.new_local_step = output(&g, {t.sync->worker_train.id(), 0});
+    t.sync_updates = g.collection(update_ops_collection);
   } else {
     t.train = train_step_with_updates(g, opt->minimize(t.loss));
   }
@@ -155,7 +155,7 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
     try {
       if (t.sync) {
         auto r = run([&] {
-          return observer.run(s, steps_run + 1, {}, {t.loss, t.new_local_step}, {});
+          return observer.run(s, steps_run + 1, {}, {t.loss, t.new_local_step}, t.sync_updates);
         });
         loss = r[0].item<float>();
         step = r[1].item<int64_t>();
