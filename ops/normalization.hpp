@@ -30,7 +30,8 @@
 // layer_norm normalizes each row over the axes from begin_norm_axis on, with
 // a scale and offset of those axes' shape: Keras's LayerNormalization over
 // its default last axis (epsilon 1e-3), or tf.contrib's layer_norm with its
-// begin_norm_axis.
+// begin_norm_axis. Its mean and inv_std outputs, which TensorFlow's layers do
+// not return, are saved for the gradient, which flows from y only.
 //
 // batch_norm_layer is Keras's BatchNormalization (momentum 0.99, epsilon
 // 1e-3): gamma and beta train; the moving mean and variance are non-trainable
