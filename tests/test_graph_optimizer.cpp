@@ -215,6 +215,20 @@ TEST_CASE("an inference batch norm after a convolution folds into it, as an expo
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 
+  // The relu's reader an element-wise chain: the fold keeps the relu, the
+  // chain starts after it.
+  auto shift = placeholder(g, dtype::float32, {2, 6, 6, 4}, "shift");
+  auto chained =
+      mul(add(relu(fused_batch_norm(conv, scale, offset, mean, variance, inference).y), shift),
+          shift, "chained");
+  auto with_chain = optimize_graph(g, fetching({chained}, {}, {image, shift}));
+  CHECK(with_chain.report.batch_norms_folded == 1);
+  CHECK(with_chain.report.fused == 1);  // add and mul
+  auto s = random_floats({2, 6, 6, 4}, 7);
+  auto c1 = folded.run({{image, x}, {shift, s}}, {chained})[0].to_vector<float>();
+  auto c2 = as_built.run({{image, x}, {shift, s}}, {chained})[0].to_vector<float>();
+  for (size_t i = 0; i < c1.size(); ++i) CHECK(c1[i] == doctest::Approx(c2[i]).epsilon(1e-5));
+
   // Training mode, statistics from a variable, or a statistic fetched: no fold.
   batch_norm_options training;
   auto trained = fused_batch_norm(conv, scale, offset, {}, {}, training).y;

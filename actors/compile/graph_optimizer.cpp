@@ -311,7 +311,8 @@ class optimizer {
     if (!is_fusable_elementwise(n.op) || !n.control_inputs.empty() || n.device != root.device ||
         n.outputs[0].type != dtype::float32 || !(n.outputs[0].dims == root.outputs[0].dims) ||
         !n.outputs[0].dims.is_fully_defined() || absorbed_[index(n.id)] ||
-        fusion_at_[index(n.id)].product >= 0 || will_fold_[index(n.id)])
+        fusion_at_[index(n.id)].product >= 0 || fold_at_[index(n.id)].conv >= 0 ||
+        will_fold_[index(n.id)])
       return false;
     for (auto& e : n.inputs)  // equal shapes only: no broadcasting inside a chain
       if (!(at(e.node).outputs[index(e.index)].dims == n.outputs[0].dims)) return false;
