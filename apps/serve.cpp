@@ -38,6 +38,7 @@ struct serve_flags {
   int poll_wait_seconds = 1;
   int64_t rest_api_timeout_in_ms = 30000;
   int64_t max_body_bytes = int64_t{64} << 20;
+  int http_read_timeout_seconds = 10;
   int threads = 0;
   int shutdown_timeout_seconds = 10;
 };
@@ -75,6 +76,10 @@ void add_flags(CLI::App& app, serve_flags& f) {
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}));
   app.add_option("--max_body_bytes", f.max_body_bytes, "larger request bodies get 413")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  app.add_option("--http_read_timeout_seconds", f.http_read_timeout_seconds,
+                 "how long the HTTP server waits for the next bytes of a request: a body that "
+                 "stalls longer gets 408 (not one of TF Serving's flags)")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--threads", f.threads, "CAF and kernel threads (0: one per core)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--shutdown_timeout_seconds", f.shutdown_timeout_seconds,
@@ -130,10 +135,11 @@ int serve(const serve_flags& f) {
   std::optional<apps::rest_server> rest;
   std::optional<apps::grpc_front_end> grpc;
   if (f.rest_api_port > 0) {
-    rest.emplace(server,
-                 apps::rest_options{.host = f.host,
-                                    .port = f.rest_api_port,
-                                    .max_body_bytes = static_cast<size_t>(f.max_body_bytes)});
+    rest.emplace(server, apps::rest_options{
+                             .host = f.host,
+                             .port = f.rest_api_port,
+                             .max_body_bytes = static_cast<size_t>(f.max_body_bytes),
+                             .read_timeout = std::chrono::seconds(f.http_read_timeout_seconds)});
     std::cout << "[serve] REST API on " << f.host << ":" << rest->port() << std::endl;
   }
   if (f.port > 0) {

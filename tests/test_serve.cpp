@@ -462,6 +462,37 @@ TEST_CASE("actorflow-serve keeps answering with a thousand idle connections, in 
   for (int fd : idle) ::close(fd);
 }
 
+TEST_CASE("a predict body that stalls past the read timeout gets 408; the server keeps answering") {
+  temp_dir base("serve_rest_slow");
+  export_trained(base / "1", 3);
+  serve_process serve(base.path.string(), {"--http_read_timeout_seconds=1"});
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(serve.port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  timeval wait{10, 0};  // bounded: the answer is due after about 1 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  const std::string head =
+      "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n{\"instances\": [";  // 15 of the 100 bytes, then nothing
+  REQUIRE(::send(fd, head.data(), head.size(), 0) == ssize_t(head.size()));
+  std::string answer(4096, '\0');
+  const ssize_t n = ::recv(fd, answer.data(), answer.size(), 0);
+  ::close(fd);
+  REQUIRE(n > 0);
+  answer.resize(size_t(n));
+  CHECK(answer.rfind("HTTP/1.1 408", 0) == 0);
+  CHECK(answer.find("did not arrive within 1 s") != std::string::npos);
+  auto http = serve.client();
+  auto good = json{{"instances", rows_of(four_rows())}}.dump();
+  auto res = http.Post("/v1/models/clf:predict", good, "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+}
+
 TEST_CASE("actorflow-serve refuses a flood beyond its batch queue with 503 and keeps answering") {
   temp_dir base("serve_rest_flood");
   export_trained(base / "1", 3);

@@ -493,6 +493,15 @@ void rest_server::route() {
       return !over;
     });
     over = over || (!complete && res.status == 413);
+    if (!complete && !over) {
+      // The body stopped short: the client closed or stalled past the read
+      // timeout. A stalled one is still there to read the answer.
+      send_error(res, 408,
+                 "[predict] the request body did not arrive within " +
+                     std::to_string(options_.read_timeout.count()) + " s");
+      server_.metrics().record_request("predict", "REST", 0, error_code::deadline_exceeded, 0);
+      return;
+    }
     answer("predict", res, [&](int64_t& version) {
       if (over)
         throw error("[predict] the body is larger than the server accepts (" +
