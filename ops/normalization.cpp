@@ -528,40 +528,6 @@ void layer_norm_grad_fn(grad_context& c) {
   c.input_grads = {outs[0], outs[1], outs[2]};
 }
 
-// ---------------------------------------------------------------------------------------------
-// assign_moving_average: served by the variable's actor
-
-std::vector<tensor_spec> moving_average_infer(const shape_context& c) {
-  auto& var = c.inputs[0];
-  auto& value = c.inputs[1];
-  check_floating(c.op, var.type, "the variable");
-  if (var.type != value.type || !var.dims.compatible_with(value.dims))
-    c.fail("variable is " + var.to_string() + " but the value is " + value.to_string());
-  const double decay = c.attr<double>("decay");
-  if (!(decay >= 0 && decay <= 1)) c.fail("decay must be in [0, 1], got " + std::to_string(decay));
-  return {var};
-}
-
-void moving_average_update(variable_state& v, kernel_context& ctx) {
-  if (!v.initialized())
-    ctx.fail(error_code::failed_precondition,
-             "variable is uninitialized (node '" + ctx.node_name + "')");
-  const tensor& value = ctx.inputs[0];
-  if (value.type() != v.value.type() || value.dims() != v.value.dims())
-    ctx.fail("variable '" + ctx.node_name + "' is " +
-             tensor_spec{v.value.type(), v.value.dims()}.to_string() + ", value is " +
-             tensor_spec{value.type(), value.dims()}.to_string());
-  const double decay = ctx.attr<double>("decay");
-  visit_floating(v.value.type(), ctx.op.c_str(), [&](auto tag) {
-    using T = decltype(tag);
-    T* dst = v.mutable_value().mutable_data<T>();
-    const T* src = value.data<T>();
-    const T keep = T(decay), take = T(1 - decay);
-    for (int64_t i = 0; i < v.value.num_elements(); ++i) dst[i] = dst[i] * keep + src[i] * take;
-  });
-  ctx.set_output(0, v.value);
-}
-
 const op_registrar registrations[] = {
     op_registrar({.name = "fused_batch_norm",
                   .num_inputs = 5,
@@ -589,13 +555,7 @@ const op_registrar registrations[] = {
                   .kernel = layer_norm_grad_kernel,
                   .summary = "gradient of layer_norm's y for x, scale and offset",
                   .not_differentiable = true}),
-    op_registrar({.name = "assign_moving_average",
-                  .num_inputs = 2,
-                  .infer = moving_average_infer,
-                  .update = moving_average_update,
-                  .stateful = true,
-                  .summary = "v = v * decay + value * (1 - decay), in place",
-                  .not_differentiable = true}),
+
 };
 
 output empty_per_channel(const output& like) {
@@ -629,11 +589,6 @@ layer_norm_outputs layer_norm(output x, output scale, output offset, double epsi
   auto outs = make_op_outputs("layer_norm", {x, scale, offset},
                               {{"epsilon", epsilon}, {"begin_norm_axis", begin_norm_axis}}, name);
   return {outs[0], outs[1], outs[2]};
-}
-
-output assign_moving_average(const variable& v, output value, double decay,
-                             const std::string& name) {
-  return make_op("assign_moving_average", {v.value(), value}, {{"decay", decay}}, name);
 }
 
 folded_filter fold_batch_norm_into_filter(const tensor& filter, const tensor& scale,

@@ -2,8 +2,7 @@
 // pass over memory and normalizes in a second; each gradient is one op of two
 // passes (the per-channel sums, then the input's gradient).
 //
-// Ops: fused_batch_norm, fused_batch_norm_grad, layer_norm, layer_norm_grad,
-// assign_moving_average.
+// Ops: fused_batch_norm, fused_batch_norm_grad, layer_norm, layer_norm_grad.
 //
 // fused_batch_norm has the semantics of TensorFlow's FusedBatchNormV3
 // (tf.compat.v1.nn.fused_batch_norm), channels last:
@@ -36,7 +35,8 @@
 // batch_norm_layer is Keras's BatchNormalization (momentum 0.99, epsilon
 // 1e-3): gamma and beta train; the moving mean and variance are non-trainable
 // variables (the optimizers' default variable list leaves them out, since no
-// loss depends on them), updated by assign_moving_average ops placed in the
+// loss depends on them), updated by assign_moving_average ops (ops/state.hpp)
+// placed in the
 // graph's update_ops collection, which a training step runs beside its train
 // op (train_step_with_updates).
 #pragma once
@@ -93,12 +93,6 @@ struct ACTORFLOW_API layer_norm_outputs {
 ACTORFLOW_API layer_norm_outputs layer_norm(output x, output scale, output offset,
                                             double epsilon = 0.001, int64_t begin_norm_axis = -1,
                                             const std::string& name = "");
-
-/// v = v * decay + value * (1 - decay), in the variable's actor (Keras's
-/// moving-average update, v -= (v - value) * (1 - decay)); the output is the
-/// new value.
-ACTORFLOW_API output assign_moving_average(const variable& v, output value, double decay,
-                                           const std::string& name = "");
 
 /// A convolution's filter [KH, KW, C, K] and bias [K] that compute what the
 /// convolution followed by an inference-mode batch norm computes (the graph

@@ -33,6 +33,16 @@ std::vector<tensor_spec> update_spec(const shape_context& c) {
   return {var};
 }
 
+// assign_moving_average: an update of a float variable, decay in [0, 1].
+std::vector<tensor_spec> moving_average_spec(const shape_context& c) {
+  if (!is_floating(c.inputs[0].type))
+    c.fail(std::string("the variable must be float32 or float64, got ") +
+           dtype_name(c.inputs[0].type));
+  const double decay = c.attr<double>("decay");
+  if (!(decay >= 0 && decay <= 1)) c.fail("decay must be in [0, 1], got " + std::to_string(decay));
+  return update_spec(c);
+}
+
 void check_update_value(const variable_state& v, const tensor& value, kernel_context& ctx) {
   if (value.type() != v.value.type() || value.dims() != v.value.dims())
     ctx.fail("variable '" + ctx.node_name + "' is " +
@@ -171,6 +181,20 @@ const op_registrar registrations[] = {
                   .stateful = true,
                   .summary = "subtracts from a variable in place",
                   .not_differentiable = true}),
+    op_registrar({.name = "assign_moving_average",
+                  .num_inputs = 2,
+                  .infer = moving_average_spec,
+                  .update =
+                      [](variable_state& v, kernel_context& ctx) {
+                        const double decay = ctx.attr<double>("decay");
+                        update_in_place(v, ctx, [decay](auto a, auto b) {
+                          using T = decltype(a);
+                          return T(a * T(decay) + b * T(1 - decay));
+                        });
+                      },
+                  .stateful = true,
+                  .summary = "v = v * decay + value * (1 - decay), in place",
+                  .not_differentiable = true}),
 };
 
 }  // namespace
@@ -244,6 +268,11 @@ output assign_add(const variable& v, output delta, const std::string& name) {
 
 output assign_sub(const variable& v, output delta, const std::string& name) {
   return make_op("assign_sub", {v.value(), delta}, {}, name);
+}
+
+output assign_moving_average(const variable& v, output value, double decay,
+                             const std::string& name) {
+  return make_op("assign_moving_average", {v.value(), value}, {{"decay", decay}}, name);
 }
 
 output is_variable_initialized(const variable& v, const std::string& name) {

@@ -55,6 +55,11 @@ ACTORFLOW_API output assign(const variable& v, output value, const std::string& 
 /// Adds to the variable in place; the output is the new value.
 ACTORFLOW_API output assign_add(const variable& v, output delta, const std::string& name = "");
 ACTORFLOW_API output assign_sub(const variable& v, output delta, const std::string& name = "");
+/// v = v * decay + value * (1 - decay) in place, for float variables (Keras's
+/// moving-average update, v -= (v - value) * (1 - decay)); the output is the
+/// new value.
+ACTORFLOW_API output assign_moving_average(const variable& v, output value, double decay,
+                                           const std::string& name = "");
 /// True once the variable is set (initialized, assigned or restored); never
 /// fails, unlike reading it.
 ACTORFLOW_API output is_variable_initialized(const variable& v, const std::string& name = "");

@@ -299,6 +299,22 @@ struct serve_process {
     return c;
   }
 
+  // A plain TCP connection to the server's HTTP port, for requests no
+  // client library would send; -1 when it cannot connect.
+  int connect_raw() const {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
   // Resident memory of the server process, in KiB (from /proc).
   int64_t rss_kib() {
     std::ifstream status("/proc/" + std::to_string(child.pid()) + "/status");
@@ -432,16 +448,8 @@ TEST_CASE("actorflow-serve keeps answering with a thousand idle connections, in 
   int64_t before = serve.rss_kib();
   std::vector<int> idle;
   for (int i = 0; i < 1000; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(serve.port);
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-      ::close(fd);
-      break;
-    }
+    int fd = serve.connect_raw();
+    if (fd < 0) break;
     if (i % 2)
       ::send(fd, "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\n", 47, 0);  // half sent
     idle.push_back(fd);
@@ -466,13 +474,8 @@ TEST_CASE("a predict body that stalls past the read timeout gets 408; the server
   temp_dir base("serve_rest_slow");
   export_trained(base / "1", 3);
   serve_process serve(base.path.string(), {"--http_read_timeout_seconds=1"});
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = serve.connect_raw();
   REQUIRE(fd >= 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(serve.port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
   timeval wait{10, 0};  // bounded: the answer is due after about 1 s
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   const std::string head =

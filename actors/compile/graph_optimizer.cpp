@@ -102,6 +102,7 @@ class optimizer {
     needed_ = needed_nodes(in_, sig_, false);
     prepare();
     if (options_.fuse) {
+      mark_folding_values();
       plan_batch_norm_folds();
       plan_fusions();
       plan_update_fusions();
@@ -273,7 +274,6 @@ class optimizer {
   // relu, or a reader of y, reads the batch norm's outputs.
   void plan_batch_norm_folds() {
     if (!may_make("fused_conv2d")) return;
-    mark_folding_values();
     std::vector<bool> reads_statistics(in_.size(), false);
     for (auto& n : in_.nodes())
       if (needed_[index(n.id)])
@@ -321,7 +321,6 @@ class optimizer {
 
   void plan_chains() {
     if (!may_make("fused_elementwise")) return;
-    mark_folding_values();
     for (int id = int(in_.size()) - 1; id >= 0; --id) {
       const node& root = at(id);
       if (!needed_[index(id)] || !chainable(root, root)) continue;
@@ -344,7 +343,8 @@ class optimizer {
   }
 
   // Nodes the folding pass will try to turn into constants (fold() may still
-  // find a value too large): fusing them would keep them computing every step.
+  // find a value too large): fusing them would keep them computing every step;
+  // folding a batch norm into its convolution needs them constant. Once, before the plans.
   void mark_folding_values() {
     for (auto& n : in_.nodes()) {
       bool constant = is_foldable_constant(n) || may_fold(n);
