@@ -19,6 +19,7 @@
 #include "ops/math.hpp"
 #include "ops/normalization.hpp"
 #include "ops/op_util.hpp"
+#include "ops/pool.hpp"
 #include "ops/random.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state.hpp"
@@ -374,7 +375,9 @@ TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the sa
     std::string model;
     size_t before, after, fused;
   };
-  for (auto& e : {expected{"mlp", 44, 35, 3}, expected{"cnn", 60, 49, 4}}) {
+  // The CNN: two conv layers and fc1 fuse with their bias and relu, and both
+  // pools' gradients with the relu's before them.
+  for (auto& e : {expected{"mlp", 44, 35, 3}, expected{"cnn", 60, 47, 6}}) {
     CAPTURE(e.model);
     training_graph t(e.model);
     run_signature sig = fetching({t.loss}, {t.train}, {t.images, t.labels});
@@ -388,6 +391,7 @@ TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the sa
     CHECK(o.report.fused == e.fused);
     CHECK(count_op(o, "bias_add") == 0);
     CHECK(count_op(o, "ones_like") == 0);
+    CHECK(count_op(o, "max_pool_grad") == 0);
     auto on = t.losses({}), off = t.losses({.optimize = false});
     REQUIRE(on.size() == off.size());
     // Not bit for bit: the convolutions' filter gradients add per-thread
@@ -395,6 +399,34 @@ TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the sa
     for (size_t i = 0; i < on.size(); ++i) CHECK(on[i] == doctest::Approx(off[i]).epsilon(1e-5));
     CHECK(on.back() < on.front());
   }
+}
+
+TEST_CASE("relu_grad of a max_pool_grad of the same input fuses into max_pool_relu_grad") {
+  graph g;
+  auto x = placeholder(g, dtype::float32, {2, 4, 4, 3}, "x");
+  auto y = max_pool(x, {2, 2}, {2, 2}, "VALID");
+  auto dy = placeholder(g, dtype::float32, {2, 2, 2, 3}, "dy");
+  auto pool_grad = max_pool_grad(x, y, dy, {2, 2}, {2, 2}, "VALID", "pool_grad");
+  auto masked = relu_grad(pool_grad, x, "masked");
+  auto o = optimize_graph(g, fetching({masked}, {}, {x, dy}));
+  CHECK(o.report.fused == 1);
+  CHECK(fetched_node(o, 0).op == "max_pool_relu_grad");
+  CHECK(fetched_node(o, 0).name == "masked");
+  CHECK(count_op(o, "max_pool_grad") == 0);
+  CHECK(count_op(o, "relu_grad") == 0);
+
+  // The pool's gradient is fetched too, or the relu masks another tensor:
+  // nothing fuses.
+  CHECK(optimize_graph(g, fetching({masked, pool_grad}, {}, {x, dy})).report.fused == 0);
+  auto other = relu_grad(pool_grad, neg(x));
+  CHECK(count_op(optimize_graph(g, fetching({other}, {}, {x, dy})), "max_pool_relu_grad") == 0);
+
+  // The same values as the two ops, bit for bit (a select per element).
+  tensor xv = random_floats({2, 4, 4, 3}, 11), dyv = random_floats({2, 2, 2, 3}, 12);
+  session fused(g), as_built(g, {.optimize = false});
+  auto a = fused.run({{x, xv}, {dy, dyv}}, {masked})[0];
+  auto b = as_built.run({{x, xv}, {dy, dyv}}, {masked})[0];
+  CHECK(same_bits(a, b));
 }
 
 // apply_sgd of a weight gradient (a matmul that nothing else reads) becomes

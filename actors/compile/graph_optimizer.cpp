@@ -106,6 +106,7 @@ class optimizer {
       plan_batch_norm_folds();
       plan_fusions();
       plan_update_fusions();
+      plan_pool_relu_grads();
       plan_chains();
     }
     for (auto& n : in_.nodes()) copy(n);
@@ -132,11 +133,12 @@ class optimizer {
   std::vector<int> data_uses_, last_reader_;
   std::vector<std::vector<int>> control_readers_;
   std::vector<bool> kept_, will_fold_;
-  std::vector<bool> may_be_dead_;           // by node: whether its outputs can be dead in a step
-  std::vector<fusion> fusion_at_;           // by head; product < 0: none
-  std::vector<batch_norm_fold> fold_at_;    // by head; conv < 0: none
-  std::vector<int> product_of_update_;      // by apply_sgd node: the matmul it takes in; -1: none
-  std::vector<bool> absorbed_;              // made part of a fused node (a layer's or a chain's)
+  std::vector<bool> may_be_dead_;         // by node: whether its outputs can be dead in a step
+  std::vector<fusion> fusion_at_;         // by head; product < 0: none
+  std::vector<batch_norm_fold> fold_at_;  // by head; conv < 0: none
+  std::vector<int> product_of_update_;    // by apply_sgd node: the matmul it takes in; -1: none
+  std::vector<int> pool_grad_of_;         // by relu_grad node: the max_pool_grad it masks; -1: none
+  std::vector<bool> absorbed_;            // made part of a fused node (a layer's or a chain's)
   std::vector<std::vector<int>> chain_at_;  // by root: an element-wise chain's nodes, in order
   // Where each output (and each node, for control edges and targets) went.
   std::vector<std::vector<endpoint>> moved_;
@@ -157,6 +159,7 @@ class optimizer {
     fusion_at_.assign(n, fusion{});
     fold_at_.assign(n, batch_norm_fold{});
     product_of_update_.assign(n, -1);
+    pool_grad_of_.assign(n, -1);
     absorbed_.assign(n, false);
     chain_at_.assign(n, {});
     moved_.assign(n, {});
@@ -312,7 +315,7 @@ class optimizer {
         n.outputs[0].type != dtype::float32 || !(n.outputs[0].dims == root.outputs[0].dims) ||
         !n.outputs[0].dims.is_fully_defined() || absorbed_[index(n.id)] ||
         fusion_at_[index(n.id)].product >= 0 || fold_at_[index(n.id)].conv >= 0 ||
-        will_fold_[index(n.id)])
+        pool_grad_of_[index(n.id)] >= 0 || will_fold_[index(n.id)])
       return false;
     for (auto& e : n.inputs)  // equal shapes only: no broadcasting inside a chain
       if (!(at(e.node).outputs[index(e.index)].dims == n.outputs[0].dims)) return false;
@@ -484,6 +487,37 @@ class optimizer {
     ++report_.fused;
   }
 
+  // relu_grad(max_pool_grad(y, pool, g), y), the backward of a relu and the
+  // max_pool after it, becomes max_pool_relu_grad: one pass that writes the
+  // masked gradient, where the pool's gradient had a pass of its own and the
+  // relu's read it back (in a CNN, over its largest activations).
+  void plan_pool_relu_grads() {
+    if (!may_make("max_pool_relu_grad")) return;
+    for (auto& r : in_.nodes()) {
+      if (!needed_[index(r.id)] || r.op != "relu_grad" || !r.control_inputs.empty()) continue;
+      const node& m = at(r.inputs[0].node);
+      const auto type = r.outputs[0].type;
+      if (m.op != "max_pool_grad" || absorbed_[index(m.id)] || !(r.inputs[1] == m.inputs[0]) ||
+          (type != dtype::float32 && type != dtype::float64) ||
+          in_.frame_of(m.id) != in_.frame_of(r.id) || !absorbable(m.id, r.id, r.id))
+        continue;
+      pool_grad_of_[index(r.id)] = m.id;
+      absorbed_[index(m.id)] = true;
+    }
+  }
+
+  void emit_pool_relu_grad(const node& r, const node& m) {
+    std::vector<endpoint> inputs;
+    for (auto& e : m.inputs) {
+      if (moved_[index(e.node)].empty()) return;  // reads a value that is gone: not needed
+      inputs.push_back(moved(e));
+    }
+    auto& fused = out_->add_node_raw("max_pool_relu_grad", inputs, {}, m.attrs, r.name, r.device);
+    moved_node_[index(m.id)] = fused.id;
+    record(r, fused.id);
+    ++report_.fused;
+  }
+
   // --- copying ---
 
   endpoint moved(const endpoint& e) const { return moved_[index(e.node)][index(e.index)]; }
@@ -493,6 +527,7 @@ class optimizer {
     if (absorbed_[id]) return;  // made at its head
     if (fusion_at_[id].product >= 0) return emit_fusion(n, fusion_at_[id]);
     if (product_of_update_[id] >= 0) return emit_update_fusion(n, at(product_of_update_[id]));
+    if (pool_grad_of_[id] >= 0) return emit_pool_relu_grad(n, at(pool_grad_of_[id]));
     if (!chain_at_[id].empty()) return emit_chain(n, chain_at_[id]);
     if (fold_at_[id].conv >= 0) return emit_batch_norm_fold(n, fold_at_[id]);
     copy_node(n);

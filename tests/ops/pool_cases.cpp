@@ -195,6 +195,34 @@ const op_case_registrar cases({
      .attrs = pool_attrs({2, 2}, {2, 2}, "SAME"),
      .expect_error = "dtypes differ"},
 
+    // --- max_pool_relu_grad: max_pool_grad where the maximum is above zero ---
+    {.op = "max_pool_relu_grad",
+     .label = "VALID 2x2 stride 2, two channels: maxima at or below zero get nothing",
+     .inputs = {make<float>({1, 4, 4, 2},
+                            {-3, -1, 0, 5,  -2, -2, -7, -4, 1, 6, 1, 1,  -8, 0, -2, 3,
+                             4,  -9, 5, -5, -6, 2,  0,  0,  1, 0, 2, -3, 3,  7, -1, 8}),
+                tensor(dtype::float32, {1, 2, 2, 2}), iota({1, 2, 2, 2})},
+     .attrs = pool_attrs({2, 2}, {2, 2}, "VALID"),
+     .expected = {make<float>({1, 4, 4, 2}, {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 4,
+                                             0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 8})}},
+    {.op = "max_pool_relu_grad",
+     .label = "overlapping windows add where the maximum is positive, float64",
+     .inputs = {make<double>({1, 1, 4, 1}, {2, -1, 0, 3}), tensor(dtype::float64, {1, 1, 3, 1}),
+                make<double>({1, 1, 3, 1}, {1, 2, 4})},
+     .attrs = pool_attrs({1, 2}, {1, 1}, "VALID"),
+     .expected = {make<double>({1, 1, 4, 1}, {1, 0, 0, 4})}},
+    {.op = "max_pool_relu_grad",
+     .label = "SAME 2x2 stride 3: positions no window covers are zero",
+     .inputs = {make<float>({1, 1, 5, 1}, {1, 2, 9, 4, 5}), tensor(dtype::float32, {1, 1, 2, 1}),
+                make<float>({1, 1, 2, 1}, {7, 8})},
+     .attrs = pool_attrs({1, 2}, {1, 3}, "SAME"),
+     .expected = {make<float>({1, 1, 5, 1}, {0, 7, 0, 0, 8})}},
+    {.op = "max_pool_relu_grad",
+     .label = "grad of the wrong shape",
+     .inputs = {x33(), ones({1, 2, 2, 1}), ones({1, 3, 3, 1})},
+     .attrs = pool_attrs({2, 2}, {2, 2}, "SAME"),
+     .expect_error = "grad shape (1,3,3,1) does not match the pooled output shape (1,2,2,1)"},
+
     // --- avg_pool_grad ---
     {.op = "avg_pool_grad",
      .label = "SAME on 3x3: shares by valid count",
@@ -412,9 +440,12 @@ TEST_CASE("pool gradients match central differences (float64)") {
 }
 
 TEST_CASE("pooling multi-threaded paths match a direct-loop reference") {
+  // Windows that tile the image, overlap, or leave positions out (VALID's
+  // last row and column, a stride past the window); channels past one block.
   for (pool_cfg c :
        {pool_cfg{64, 28, 28, 32, 2, 2, 2, 2, true}, pool_cfg{16, 29, 27, 16, 3, 3, 2, 2, true},
-        pool_cfg{8, 30, 30, 64, 3, 2, 1, 2, false}}) {
+        pool_cfg{8, 30, 30, 64, 3, 2, 1, 2, false}, pool_cfg{16, 29, 27, 80, 2, 2, 2, 2, false},
+        pool_cfg{8, 17, 16, 24, 2, 3, 3, 3, true}}) {
     INFO("n,h,w,c=" << c.n << "," << c.h << "," << c.w << "," << c.c);
     std::mt19937 rng(7);
     auto attrs = attrs_of(c);
@@ -422,7 +453,7 @@ TEST_CASE("pooling multi-threaded paths match a direct-loop reference") {
     tensor dy = distinct_tensor<float>(pooled_shape(c), rng);
     const int64_t ch = c.c;
     std::vector<float> ymax(dy.num_elements()), yavg(dy.num_elements());
-    std::vector<double> dmax(x.num_elements()), davg(x.num_elements());
+    std::vector<double> dmax(x.num_elements()), dmax_relu(x.num_elements()), davg(x.num_elements());
     const float *xp = x.data<float>(), *dyp = dy.data<float>();
     for_each_window(c, [&](int64_t n, int64_t o, const window& w) {
       double count = double((w.he - w.hs) * (w.we - w.ws));
@@ -440,6 +471,7 @@ TEST_CASE("pooling multi-threaded paths match a direct-loop reference") {
         ymax[o * ch + j] = best;
         yavg[o * ch + j] = float(sum / count);
         dmax[at] += dyp[o * ch + j];
+        if (best > 0) dmax_relu[at] += dyp[o * ch + j];
       }
     });
     tensor y = run_kernel("max_pool", {x}, attrs)[0];
@@ -451,6 +483,8 @@ TEST_CASE("pooling multi-threaded paths match a direct-loop reference") {
     };
     CHECK(compare_tensors(run_kernel("max_pool_grad", {x, y, dy}, attrs)[0],
                           make<float>(x.dims(), to_float(dmax)), 1e-5) == "");
+    CHECK(compare_tensors(run_kernel("max_pool_relu_grad", {x, y, dy}, attrs)[0],
+                          make<float>(x.dims(), to_float(dmax_relu)), 1e-5) == "");
     CHECK(compare_tensors(run_kernel("avg_pool_grad", {x, dy}, attrs)[0],
                           make<float>(x.dims(), to_float(davg)), 1e-5) == "");
   }
