@@ -24,6 +24,7 @@
 #include "ops/conv_gemm.hpp"
 #include "ops/epilogue.hpp"
 #include "ops/geometry/conv_window.hpp"
+#include "ops/linalg.hpp"
 #include "ops/op_util.hpp"
 
 namespace actorflow {
@@ -204,6 +205,13 @@ void col2im_add(const geometry& g, int64_t r0, int64_t r1, const T* cols, T* din
 // A 1x1 filter with unit strides needs no patches: the input is the patch matrix.
 bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
+// A float 1x1 convolution at unit strides is one product of the NHWC
+// operands as they are: matmul's GEMM (the CPU library's, in blocks planned
+// for the threads) runs it whole, where the library is on. The chunked products below plan blocks
+// for the patch matrices' cache footprint instead, and gave a 4x4x512 -> 2048 layer (256 rows) one
+// block on one thread.
+bool whole_product(const geometry& g) { return is_pointwise(g) && cpu::gemm_library_on(); }
+
 // Runs body(begin, end) over [0, n) split by TBB in pieces of about `grain`,
 // or inline when the work is small.
 template <class F>
@@ -247,6 +255,8 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
   if (through_library(cpu::conv_pass::forward, g, k, x, f, y, ep)) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (whole_product(g)) return gemm(x, f, y, rows, k, len, false, false, ep);
   const bool wide = is_wide<T>(len, k);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
@@ -277,6 +287,8 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     return;
   }
   if (through_library(cpu::conv_pass::backprop_input, g, k, f, dy, dx)) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (whole_product(g)) return gemm(dy, f, dx, rows, len, k, false, true);
   // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
   // transposed in place; for the tiled kernel f^T is made row-major once.
   const bool wide = is_wide<T>(len, k);
@@ -336,6 +348,9 @@ void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* d
   if (rows > 0 && k > 0 && len > 0 &&
       through_library(cpu::conv_pass::backprop_filter, g, k, x, dy, df))
     return;
+  if constexpr (std::is_same_v<T, float>)
+    if (rows > 0 && k > 0 && len > 0 && whole_product(g))
+      return gemm(x, dy, df, len, k, rows, true, false);
   std::fill(df, df + len * k, T(0));
   if (rows == 0 || k == 0 || len == 0) return;
   const bool wide = is_wide<T>(len, k);

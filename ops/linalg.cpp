@@ -599,12 +599,20 @@ const op_registrar registrations[] = {
 template <class T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b) {
+  gemm(a, b, c, m, n, k, transpose_a, transpose_b, epilogue<T>{});
+}
+
+template <class T>
+void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b, const epilogue<T>& ep) {
   auto one = [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; };
-  batched_gemm(a, b, c, 1, one, m, n, k, transpose_a, transpose_b);
+  batched_gemm(a, b, c, 1, one, m, n, k, transpose_a, transpose_b, ep);
 }
 
 template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
                           bool);
+template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool, bool,
+                          const epilogue<float>&);
 
 void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
                bool transpose_a, bool transpose_b, int64_t r0, int64_t r1) {

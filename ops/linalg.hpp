@@ -31,6 +31,15 @@ template <class T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b);
 
+template <class T>
+struct epilogue;  // ops/epilogue.hpp
+
+/// gemm, with a fused op's epilogue (bias, activation) over each block of c while the block
+/// is in cache (float32: instantiated for the convolutions' 1x1 products).
+template <class T>
+void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b, const epilogue<T>& ep);
+
 /// Rows [r0, r1) of gemm's float product, into `rows` ((r1 - r0) x n, row-major), on the calling
 /// thread: the block product gemm runs on each of its blocks (the CPU GEMM library's), so each
 /// element has the bits gemm (and matmul) give it wherever the library's sum over k does not

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "actors/session.hpp"
+#include "actors/trace/chrome_trace.hpp"
 #include "actors/trace/op_profile.hpp"
 #include "apps/lib/convnets.hpp"
 #include "apps/lib/image_models.hpp"
@@ -144,6 +145,8 @@ double image_model_step_ms(const image_model_run& run) {
     s.run(run_options{.trace = true}, feeds, {loss}, {train}, &md);
     profile.add(md);
     std::cerr << run.name << ":\n" << profile.table(12) << "\n";
+    if (const char* dir = std::getenv("ACTORFLOW_BENCH_TRACE_DIR"))  // the step's timeline
+      write_chrome_trace(std::string(dir) + "/" + run.name + "-trace.json", md);
   }
   return 1000.0 * median(std::move(times));
 }

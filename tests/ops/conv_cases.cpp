@@ -575,7 +575,9 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
   };
   for (auto c : {wide_case{{3, 9, 7, 128}, {3, 3, 128, 256}, 1, "SAME"},
                  wide_case{{2, 11, 11, 96}, {5, 5, 96, 128}, 2, "VALID"},
-                 wide_case{{5, 6, 6, 512}, {1, 1, 512, 640}, 1, "SAME"}}) {
+                 wide_case{{5, 6, 6, 512}, {1, 1, 512, 640}, 1, "SAME"},
+                 // 1x1 over 256 rows: one product planned for the threads.
+                 wide_case{{16, 4, 4, 512}, {1, 1, 512, 1024}, 1, "SAME"}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.stride, c.stride}},
@@ -615,17 +617,19 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
   };
   for (auto c :
        {library_case{{5, 13, 15, 20}, {3, 3, 20, 33}, 1, 1, "SAME", true},
-        library_case{{3, 23, 21, 48}, {4, 5, 48, 40}, 2, 3, "SAME", true},
-        library_case{{4, 30, 30, 16}, {5, 5, 16, 64}, 3, 3, "VALID", true},
-        // Windows that do not overlap: our input gradient splits by rows.
-        library_case{{8, 24, 24, 64}, {2, 2, 64, 100}, 2, 2, "VALID", true},
+        // Strides reach the library under 16 channels only (as AlexNet's first layer).
+        library_case{{6, 23, 21, 12}, {4, 5, 12, 40}, 2, 3, "SAME", false},
+        library_case{{5, 30, 30, 8}, {5, 5, 8, 64}, 3, 3, "VALID", false},
+        // Windows that do not overlap.
+        library_case{{10, 24, 24, 8}, {4, 4, 8, 100}, 4, 4, "VALID", false},
         library_case{{7, 28, 28, 1}, {5, 5, 1, 32}, 1, 1, "SAME", false},  // one channel
         library_case{{2, 13, 13, 192}, {3, 3, 192, 384}, 1, 1, "SAME", true},
         library_case{{2, 20, 20, 32}, {3, 3, 32, 64}, 1, 1, "SAME", false},  // 20x20 outputs
-        // Filters over 8 MiB: split by channels, not images (output channels
-        // in parts of 272 and 248 on two threads; input channels likewise).
+        // Filters over 8 MiB: the forward and filter gradient split by output
+        // channels, not images (parts of 272 and 248, or 256, on two threads);
+        // the input gradient by images.
         library_case{{3, 6, 7, 512}, {3, 3, 512, 520}, 1, 1, "SAME", true},
-        library_case{{2, 7, 5, 520}, {3, 3, 520, 512}, 2, 1, "SAME", true}}) {
+        library_case{{2, 7, 5, 520}, {3, 3, 520, 512}, 1, 1, "SAME", true}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.sh, c.sw}},
@@ -695,6 +699,13 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   const auto vgg_third = problem(16, 56, 128, 256, 3);
   CHECK(cpu::conv_library_chosen(conv_pass::forward, vgg_third));
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_input, vgg_third));
+  // Strides over 16 channels and more: ResNet-50's and Inception-v3's
+  // downsampling 3x3 layers.
+  auto strided = problem(16, 30, 128, 128, 3);
+  strided.sh = strided.sw = 2, strided.oh = strided.ow = 14, strided.pad_top = 0,
+  strided.pad_left = 0;
+  for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter})
+    CHECK_FALSE(cpu::conv_library_chosen(pass, strided));
   const auto overfeat_fifth = problem(16, 12, 1024, 1024, 3);
   for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter})
     CHECK(cpu::conv_library_chosen(pass, overfeat_fifth));
