@@ -125,7 +125,9 @@ int run_worker(const scaling_flags& f, const cluster_setup& setup) {
   const int64_t last_step = f.warmup + f.steps;
   bool restarted = run.initialize_or_wait(sync.global_step);
   std::unique_ptr<aggregation_thread> aggregation;
-  if (chief) aggregation = std::make_unique<aggregation_thread>(s, sync, run, last_step, restarted);
+  // A scaling task never starts after its run has ended: first step 0.
+  if (chief)
+    aggregation = std::make_unique<aggregation_thread>(s, sync, run, 0, last_step, restarted);
   std::mt19937_64 rng(uint64_t(setup.task) * 7919 + 1);
   std::uniform_int_distribution<int64_t> row(0, std::max<int64_t>(0, t.table_rows - 1));
   std::vector<double> ms;

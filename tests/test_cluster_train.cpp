@@ -111,12 +111,13 @@ TEST_CASE(
     "kill -9 of the chief, synchronous with one backup worker: restarted, steps flow at once") {
   train_cluster c(1, 3);
   auto ps = c.ps(0);
-  std::vector<std::string> flags{"--sync", "--backup-workers", "1", "--max-steps", "600"};
+  // Killed after its first epoch (468 steps), with more than 500 to go: a
+  // machine that trains 600 steps in 4 s finished the run before the kill.
+  std::vector<std::string> flags{"--sync", "--backup-workers", "1", "--max-steps", "1000"};
   auto w1 = c.worker(1, flags);
   auto w2 = c.worker(2, flags);
   auto chief = c.worker(0, flags);
-  REQUIRE(chief->wait_for("until step", 60s));
-  std::this_thread::sleep_for(4s);
+  REQUIRE(chief->wait_for("epoch   1", 120s));
   chief->kill_now();
   // The workers wait for the token the dead chief never handed out, and its
   // steps' requests (a take, a dequeue) are gone with it: the new chief
@@ -136,6 +137,13 @@ TEST_CASE(
   CHECK(final_accuracy(again->output()) > 0.7);
   CHECK(w1->wait_exit(60s) == 0);
   CHECK(w2->wait_exit(60s) == 0);
+  // Restarted once more after the run ended (the tokens closed): it says so
+  // and reports the trained model, where it failed on the closed token queue.
+  auto after_the_end = c.worker(0, flags);
+  CHECK(after_the_end->wait_exit(120s) == 0);
+  INFO("chief after the end:\n" << after_the_end->output());
+  CHECK(after_the_end->output().find("the run has ended") != std::string::npos);
+  CHECK(final_accuracy(after_the_end->output()) > 0.7);
 }
 
 TEST_CASE("a ps task restarted without its shard: the chief sets only the variables it lost") {

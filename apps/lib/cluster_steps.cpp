@@ -184,11 +184,15 @@ void recovering_runner::try_run(operation op) {
 }
 
 aggregation_thread::aggregation_thread(session& s, const sync_replicas_ops& sync,
-                                       recovering_runner& run, int64_t last_step, bool restarted,
-                                       std::function<void(int64_t)> after_step)
-    : thread_([this, &s, &sync, &run, last_step, restarted, after = std::move(after_step)] {
+                                       recovering_runner& run, int64_t first_step,
+                                       int64_t last_step, bool restarted,
+                                       std::function<void(int64_t)> after_step) {
+  if (first_step >= last_step) return;  // the run has ended: no thread
+  thread_ =
+      std::thread([this, &s, &sync, &run, last_step, restarted, after = std::move(after_step)] {
         loop(s, sync, run, last_step, restarted, after);
-      }) {}
+      });
+}
 
 aggregation_thread::~aggregation_thread() {
   // A std::thread still joinable when destroyed ends the process.

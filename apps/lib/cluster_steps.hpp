@@ -154,8 +154,11 @@ class aggregation_thread {
   /// it first hands out a token per worker (sync_replicas_ops::chief_init_tokens).
   /// `after_step` runs between two aggregations with the global step
   /// reached (a checkpoint taken there holds no update of the next step).
+  /// `first_step`: the global step when the chief started; at `last_step`
+  /// or past it the run has ended (a chief restarted after its predecessor
+  /// finished the run and closed the tokens), and nothing is aggregated.
   aggregation_thread(session& s, const sync_replicas_ops& sync, recovering_runner& run,
-                     int64_t last_step, bool restarted,
+                     int64_t first_step, int64_t last_step, bool restarted,
                      std::function<void(int64_t)> after_step = {});
   /// On a way out before the last step (an error): stops the loop within
   /// its current step (at most the step timeout) and joins it.

@@ -117,12 +117,15 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
              setup.task_name(), c.sync ? "synchronous" : "asynchronous", workers, aggregated,
              num_ps, last_step);
   const bool restarted = run.initialize_or_wait(t.step);
+  int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
+  if (chief && step >= last_step)
+    fmt::print("the global step is {}: the run has ended (its last step is {})\n", step, last_step);
 
   batch_reader reader(s, t.queue, train_data, {0, 0}, reader_options{});
   std::unique_ptr<aggregation_thread> aggregation;
   progress_printer aggregations(c.progress_every, "aggregated");
   if (chief && t.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, last_step, restarted,
+    aggregation = std::make_unique<aggregation_thread>(s, *t.sync, run, step, last_step, restarted,
                                                        [&](int64_t step) {
                                                          aggregations.step_done(step);
                                                          checkpoints.at_step(s, step);
@@ -136,7 +139,6 @@ int train_in_cluster(const training_options& c, const cluster_setup& setup) {
                     workers, num_ps, c.sync ? "sync" : "async", c.optimizer, c.lr, c.batch),
         restarted);
   }
-  int64_t step = run([&] { return s.eval(t.step.value()).item<int64_t>(); });
   int64_t steps_run = 0, reported_epoch = step / steps_per_epoch;
   double start = now_seconds(), epoch_start = start, loss_sum = 0;
   int64_t epoch_steps = 0;

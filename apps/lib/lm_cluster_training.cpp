@@ -168,8 +168,8 @@ int train_lstm_lm_in_cluster(const training_options& o, const cluster_setup& set
   std::unique_ptr<aggregation_thread> aggregation;
   progress_printer aggregations(o.progress_every, "aggregated");
   if (chief && ops.sync)
-    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, last_step, restarted,
-                                                       [&](int64_t at) {
+    aggregation = std::make_unique<aggregation_thread>(s, *ops.sync, run, step, last_step,
+                                                       restarted, [&](int64_t at) {
                                                          aggregations.step_done(at);
                                                          checkpoints.at_step(s, at);
                                                        });
