@@ -375,9 +375,11 @@ TEST_CASE("the MLP's and CNN's training steps run fewer nodes and compute the sa
     std::string model;
     size_t before, after, fused;
   };
-  // The CNN: two conv layers and fc1 fuse with their bias and relu, and both
-  // pools' gradients with the relu's before them.
-  for (auto& e : {expected{"mlp", 44, 35, 3}, expected{"cnn", 60, 47, 6}}) {
+  // The MLP: its two hidden layers fuse with bias and relu, and Adam takes the
+  // three weight gradients' products in place. The CNN: two conv layers and
+  // fc1 fuse with their bias and relu, both pools' gradients with the relu's
+  // before them, and Adam takes fc1's and fc2's weight gradients.
+  for (auto& e : {expected{"mlp", 44, 32, 6}, expected{"cnn", 60, 45, 8}}) {
     CAPTURE(e.model);
     training_graph t(e.model);
     run_signature sig = fetching({t.loss}, {t.train}, {t.images, t.labels});
@@ -442,6 +444,45 @@ TEST_CASE("plain SGD takes a weight gradient's product into the variable in plac
   auto on = t.losses({}), off = t.losses({.optimize = false});
   CHECK(on == off);
   CHECK(on.back() < on.front());
+}
+
+// apply_adam likewise becomes apply_adam_matmul, with apply_adam's bits: its
+// moments and step count as the unfused update leaves them.
+TEST_CASE("Adam takes a weight gradient's product into the variable in place") {
+  for (const char* model : {"mlp", "cnn"}) {
+    CAPTURE(model);
+    training_graph t(model);
+    run_signature sig = fetching({t.loss}, {t.train}, {t.images, t.labels});
+    auto o = optimize_graph(t.g, sig);
+    CHECK(count_op(o, "apply_adam_matmul") == (std::string(model) == "mlp" ? 3 : 2));
+    CHECK(count_op(optimize_graph(t.g, sig, {.fuse = false}), "apply_adam_matmul") == 0);
+  }
+  // One layer's update, fused and not, over three steps: the weights and both
+  // moments bit for bit. Transposed operands and a blocked product.
+  graph g;
+  auto x = placeholder(g, dtype::float32, {64, 300}, "x");
+  auto dy = placeholder(g, dtype::float32, {64, 130}, "dy");
+  std::vector<float> start(300 * 130);
+  for (size_t i = 0; i < start.size(); ++i) start[i] = float(i % 23) * 0.11f - 1.2f;
+  auto w = make_variable(constant(g, floats({300, 130}, start)), "w");
+  auto train = adam(0.01).apply_gradients({{matmul(x, dy, true, false), w}});
+  CHECK(count_op(optimize_graph(g, fetching({}, {train}, {x, dy})), "apply_adam_matmul") == 1);
+  tensor xv(dtype::float32, x.dims()), dyv(dtype::float32, dy.dims());
+  for (int64_t i = 0; i < xv.num_elements(); ++i)
+    xv.mutable_data<float>()[i] = std::sin(float(i) * 0.7f);
+  for (int64_t i = 0; i < dyv.num_elements(); ++i)
+    dyv.mutable_data<float>()[i] = std::cos(float(i) * 1.3f);
+  auto trained = [&](session_options options) {
+    session s(g, options);
+    s.run({global_variables_initializer(g)});
+    for (int step = 0; step < 3; ++step) s.run({{x, xv}, {dy, dyv}}, {}, {train});
+    return s.run({}, {w.value()})[0];
+  };
+  CHECK(same_bits(trained(session_options{}), trained({.optimize = false})));
+  // With a weight decay, it stays apply_adam.
+  auto decayed = adam(0.01, 0.9, 0.999, 1e-8, {.weight_decay = 0.01})
+                     .apply_gradients({{matmul(x, dy, true, false), w}});
+  CHECK(count_op(optimize_graph(g, fetching({}, {decayed}, {x, dy})), "apply_adam_matmul") == 0);
 }
 
 TEST_CASE("apply_sgd_matmul adds every transpose of the product, and only where it may") {

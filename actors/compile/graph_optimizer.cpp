@@ -448,14 +448,23 @@ class optimizer {
       if (id >= 0) copy_node(at(id));
   }
 
-  // apply_sgd of a matmul's product that nothing else reads (a fully connected
-  // layer's weight gradient) becomes apply_sgd_matmul: the variable takes the
-  // product block by block and the gradient is never written out whole. Not
-  // with the optional gradient scale or a weight decay, and in float32 only.
+  // The update that takes a matmul's product in place of apply_sgd's or
+  // apply_adam's gradient; null for other ops.
+  static const char* matmul_update_of(const std::string& op) {
+    if (op == "apply_sgd") return "apply_sgd_matmul";
+    if (op == "apply_adam") return "apply_adam_matmul";
+    return nullptr;
+  }
+
+  // apply_sgd or apply_adam of a matmul's product that nothing else reads (a
+  // fully connected layer's weight gradient) becomes apply_sgd_matmul or
+  // apply_adam_matmul: the variable takes the product block by block and the
+  // gradient is never written out whole. Not with the optional gradient scale
+  // or a weight decay, and in float32 only.
   void plan_update_fusions() {
-    if (!may_make("apply_sgd_matmul")) return;
     for (auto& u : in_.nodes()) {
-      if (!needed_[index(u.id)] || u.op != "apply_sgd" || u.inputs.size() != 3 ||
+      const char* fused = matmul_update_of(u.op);
+      if (!needed_[index(u.id)] || !fused || !may_make(fused) || u.inputs.size() != 3 ||
           get_attr_or<double>(u.attrs, "weight_decay", u.op, 0.0) != 0.0 ||
           in_.frame_of(u.id) != -1)
         continue;
@@ -480,8 +489,8 @@ class optimizer {
     attrs["transpose_b"] = get_attr_or<bool>(p.attrs, "transpose_b", p.op, false);
     std::vector<endpoint> inputs{moved(u.inputs[0]), moved(p.inputs[0]), moved(p.inputs[1]),
                                  moved(u.inputs[2])};
-    auto& fused = out_->add_node_raw("apply_sgd_matmul", inputs, controls, std::move(attrs), u.name,
-                                     u.device);
+    auto& fused = out_->add_node_raw(matmul_update_of(u.op), inputs, controls, std::move(attrs),
+                                     u.name, u.device);
     moved_node_[index(p.id)] = fused.id;
     record(u, fused.id);
     ++report_.fused;

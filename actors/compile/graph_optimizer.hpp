@@ -13,10 +13,11 @@
 //    one shape (unary ones, add, sub, mul, div) whose inner values feed only
 //    the chain become one fused_elementwise (ops/elementwise.hpp), one pass
 //    over memory. Gradients are built before a session compiles, so the
-//    training graph's forward layers fuse too. And apply_sgd of a matmul's
-//    product that nothing else reads (a weight gradient) becomes
-//    apply_sgd_matmul (ops/optimizers.cpp): the variable takes the product a
-//    block at a time, and the whole gradient is never written out. And
+//    training graph's forward layers fuse too. And apply_sgd or apply_adam of
+//    a matmul's product that nothing else reads (a weight gradient) becomes
+//    apply_sgd_matmul or apply_adam_matmul (ops/optimizers.cpp): the variable
+//    takes the product a block at a time, and the whole gradient is never
+//    written out. And
 //    relu_grad of a max_pool_grad of the relu's output becomes one
 //    max_pool_relu_grad (ops/pool.hpp). And an
 //    inference-mode fused_batch_norm after a conv2d, whose filter and
@@ -39,7 +40,7 @@ namespace actorflow {
 
 struct graph_optimizer_options {
   /// Fuse into the fused ops (fused_matmul, fused_conv2d, fused_elementwise,
-  /// apply_sgd_matmul, max_pool_relu_grad).
+  /// apply_sgd_matmul, apply_adam_matmul, max_pool_relu_grad).
   bool fuse = true;
   /// Whether every device of the run has a kernel for fused op `op` (the
   /// session asks its accelerators; a GPU has fused_matmul's). Unset: every
