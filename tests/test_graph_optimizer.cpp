@@ -181,6 +181,16 @@ TEST_CASE("matmul or conv2d + bias_add + relu fuse where nothing else reads the 
   CHECK(!optimize_graph(g, fetching({conv}, {}, {image}), {.fuse = false}).report.fused);
 }
 
+// The operands of a weight gradient's product: a sine and a cosine wave.
+std::pair<tensor, tensor> wave_operands(shape a_dims, shape b_dims) {
+  tensor a(dtype::float32, std::move(a_dims)), b(dtype::float32, std::move(b_dims));
+  for (int64_t i = 0; i < a.num_elements(); ++i)
+    a.mutable_data<float>()[i] = std::sin(float(i) * 0.7f);
+  for (int64_t i = 0; i < b.num_elements(); ++i)
+    b.mutable_data<float>()[i] = std::cos(float(i) * 1.3f);
+  return {a, b};
+}
+
 tensor random_floats(shape dims, uint32_t seed, float lo = -1, float hi = 1) {
   tensor t(dtype::float32, std::move(dims));
   std::mt19937 rng(seed);
@@ -467,11 +477,7 @@ TEST_CASE("Adam takes a weight gradient's product into the variable in place") {
   auto w = make_variable(constant(g, floats({300, 130}, start)), "w");
   auto train = adam(0.01).apply_gradients({{matmul(x, dy, true, false), w}});
   CHECK(count_op(optimize_graph(g, fetching({}, {train}, {x, dy})), "apply_adam_matmul") == 1);
-  tensor xv(dtype::float32, x.dims()), dyv(dtype::float32, dy.dims());
-  for (int64_t i = 0; i < xv.num_elements(); ++i)
-    xv.mutable_data<float>()[i] = std::sin(float(i) * 0.7f);
-  for (int64_t i = 0; i < dyv.num_elements(); ++i)
-    dyv.mutable_data<float>()[i] = std::cos(float(i) * 1.3f);
+  auto [xv, dyv] = wave_operands(x.dims(), dy.dims());
   auto trained = [&](session_options options) {
     session s(g, options);
     s.run({global_variables_initializer(g)});
@@ -504,11 +510,7 @@ TEST_CASE("apply_sgd_matmul adds every transpose of the product, and only where 
         for (size_t i = 0; i < start.size(); ++i) start[i] = float(i % 17) * 0.37f - 2.1f;
         auto w = make_variable(constant(g, floats({d.m, d.n}, start)), "w");
         auto train = sgd(0.03).apply_gradients({{matmul(a, b, ta, tb), w}});
-        tensor av(dtype::float32, a.dims()), bv(dtype::float32, b.dims());
-        for (int64_t i = 0; i < av.num_elements(); ++i)
-          av.mutable_data<float>()[i] = std::sin(float(i) * 0.7f);
-        for (int64_t i = 0; i < bv.num_elements(); ++i)
-          bv.mutable_data<float>()[i] = std::cos(float(i) * 1.3f);
+        auto [av, bv] = wave_operands(a.dims(), b.dims());
         auto updated = [&](session_options options) {
           session s(g, options);
           s.run({global_variables_initializer(g)});
