@@ -207,9 +207,10 @@ bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 
 
 // A float 1x1 convolution at unit strides is one product of the NHWC
 // operands as they are: matmul's GEMM (the CPU library's, in blocks planned
-// for the threads) runs it whole, where the library is on. The chunked products below plan blocks
-// for the patch matrices' cache footprint instead, and gave a 4x4x512 -> 2048 layer (256 rows) one
-// block on one thread.
+// for the threads) runs it whole, where the library is on. The chunked
+// products below plan blocks for the patch matrices' cache footprint
+// instead, and gave a 4x4x512 -> 2048 layer (256 rows) one block on one
+// thread.
 bool whole_product(const geometry& g) { return is_pointwise(g) && cpu::gemm_library_on(); }
 
 // Runs body(begin, end) over [0, n) split by TBB in pieces of about `grain`,
