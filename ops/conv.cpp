@@ -12,6 +12,7 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
@@ -205,13 +206,46 @@ void col2im_add(const geometry& g, int64_t r0, int64_t r1, const T* cols, T* din
 // A 1x1 filter with unit strides needs no patches: the input is the patch matrix.
 bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
-// A float 1x1 convolution at unit strides is one product of the NHWC
-// operands as they are: matmul's GEMM (the CPU library's, in blocks planned
-// for the threads) runs it whole, where the library is on. The chunked
-// products below plan blocks for the patch matrices' cache footprint
-// instead, and gave a 4x4x512 -> 2048 layer (256 rows) one block on one
-// thread.
-bool whole_product(const geometry& g) { return is_pointwise(g) && cpu::gemm_library_on(); }
+// A float 1x1 convolution is one product: of the NHWC operands as they are
+// at unit strides, of the pixels the strides pick (gathered into rows) at
+// others. matmul's GEMM (the CPU library's, in blocks planned for the
+// threads) runs it whole, where the library is on. The chunked products
+// below plan blocks for the patch matrices' cache footprint instead, and
+// gave a 4x4x512 -> 2048 layer (256 rows) one block on one thread. At
+// strides above 1 only where they would make fewer than two chunks a thread
+// (ResNet-50's stage 3 and 4 downsampling at 112 pixels: 1.4-1.9x); with
+// more, gathering each chunk's pixels while it is in cache is faster (stage
+// 2's: 1.1x).
+bool whole_product(const geometry& g, int64_t k) {
+  if (g.kh != 1 || g.kw != 1 || !cpu::gemm_library_on()) return false;
+  if (is_pointwise(g)) return true;
+  const int64_t threads = std::max(1, tbb::info::default_concurrency());
+  const int64_t step = chunk_rows(g.c, sizeof(float), is_wide<float>(g.c, k));
+  return g.n * g.oh * g.ow < 2 * threads * step;
+}
+
+int64_t pixel_grain(const geometry& g) {
+  return std::max<int64_t>(1, parallel_grain / std::max<int64_t>(g.c, 1));
+}
+
+// The pixels a strided 1x1 filter reads, as rows [N * OH * OW, C].
+std::vector<float> strided_pixels(const geometry& g, const float* x) {
+  const int64_t rows = g.n * g.oh * g.ow;
+  std::vector<float> pixels(static_cast<size_t>(rows * g.c));
+  parallel_for(rows, pixel_grain(g),
+               [&](int64_t b, int64_t e) { im2col(g, b, e, x, pixels.data() + b * g.c); });
+  return pixels;
+}
+
+// dx = the rows [N * OH * OW, C] at the pixels a strided 1x1 filter read,
+// zero elsewhere (no two rows share a pixel).
+void scatter_pixels(const geometry& g, const float* rows_in, float* dx) {
+  const int64_t rows = g.n * g.oh * g.ow;
+  parallel_for(g.n * g.h * g.w * g.c,
+               [&](int64_t b, int64_t e) { std::fill(dx + b, dx + e, 0.0f); });
+  parallel_for(rows, pixel_grain(g),
+               [&](int64_t b, int64_t e) { col2im_add(g, b, e, rows_in + b * g.c, dx); });
+}
 
 // Runs body(begin, end) over [0, n) split by TBB in pieces of about `grain`,
 // or inline when the work is small.
@@ -256,8 +290,13 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
   if (through_library(cpu::conv_pass::forward, g, k, x, f, y, ep)) return;
-  if constexpr (std::is_same_v<T, float>)
-    if (whole_product(g)) return gemm(x, f, y, rows, k, len, false, false, ep);
+  if constexpr (std::is_same_v<T, float>) {
+    if (whole_product(g, k)) {
+      if (is_pointwise(g)) return gemm(x, f, y, rows, k, len, false, false, ep);
+      const auto pixels = strided_pixels(g, x);
+      return gemm(pixels.data(), f, y, rows, k, len, false, false, ep);
+    }
+  }
   const bool wide = is_wide<T>(len, k);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
@@ -288,8 +327,14 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     return;
   }
   if (through_library(cpu::conv_pass::backprop_input, g, k, f, dy, dx)) return;
-  if constexpr (std::is_same_v<T, float>)
-    if (whole_product(g)) return gemm(dy, f, dx, rows, len, k, false, true);
+  if constexpr (std::is_same_v<T, float>) {
+    if (whole_product(g, k)) {
+      if (is_pointwise(g)) return gemm(dy, f, dx, rows, len, k, false, true);
+      std::vector<float> pixel_grads(static_cast<size_t>(rows * len));
+      gemm(dy, f, pixel_grads.data(), rows, len, k, false, true);
+      return scatter_pixels(g, pixel_grads.data(), dx);
+    }
+  }
   // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
   // transposed in place; for the tiled kernel f^T is made row-major once.
   const bool wide = is_wide<T>(len, k);
@@ -349,9 +394,13 @@ void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* d
   if (rows > 0 && k > 0 && len > 0 &&
       through_library(cpu::conv_pass::backprop_filter, g, k, x, dy, df))
     return;
-  if constexpr (std::is_same_v<T, float>)
-    if (rows > 0 && k > 0 && len > 0 && whole_product(g))
-      return gemm(x, dy, df, len, k, rows, true, false);
+  if constexpr (std::is_same_v<T, float>) {
+    if (rows > 0 && k > 0 && len > 0 && whole_product(g, k)) {
+      if (is_pointwise(g)) return gemm(x, dy, df, len, k, rows, true, false);
+      const auto pixels = strided_pixels(g, x);
+      return gemm(pixels.data(), dy, df, len, k, rows, true, false);
+    }
+  }
   std::fill(df, df + len * k, T(0));
   if (rows == 0 || k == 0 || len == 0) return;
   const bool wide = is_wide<T>(len, k);

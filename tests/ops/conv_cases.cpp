@@ -576,8 +576,10 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
   for (auto c : {wide_case{{3, 9, 7, 128}, {3, 3, 128, 256}, 1, "SAME"},
                  wide_case{{2, 11, 11, 96}, {5, 5, 96, 128}, 2, "VALID"},
                  wide_case{{5, 6, 6, 512}, {1, 1, 512, 640}, 1, "SAME"},
-                 // 1x1 over 256 rows: one product planned for the threads.
-                 wide_case{{16, 4, 4, 512}, {1, 1, 512, 1024}, 1, "SAME"}}) {
+                 // 1x1 over 256 rows: one product planned for the threads;
+                 // at stride 2 over the pixels it picks (7x7 -> 4x4).
+                 wide_case{{16, 4, 4, 512}, {1, 1, 512, 1024}, 1, "SAME"},
+                 wide_case{{8, 7, 7, 512}, {1, 1, 512, 640}, 2, "SAME"}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.stride, c.stride}},

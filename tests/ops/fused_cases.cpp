@@ -196,6 +196,7 @@ std::vector<op_case> random_cases() {
   conv({4, 14, 14, 32}, {5, 5, 32, 64}, {1, 1}, "SAME", "relu");     // its second
   conv({2, 9, 9, 16}, {1, 1, 16, 24}, {1, 1}, "VALID", "none");      // pointwise: no patches
   conv({16, 4, 4, 512}, {1, 1, 512, 1024}, {1, 1}, "SAME", "relu");  // pointwise, over threads
+  conv({8, 7, 7, 512}, {1, 1, 512, 640}, {2, 2}, "SAME", "relu");    // 1x1 at stride 2, whole
   conv({2, 16, 16, 128}, {3, 3, 128, 256}, {2, 2}, "SAME", "relu");  // a filter over 1 MB
   conv({2, 6, 6, 512}, {3, 3, 512, 520}, {1, 1}, "SAME", "relu");    // over 8 MiB: by channels
   // exp(-x) * tanh(x + z) on 100003 elements (threads' chunks, blocks and a
