@@ -365,7 +365,10 @@ TEST_CASE(
                                                 << killed);
   CHECK(undisturbed > 1);
   CHECK(undisturbed < 400);  // of 2001 words: it learned
-  CHECK(killed < undisturbed * 1.05);
+  // Which gradients the backup worker's aggregation drops depends on timing:
+  // killed / undisturbed was 0.98-1.03 alone and 1.08 once under ctest -j2 on
+  // 2 cores. A restart that lost state would be far above.
+  CHECK(killed < undisturbed * 1.15);
 }
 
 TEST_CASE("every task stopped, then started again: the losses go on as an uninterrupted run's") {
