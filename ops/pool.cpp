@@ -179,7 +179,7 @@ void max_pool_backward_scatter(const geometry& g, const T* x, const T* dy, T* dx
 // Disjoint windows: each covered position is written once, by a select (the
 // window's gradient where it is the maximum, else zero), so there is no
 // zeroing pass where the windows tile the image and no scalar scatter; rows
-// of windows split across threads. 5-6x the scatter on the CNN's pools.
+// of windows split across threads.
 template <class T, bool relu>
 void max_pool_backward_disjoint(const geometry& g, const T* x, const T* dy, T* dx) {
   const int64_t c = g.c, image = g.h * g.w * c;

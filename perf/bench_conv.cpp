@@ -58,6 +58,13 @@ const std::vector<conv_layer>& layers() {
       {"resnet50_s3_3x3", 16, 7, 7, 256, 256, 3, 3, 1},
       {"resnet50_s4_3x3", 16, 4, 4, 512, 512, 3, 3, 1},
       {"resnet50_s4_3x3_s2", 16, 9, 9, 256, 256, 3, 3, 2, valid},
+      // Its 1x1 layers where a product has few rows: stage 4's expansion, and
+      // stage 3's and 4's downsampling at stride 2; Inception-v3's stride-2
+      // 3x3 at 150 pixels (Mixed_7a).
+      {"resnet50_s4_1x1", 16, 4, 4, 512, 2048, 1, 1, 1},
+      {"resnet50_s3_1x1_s2", 16, 14, 14, 512, 1024, 1, 1, 2},
+      {"resnet50_s4_1x1_s2", 16, 7, 7, 1024, 2048, 1, 1, 2},
+      {"inception_7a_3x3_s2", 16, 8, 8, 192, 192, 3, 3, 2, valid},
   };
   return all;
 }

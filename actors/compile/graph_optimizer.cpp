@@ -136,7 +136,7 @@ class optimizer {
   std::vector<bool> may_be_dead_;         // by node: whether its outputs can be dead in a step
   std::vector<fusion> fusion_at_;         // by head; product < 0: none
   std::vector<batch_norm_fold> fold_at_;  // by head; conv < 0: none
-  std::vector<int> product_of_update_;    // by apply_sgd node: the matmul it takes in; -1: none
+  std::vector<int> product_of_update_;    // by apply_sgd/adam node: the matmul it takes; -1: none
   std::vector<int> pool_grad_of_;         // by relu_grad node: the max_pool_grad it masks; -1: none
   std::vector<bool> absorbed_;            // made part of a fused node (a layer's or a chain's)
   std::vector<std::vector<int>> chain_at_;  // by root: an element-wise chain's nodes, in order
