@@ -470,33 +470,92 @@ TEST_CASE("actorflow-serve keeps answering with a thousand idle connections, in 
   for (int fd : idle) ::close(fd);
 }
 
-TEST_CASE("a predict body that stalls past the read timeout gets 408; the server keeps answering") {
+// Sends `text` on a new raw connection and reads what comes back until the
+// server closes it (or 10 s pass: every answer here is due within about 1 s).
+std::string exchange_raw(const serve_process& serve, const std::string& text) {
+  int fd = serve.connect_raw();
+  REQUIRE(fd >= 0);
+  timeval wait{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  for (size_t sent = 0; sent < text.size();) {
+    ssize_t n = ::send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    REQUIRE(n > 0);
+    sent += size_t(n);
+  }
+  std::string answer;
+  char chunk[4096];
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) answer.append(chunk, size_t(n));
+  ::close(fd);
+  return answer;
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("a request that stalls past the read timeout gets 408 and its connection closes") {
   temp_dir base("serve_rest_slow");
   export_trained(base / "1", 3);
   serve_process serve(base.path.string(), {"--http_read_timeout_seconds=1"});
-  int fd = serve.connect_raw();
-  REQUIRE(fd >= 0);
-  timeval wait{10, 0};  // bounded: the answer is due after about 1 s
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-  const std::string head =
-      "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Content-Length: 100\r\n\r\n{\"instances\": [";  // 15 of the 100 bytes, then nothing
-  REQUIRE(::send(fd, head.data(), head.size(), 0) == ssize_t(head.size()));
-  // The status line and the body may come in separate segments: read until
-  // the JSON body's end, the server closes, or the receive timeout.
-  std::string answer;
-  char chunk[4096];
-  for (ssize_t n;
-       answer.find("\"}") == std::string::npos && (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;)
-    answer.append(chunk, size_t(n));
-  ::close(fd);
-  CHECK(answer.rfind("HTTP/1.1 408", 0) == 0);
-  CHECK(answer.find("did not arrive within 1 s") != std::string::npos);
   auto http = serve.client();
   auto good = json{{"instances", rows_of(four_rows())}}.dump();
-  auto res = http.Post("/v1/models/clf:predict", good, "application/json");
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  const std::string head =
+      "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n";
+  struct stall {
+    const char* what;
+    std::string sent;
+    const char* message;
+  };
+  for (auto& [what, sent, message] : std::vector<stall>{
+           {"the body", head + "{\"instances\": [", "request body did not arrive within 1 s"},
+           {"the request line", "POST /v1/models/clf:pre",
+            "request line and headers did not arrive within 1 s"},
+           {"the headers", "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\n",
+            "request line and headers did not arrive within 1 s"}}) {
+    CAPTURE(what);
+    auto start = std::chrono::steady_clock::now();
+    auto answer = exchange_raw(serve, sent);  // returns once the server closes
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK_MESSAGE(answer.rfind("HTTP/1.1 408", 0) == 0, answer);
+    CHECK_MESSAGE(answer.find(message) != std::string::npos, answer);
+    CHECK(answer.find("Connection: close") != std::string::npos);
+    CHECK(seconds < 5);
+    auto res = http.Post("/v1/models/clf:predict", good, "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 200);
+  }
+}
+
+TEST_CASE("a request head over 64 KiB gets 431; pipelined requests are each answered") {
+  temp_dir base("serve_rest_head");
+  export_trained(base / "1", 3);
+  serve_process serve(base.path.string());
+  auto big = exchange_raw(serve, "GET /v1/models/clf HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                                     std::string(70000, 'a') + "\r\n\r\n");
+  CHECK_MESSAGE(big.rfind("HTTP/1.1 431", 0) == 0, big.substr(0, 200));
+  CHECK(big.find("larger than the server accepts (65536 bytes)") != std::string::npos);
+  // Three requests in one send: a predict between two status requests, the
+  // last one closing. Each is answered, in order.
+  auto good = json{{"instances", rows_of(four_rows())}}.dump();
+  auto status = [](const char* connection) {
+    return std::string("GET /v1/models/clf HTTP/1.1\r\nHost: x\r\nConnection: ") + connection +
+           "\r\n\r\n";
+  };
+  auto answers =
+      exchange_raw(serve, status("keep-alive") +
+                              "POST /v1/models/clf:predict HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                              std::to_string(good.size()) + "\r\n\r\n" + good + status("close"));
+  CHECK_MESSAGE(count_of(answers, "HTTP/1.1 200 OK") == 3, answers);
+  auto first = answers.find("model_version_status"), second = answers.find("predictions"),
+       third = answers.rfind("model_version_status");
+  CHECK(first < second);
+  CHECK(second < third);
+  CHECK(third != std::string::npos);
 }
 
 TEST_CASE("actorflow-serve refuses a flood beyond its batch queue with 503 and keeps answering") {

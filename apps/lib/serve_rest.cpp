@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "apps/lib/http_connection.hpp"
 #include "apps/lib/json_values.hpp"
 #include "core/bfloat16.hpp"
 #include "core/error.hpp"
@@ -419,7 +420,9 @@ predict_request parse_predict_body(
 }
 
 rest_server::rest_server(model_server& server, rest_options options)
-    : server_(server), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : server_(server),
+      options_(std::move(options)),
+      http_(std::make_unique<head_timed_http_server>()) {
   size_t max_threads = options_.max_connections;
   http_->new_task_queue = [max_threads] { return new growing_pool(max_threads); };
   // One byte more than the limit, so that the predict route's reader sees a
@@ -495,7 +498,9 @@ void rest_server::route() {
     over = over || (!complete && res.status == 413);
     if (!complete && !over) {
       // The body stopped short: the client closed or stalled past the read
-      // timeout. A stalled one is still there to read the answer.
+      // timeout. A stalled one is still there to read the answer; the
+      // connection closes after it (apps/lib/http_connection.hpp).
+      res.set_header("Connection", "close");
       send_error(res, 408,
                  "[predict] the request body did not arrive within " +
                      std::to_string(options_.read_timeout.count()) + " s");

@@ -12,9 +12,10 @@
 // model, version, signature or path, 413 a body over max_body_bytes (the
 // one resource_exhausted a request can meet), 503 a
 // full batch queue or a server that is stopping, 504 a request not answered
-// in time, 500 anything else. A predict body that stalls past read_timeout
-// gets 408; a request line or headers that stall are cut off without an
-// answer (cpp-httplib reads those before any route, and has no 408).
+// in time, 500 anything else. A request (line, headers or body) that stalls
+// past read_timeout gets 408, and a request line and headers over 64 KiB get
+// 431 (apps/lib/http_connection.hpp); a connection that sends nothing is
+// closed without an answer after keep_alive_timeout.
 //
 // Connections: cpp-httplib serves a connection on one thread until it
 // closes or idles past keep_alive_timeout, so idle connections hold threads.
