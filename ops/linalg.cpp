@@ -215,10 +215,45 @@ constexpr int64_t batch_only_factor = 4;
 // thread of the arena is late.
 constexpr int64_t blocks_per_thread = 2;
 
+// How batched_gemm splits a product of a batch: into `parts` blocks along the
+// columns of c, or along its rows when the output is taller than wide (so the smaller
+// operand is the one each block packs again); one part where the whole batch is small.
+struct block_plan {
+  bool serial = false;  // each product in one call, on the calling thread
+  bool split_cols = false;
+  int64_t dim = 0, align = 1, parts = 1;
+
+  // Where block p starts (p == parts: the end).
+  int64_t bound(int64_t p) const {
+    if (p >= parts) return dim;
+    int64_t x = dim * p / parts;
+    return std::min(dim, (x + align - 1) / align * align);
+  }
+};
+
+block_plan plan_blocks(int64_t batch, int64_t m, int64_t n, int64_t k, size_t element_size) {
+  block_plan plan;
+  const double work = double(m) * double(n) * double(k);
+  // The runtime's arena has slots for joining scheduler threads beyond its
+  // compute threads; blocks are planned for the threads the cores can run.
+  const int64_t threads =
+      std::min(tbb::this_task_arena::max_concurrency(), tbb::info::default_concurrency());
+  plan.serial = threads <= 1 || work * double(batch) <= serial_work;
+  plan.split_cols = n >= m;
+  plan.dim = plan.split_cols ? n : m;
+  // Column blocks start on a 64-byte boundary (whole SIMD registers); row blocks on 8 rows.
+  plan.align = plan.split_cols ? std::max<int64_t>(1, 64 / int64_t(element_size)) : 8;
+  if (!plan.serial && batch < batch_only_factor * threads) {
+    // Enough blocks that batch * parts divides evenly among the threads.
+    int64_t parts = threads / std::gcd(batch, threads) * blocks_per_thread;
+    parts = std::min(parts, std::max<int64_t>(1, plan.dim / plan.align));
+    plan.parts = std::min(parts, std::max<int64_t>(1, int64_t(work / min_block_work)));
+  }
+  return plan;
+}
+
 // c[i] = op(a[i]) x op(b[i]) for i < batch, where {a[i], b[i]} = {a, b} + offsets(i) in elements
-// (a broadcast batch reads one matrix for several i). Splits each product into column blocks (or
-// row blocks when the output is taller than wide, so the smaller operand is the one each block
-// packs again).
+// (a broadcast batch reads one matrix for several i), in the blocks plan_blocks gives.
 template <class T, class Offsets>
 void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& offsets, int64_t m,
                   int64_t n, int64_t k, bool ta, bool tb, const epilogue<T>& ep = {}) {
@@ -229,11 +264,8 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
     return;
   }
   const double work = double(m) * double(n) * double(k);
-  // The runtime's arena has slots for joining scheduler threads beyond its
-  // compute threads; blocks are planned for the threads the cores can run.
-  const int64_t threads =
-      std::min(tbb::this_task_arena::max_concurrency(), tbb::info::default_concurrency());
-  if (threads <= 1 || work * double(batch) <= serial_work) {
+  const block_plan plan = plan_blocks(batch, m, n, k, sizeof(T));
+  if (plan.serial) {
     for (int64_t i = 0; i < batch; ++i) {
       const auto [ao, bo] = offsets(i);
 #if defined(__AVX512F__)
@@ -248,22 +280,7 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
     }
     return;
   }
-  const bool split_cols = n >= m;
-  const int64_t dim = split_cols ? n : m;
-  // Column blocks start on a 64-byte boundary (whole SIMD registers); row blocks on 8 rows.
-  const int64_t align = split_cols ? std::max<int64_t>(1, 64 / int64_t(sizeof(T))) : 8;
-  int64_t parts = 1;
-  if (batch < batch_only_factor * threads) {
-    // Enough blocks that batch * parts divides evenly among the threads.
-    parts = threads / std::gcd(batch, threads) * blocks_per_thread;
-    parts = std::min(parts, std::max<int64_t>(1, dim / align));
-    parts = std::min(parts, std::max<int64_t>(1, int64_t(work / min_block_work)));
-  }
-  auto bound = [&](int64_t p) {
-    if (p >= parts) return dim;
-    int64_t x = dim * p / parts;
-    return std::min(dim, (x + align - 1) / align * align);
-  };
+  const int64_t parts = plan.parts;
   const int64_t tasks = batch * parts;
   const int64_t grain = parts > 1 ? 1 : std::max<int64_t>(1, int64_t(min_block_work / work));
   tbb::parallel_for(
@@ -271,13 +288,13 @@ void batched_gemm(const T* a, const T* b, T* c, int64_t batch, const Offsets& of
       [&](const tbb::blocked_range<int64_t>& r) {
         for (int64_t t = r.begin(); t < r.end(); ++t) {
           const int64_t i = t / parts, p = t % parts;
-          const int64_t lo = bound(p), hi = bound(p + 1);
+          const int64_t lo = plan.bound(p), hi = plan.bound(p + 1);
           if (lo >= hi) continue;
           const auto [ao, bo] = offsets(i);
           const T* ai = a + ao;
           const T* bi = b + bo;
           T* ci = c + i * m * n;
-          if (split_cols)
+          if (plan.split_cols)
             gemm_block(ai, bi, ci, m, n, k, ta, tb, 0, m, lo, hi, ep);
           else
             gemm_block(ai, bi, ci, m, n, k, ta, tb, lo, hi, 0, n, ep);
@@ -613,6 +630,16 @@ template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, 
                           bool);
 template void gemm<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool, bool,
                           const epilogue<float>&);
+
+std::vector<int64_t> gemm_row_blocks(int64_t m, int64_t n, int64_t k) {
+  const block_plan plan = plan_blocks(1, m, n, k, sizeof(float));
+  if (plan.serial) return {0, m};
+  if (plan.split_cols) return {};
+  std::vector<int64_t> bounds;
+  for (int64_t p = 0; p <= plan.parts; ++p)
+    if (bounds.empty() || plan.bound(p) > bounds.back()) bounds.push_back(plan.bound(p));
+  return bounds;
+}
 
 void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
                bool transpose_a, bool transpose_b, int64_t r0, int64_t r1) {

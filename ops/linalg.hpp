@@ -3,6 +3,7 @@
 // Ops: matmul (attrs transpose_a, transpose_b), bias_add, bias_add_grad.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/export.hpp"
 #include "core/graph.hpp"
@@ -41,11 +42,17 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
           bool transpose_b, const epilogue<T>& ep);
 
 /// Rows [r0, r1) of gemm's float product, into `rows` ((r1 - r0) x n, row-major), on the calling
-/// thread: the block product gemm runs on each of its blocks (the CPU GEMM library's), so each
-/// element has the bits gemm (and matmul) give it wherever the library's sum over k does not
-/// depend on the block's shape, as oneDNN's does not (small untransposed products take gemm's
-/// small kernel, whose sums do not depend on the rows either).
+/// thread: the block product gemm runs on each of its blocks (the CPU GEMM library's). Over one
+/// of gemm_row_blocks' blocks it is the very call gemm makes, so each element has the bits gemm
+/// (and matmul) give it. Over other rows the bits match where the library's sum over k does not
+/// depend on the block's shape: oneDNN's on AVX-512 does not, its AVX2 kernels do (they sum a
+/// block's last rows in another order).
 void gemm_rows(const float* a, const float* b, float* rows, int64_t m, int64_t n, int64_t k,
                bool transpose_a, bool transpose_b, int64_t r0, int64_t r1);
+
+/// The blocks of rows gemm computes a float m x n x k product in, one call each, as
+/// boundaries 0 = r_0 < r_1 < ... = m: one block where it runs the product whole. Empty
+/// where it splits the product by columns (an output wider than tall).
+std::vector<int64_t> gemm_row_blocks(int64_t m, int64_t n, int64_t k);
 
 }  // namespace actorflow

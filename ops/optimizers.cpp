@@ -473,23 +473,29 @@ matmul_update read_matmul_update(variable_state& v, kernel_context& ctx) {
 template <class F>
 void for_product_blocks(const matmul_update& u, F&& apply) {
   const auto& d = u.d;
-  // Blocks of at most about 1 MiB of the product, in cache between the two
-  // passes, and at least two per thread: a layer's product (the MLP's 784 x
-  // 512) spreads over the threads as matmul's does. A product matmul makes
-  // in one call (96^3 multiply-adds) is one block.
+  if (d.m == 0 || d.n == 0) return;
+  auto block = [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> rows;  // no TBB call below: not reentered meanwhile
+    rows.resize(static_cast<size_t>((r1 - r0) * d.n));
+    gemm_rows(u.a, u.b, rows.data(), d.m, d.n, d.k, u.ta, u.tb, r0, r1);
+    apply(r0 * d.n, (r1 - r0) * d.n, rows.data());
+  };
+  // matmul's own blocks where it splits the product by rows (a weight
+  // gradient: fan-in by fan-out, taller than wide), so that each element is
+  // the same library call's, with matmul's bits on any CPU.
+  if (auto bounds = gemm_row_blocks(d.m, d.n, d.k); !bounds.empty()) {
+    parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) block(bounds[size_t(i)], bounds[size_t(i + 1)]);
+    });
+    return;
+  }
+  // Otherwise blocks of at most about 1 MiB of the product, in cache between
+  // the two passes, and at least two per thread.
   const int64_t threads = std::max(
       1, std::min(tbb::this_task_arena::max_concurrency(), tbb::info::default_concurrency()));
   int64_t rows = std::max<int64_t>(8, (int64_t{1} << 18) / std::max<int64_t>(d.n, 1));
-  if (double(d.m) * double(d.n) * double(d.k) <= 96.0 * 96.0 * 96.0)
-    rows = std::max<int64_t>(d.m, 1);
-  else
-    rows = std::min(rows, std::max<int64_t>(8, (d.m + 2 * threads - 1) / (2 * threads)));
-  parallel_for(d.m, rows, [&](int64_t r0, int64_t r1) {
-    thread_local std::vector<float> block;  // no TBB call below: not reentered meanwhile
-    block.resize(static_cast<size_t>((r1 - r0) * d.n));
-    gemm_rows(u.a, u.b, block.data(), d.m, d.n, d.k, u.ta, u.tb, r0, r1);
-    apply(r0 * d.n, (r1 - r0) * d.n, block.data());
-  });
+  rows = std::min(rows, std::max<int64_t>(8, (d.m + 2 * threads - 1) / (2 * threads)));
+  parallel_for(d.m, rows, block);
 }
 
 void apply_sgd_matmul(variable_state& v, kernel_context& ctx) {

@@ -19,7 +19,8 @@ struct gemm_shape {
   std::string tag;  // in the keys, e.g. "1024" or "mlp_dw"
 };
 
-/// "eigen", "openblas", "blis", "onednn".
+/// "eigen", "openblas", "blis", "onednn", "onednn_unpadded" (oneDNN without
+/// library_sgemm's padded rows: cpu::row_padding::never).
 const std::vector<std::string>& gemm_library_names();
 
 /// GFLOP/s of one library on the shape with `threads` threads; nullopt where

@@ -35,6 +35,14 @@ bool library_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const floa
 bool library_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a,
                        int64_t lda, const bfloat16* b, int64_t ldb, float* c, int64_t ldc);
 
+/// How library_sgemm treats an operand oneDNN would read in place with rows a
+/// multiple of 2 KB apart (gemm_library.cpp says why that is slow): copied into
+/// padded rows first where oneDNN's rule for this CPU reads in place
+/// (automatic, the default), always (tests: that path on any CPU), or never
+/// (benchmarks: the library as it is). Change it only while no kernel runs.
+enum class row_padding { automatic, always, never };
+void set_row_padding(row_padding padding);
+
 /// Whether library_sgemm computes products (a library is built in and on).
 bool gemm_library_on();
 

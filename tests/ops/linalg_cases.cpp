@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "devices/cpu/gemm_library.hpp"
 #include "ops/linalg.hpp"
 #include "ops/op_cases.hpp"
 #include "ops/state.hpp"
@@ -508,6 +509,26 @@ TEST_CASE("gemm matches a naive product on blocked and parallel paths") {
       check_gemm<float>(95, 96, 96, 0);
     });
   }
+}
+
+TEST_CASE("gemm pads operands read with rows 2 KB apart, to the same products") {
+  // Leading dimensions of 512 and 1024 floats: b not transposed (n), a
+  // transposed (m). Padded always, never, and where this CPU's oneDNN reads
+  // operands in place (devices/cpu/gemm_library.cpp).
+  for (auto padding :
+       {cpu::row_padding::always, cpu::row_padding::never, cpu::row_padding::automatic}) {
+    CAPTURE(int(padding));
+    cpu::set_row_padding(padding);
+    for (int threads : {1, 2}) {
+      tbb::task_arena arena(threads);
+      arena.execute([&] {
+        check_gemm<float>(64, 512, 96, 0);
+        check_gemm<float>(40, 1024, 33, 0);
+        check_gemm<float>(512, 48, 70, 0);
+      });
+    }
+  }
+  cpu::set_row_padding(cpu::row_padding::automatic);
 }
 
 TEST_CASE("batched matmul on the parallel path matches per-batch products") {
