@@ -40,10 +40,13 @@ bool conv_library_at_start() {
 }
 
 std::atomic<bool> conv_on{conv_library_at_start()};
+std::atomic<conv_rules> rules{conv_rules::this_cpu};
 
 }  // namespace
 
 void use_conv_library(bool on) { conv_on.store(on, std::memory_order_relaxed); }
+
+void set_conv_rules(conv_rules r) { rules.store(r, std::memory_order_relaxed); }
 
 #if defined(ACTORFLOW_HAS_ONEDNN)
 
@@ -662,14 +665,26 @@ void run_by_channels(conv_pass pass, const channel_parts& c, const conv_problem&
 //   pixels 1.3-1.6x, Inception-v3's at 150 pixels 1.1-2.7x; the library's
 //   best, on the 9x9x512 layer's forward, 0.8x ours);
 // - its primitives take milliseconds to make, which only large problems repay.
+// Those figures are from CPUs with AVX-512. Without it (a Zen 3, AVX2, the
+// same run's rows, blocked layouts against ours) the library's input
+// gradients are level or faster at every size over 16 channels (1.02-1.75x:
+// ResNet-50's 28x28x64 3x3 layer 1.59x, VGG's 112x112x64 1.36x), and its
+// filter gradients are faster up to 128 channels (1.1-1.8x) and on 4x4
+// outputs (ResNet-50's stage 4: 1.41x), slower over more channels
+// (0.76-0.93x: AlexNet's third layer, VGG's and Overfeat's from 128 up) and
+// under 16 channels (0.25x on the CNN's first layer, 0.82x on AlexNet's).
 bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   constexpr int64_t min_macs = int64_t{1} << 22;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.kh * p.kw * p.c;
   const bool one_by_one = p.kh == 1 && p.kw == 1;
   const bool strided = p.sh > 1 || p.sw > 1;
+  const conv_rules r = rules.load(std::memory_order_relaxed);
+  const bool avx512 = r == conv_rules::this_cpu ? cpu_has_avx512_core() : r == conv_rules::avx512;
   if (!conv_library_on() || macs < min_macs || one_by_one) return false;
   if (strided && p.c >= 16) return false;
-  if (pass == conv_pass::backprop_input) return p.c >= 16 && p.oh * p.ow <= 256;
+  if (pass == conv_pass::backprop_input) return p.c >= 16 && (p.oh * p.ow <= 256 || !avx512);
+  if (pass == conv_pass::backprop_filter && !avx512)
+    return p.c >= 16 && (p.c <= 128 || p.oh * p.ow <= 16);
   return p.c >= 16 || p.kh * p.kw > 9;
 }
 

@@ -48,6 +48,13 @@ bool conv_library_on();
 /// (see conv_library.cpp for the measurements behind the rule).
 bool conv_library_chosen(conv_pass pass, const conv_problem& p);
 
+/// The measurements conv_library_chosen follows: those of CPUs with AVX-512 or
+/// of those without (oneDNN runs other kernels there), by default this CPU's.
+/// Tests set one to check its choices, or to reach the library's passes on any
+/// CPU. Change it only while no kernel runs.
+enum class conv_rules { this_cpu, avx512, avx2 };
+void set_conv_rules(conv_rules rules);
+
 /// Computes one pass of a float32 convolution, the operands in TensorFlow's
 /// layouts: forward y = conv(x, f) with (a, b, out) = (x, f, y); backprop_input
 /// dx from (f, dy); backprop_filter df from (x, dy). Returns false (and

@@ -33,6 +33,12 @@ void use_gemm_library(bool on) { library_on.store(on, std::memory_order_relaxed)
 
 void set_row_padding(row_padding p) { padding.store(p, std::memory_order_relaxed); }
 
+bool cpu_has_avx512_core() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
 #if defined(ACTORFLOW_HAS_ONEDNN)
 
 // Exported by libdnnl but declared only in oneDNN's own sources (its tests and Intel's
@@ -57,10 +63,7 @@ namespace {
 // against 84-99 with the rows 16 floats further apart (m 64-2048, k 256-4096). Such an
 // operand is copied first, with padded rows: the copy costs what oneDNN's packing would.
 bool reads_in_place(int64_t m, int64_t n) {
-  static const bool avx512_rule =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return !avx512_rule && 1.0 / double(m) + 1.0 / double(n) >= 0.0038;
+  return !cpu_has_avx512_core() && 1.0 / double(m) + 1.0 / double(n) >= 0.0038;
 }
 
 bool pads_rows(int64_t m, int64_t n) {

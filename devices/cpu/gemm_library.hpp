@@ -43,6 +43,10 @@ bool library_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
 enum class row_padding { automatic, always, never };
 void set_row_padding(row_padding padding);
 
+/// Whether the CPU has AVX-512 as oneDNN requires for its AVX-512 kernels (F, BW, VL and
+/// DQ): where not, oneDNN runs its AVX2 ones, whose choices and speeds differ.
+bool cpu_has_avx512_core();
+
 /// Whether library_sgemm computes products (a library is built in and on).
 bool gemm_library_on();
 

@@ -610,6 +610,8 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
     MESSAGE("no oneDNN in this build: every convolution is our own");
     return;
   }
+  // The rules measured with AVX-512 take these cases to the library on any CPU.
+  cpu::set_conv_rules(cpu::conv_rules::avx512);
   random_source rnd;
   struct library_case {
     shape input, filter;
@@ -656,6 +658,7 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
       CHECK(compare_tensors(library[i], own[i], 1e-4) == "");
     }
   }
+  cpu::set_conv_rules(cpu::conv_rules::this_cpu);
 }
 
 // Kernels of one shape share its primitives: two threads run all three passes
@@ -695,6 +698,7 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   auto problem = [](int64_t n, int64_t hw, int64_t c, int64_t k, int64_t kernel) {
     return cpu::conv_problem{n, hw, hw, c, k, kernel, kernel, 1, 1, hw, hw, kernel / 2, kernel / 2};
   };
+  cpu::set_conv_rules(cpu::conv_rules::avx512);
   const auto vgg_first = problem(16, 224, 3, 64, 3);
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::forward, vgg_first));
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, vgg_first));
@@ -716,6 +720,26 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
     CHECK_FALSE(cpu::conv_library_chosen(pass, pointwise));
   const auto tiny = problem(1, 8, 16, 16, 3);
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::forward, tiny));
+  const auto resnet_first = problem(16, 28, 64, 64, 3);
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_input, resnet_first));
+  const auto cnn_first = problem(128, 28, 1, 32, 5);
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, cnn_first));
+
+  // Without AVX-512 the library takes every input gradient over 16 channels,
+  // and filter gradients up to 128 channels or of 4x4 outputs.
+  cpu::set_conv_rules(cpu::conv_rules::avx2);
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_input, resnet_first));
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_input, vgg_third));
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, resnet_first));
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, cnn_first));
+  CHECK(cpu::conv_library_chosen(conv_pass::forward, cnn_first));
+  CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, problem(16, 28, 256, 512, 3)));
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, problem(16, 4, 512, 512, 3)));
+  for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter}) {
+    CHECK_FALSE(cpu::conv_library_chosen(pass, strided));
+    CHECK_FALSE(cpu::conv_library_chosen(pass, pointwise));
+  }
+  cpu::set_conv_rules(cpu::conv_rules::this_cpu);
 }
 
 TEST_CASE("turning the GEMM library off turns oneDNN's convolutions off too") {
