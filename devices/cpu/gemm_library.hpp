@@ -37,7 +37,8 @@ bool library_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
 
 /// How library_sgemm treats an operand oneDNN would read in place with rows a
 /// multiple of 2 KB apart (gemm_library.cpp says why that is slow): copied into
-/// padded rows first where oneDNN's rule for this CPU reads in place
+/// padded rows first where oneDNN's rule for this CPU reads in place and the
+/// operand is read for 16 or more rows (b) or columns (a) of the product
 /// (automatic, the default), always (tests: that path on any CPU), or never
 /// (benchmarks: the library as it is). Change it only while no kernel runs.
 enum class row_padding { automatic, always, never };
