@@ -56,13 +56,15 @@ std::string export_fresh(const std::string& kind, const std::string& base, int64
   return apps::export_classifier(s, *net, base);
 }
 
-tensor one_image(int64_t seed) {
+tensor images(int64_t count, int64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::uniform_real_distribution<float> pixel(0, 1);
-  std::vector<float> v(784);
+  std::vector<float> v(size_t(count) * 784);
   for (auto& p : v) p = pixel(rng);
-  return tensor::from_vector<float>(v, {1, 28, 28, 1});
+  return tensor::from_vector<float>(v, {count, 28, 28, 1});
 }
+
+tensor one_image(int64_t seed) { return images(1, seed); }
 
 // actorflow-serve on 127.0.0.1 (REST and gRPC), stopped at the end.
 struct server_process {
@@ -233,8 +235,21 @@ double add_inprocess(const model_rows& rows, const std::string& dir, const tenso
   return p50;
 }
 
-void add_closed(const model_rows& rows, const std::string& api, const client_factory& clients,
-                int c, bool batched, double seconds, double floor_us) {
+// The most batching can give on this machine: images per second through
+// batches of 64 in this process, with no transport and no waiting.
+double add_batch_ceiling(const model_rows& rows, const std::string& dir) {
+  auto model = load_model(dir);
+  std::map<std::string, tensor> batch{{"images", images(64, 11)}};
+  double secs = median_seconds(15, 3, [&] { model->predict("serving_default", batch); });
+  double qps = 64 / secs;
+  rows.add("inprocess_qps_batch64", qps, "images/s",
+           "loaded_model::predict of 64 images at a time in this process: batching's ceiling");
+  return qps;
+}
+
+// Returns the throughput, requests/s.
+double add_closed(const model_rows& rows, const std::string& api, const client_factory& clients,
+                  int c, bool batched, double seconds, double floor_us) {
   auto r = closed_loop(clients, c, seconds);
   std::string tail = fmt::format("_c{}{}", c, batched ? "_batched" : "");
   std::string how = fmt::format("{} clients back to back{}", c, batched ? ", batching on" : "");
@@ -247,6 +262,20 @@ void add_closed(const model_rows& rows, const std::string& api, const client_fac
   rows.add(fmt::format("serve_{}_p99_us{}", api, tail), r.quantile_us(0.99), "us", how);
   rows.add(api == "grpc" ? "serve_qps" + tail : "serve_rest_qps" + tail, r.qps(), "req/s",
            fmt::format("{} over {}", how, api == "grpc" ? "gRPC" : "REST"));
+  return r.qps();
+}
+
+// Batched over unbatched throughput at 64 clients, beside the most it could
+// be here: the in-process batches' throughput over the unbatched server's.
+void add_batching_gain(const model_rows& rows, const std::string& api,
+                       const std::map<bool, double>& qps_c64, double ceiling_qps) {
+  double unbatched = qps_c64.at(false), batched = qps_c64.at(true);
+  rows.add(api == "grpc" ? "serve_batching_gain_c64" : "serve_rest_batching_gain_c64",
+           batched / unbatched, "x",
+           fmt::format("batched over unbatched at 64 clients; target >= 4; at most {:.2f} here "
+                       "(64-image batches in process, {:.0f} images/s, over the unbatched "
+                       "server's {:.0f} req/s)",
+                       ceiling_qps / unbatched, ceiling_qps, unbatched));
 }
 
 // The REST body of one image read by the front end's JSON reader and by
@@ -273,10 +302,11 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
   auto dir = export_fresh(kind, base, 1);
   auto image = one_image(7);
   double floor_us = add_inprocess(rows, dir, image, kind == "mlp" ? 3000 : 300);
+  double ceiling_qps = add_batch_ceiling(rows, dir);
   auto body = rest_body(image);
   if (kind == "mlp") add_json_rows(rows, body);
   auto request = grpc_request(image);
-  std::map<std::string, double> peak;
+  std::map<std::string, std::map<bool, double>> qps_c64;  // by API, batched or not
   for (bool batched : {false, true}) {
     server_process server(base, batched);
     if (!batched && kind == "mlp") {
@@ -289,8 +319,11 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
                "GET /v1/models/NAME, one client: HTTP's round trip without a model");
     }
     for (int c : {1, 8, 64}) {
-      add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched, o.seconds, floor_us);
-      add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds, floor_us);
+      double grpc = add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched,
+                               o.seconds, floor_us);
+      double rest = add_closed(rows, "rest", rest_clients(server.rest, body), c, batched, o.seconds,
+                               floor_us);
+      if (c == 64) qps_c64["grpc"][batched] = grpc, qps_c64["rest"][batched] = rest;
     }
     // The batched server at 80% of its closed-loop peak, open loop.
     if (batched) {
@@ -305,6 +338,7 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
                            r.failures ? fmt::format("; {} FAILED", r.failures) : ""));
     }
   }
+  for (const auto& [api, qps] : qps_c64) add_batching_gain(rows, api, qps, ceiling_qps);
 }
 
 // A version swapped in under load: failures and p99 beside the same load without one.
