@@ -33,7 +33,7 @@ using namespace actorflow;
 using actorflow::testing::code_of_failure;
 using actorflow::testing::contains;
 using actorflow::testing::error_of;
-using actorflow::testing::skip_check;
+using actorflow::testing::mount_small_filesystem;
 using actorflow::testing::temp_dir;
 namespace fs = std::filesystem;
 
@@ -353,13 +353,7 @@ TEST_CASE("a full disk fails the save naming the file, and leaves the last check
   temp_dir dir;
   auto small = dir / "small";
   fs::create_directories(small);
-  if (::unshare(CLONE_NEWNS) != 0 ||
-      ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-      ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m") != 0) {
-    skip_check("small_filesystem", std::string("cannot mount a small file system here (") +
-                                       std::strerror(errno) + "; it needs root)");
-    return;
-  }
+  if (!mount_small_filesystem(small, "4m")) return;
   graph g;
   make_variable(fill(g, {int64_t{640} << 10}, 0.5), "w");  // 2.5 MiB: two do not fit
   make_variable(fill(g, {4}, 1.0), "v");

@@ -28,6 +28,7 @@ using namespace actorflow;
 using actorflow::testing::code_of_failure;
 using actorflow::testing::contains;
 using actorflow::testing::error_of;
+using actorflow::testing::mount_small_filesystem;
 using actorflow::testing::temp_dir;
 using actorflow::testing::trained_classifier;
 namespace fs = std::filesystem;
@@ -163,6 +164,36 @@ TEST_CASE("an export refuses what it cannot hold, naming it, and leaves nothing 
   });
   CHECK_MESSAGE(contains(what, "unset"), what);
   CHECK_FALSE(fs::exists(dir / "3"));
+}
+
+TEST_CASE("an export to a full disk fails naming the file, leaves nothing, and the last one loads" *
+          doctest::test_suite("small_filesystem")) {
+  temp_dir dir("export_full");
+  std::string small = dir / "models";
+  fs::create_directories(small);
+  if (!mount_small_filesystem(small, "4m")) return;  // before the session starts threads
+  graph g;
+  auto x = placeholder(g, dtype::float32, {-1, 1024}, "x");
+  auto w = make_variable(fill(g, {1024, 640}, 0.5f), "w");  // 2.5 MiB: two do not fit
+  auto y = matmul(x, w.value(), false, false, "y");
+  session s(g);
+  s.run({global_variables_initializer(g)});
+  export_signature sig{.inputs = {{"x", x}}, .outputs = {{"y", y}}};
+  export_model(s, small + "/1", {sig});
+  auto e = error_of([&] { export_model(s, small + "/2", {sig}); });
+  CHECK_MESSAGE(contains(e, small + "/2.tmp-"), e);
+  CHECK_MESSAGE(contains(e, "No space left on device"), e);
+  CHECK(code_of_failure([&] { export_model(s, small + "/2", {sig}); }) ==
+        error_code::resource_exhausted);
+  CHECK_FALSE(fs::exists(small + "/2"));
+  CHECK(no_temporaries_beside(small + "/2"));
+  CHECK(export_versions(small) == std::vector<int64_t>{1});
+  auto answer =
+      load_model(small + "/1")
+          ->predict("serving_default",
+                    {{"x", tensor::from_vector<float>(std::vector<float>(1024, 1.0f), {1, 1024})}});
+  CHECK(answer.at("y").data<float>()[0] == doctest::Approx(512.0f));
+  ::umount2(small.c_str(), MNT_DETACH);
 }
 
 TEST_CASE("predict checks its inputs against the signature, naming what is wrong") {

@@ -1,9 +1,13 @@
 // Helpers shared by the test suites.
 #pragma once
 #include <doctest/doctest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -97,6 +101,24 @@ inline void skip_check(const std::string& check, const std::string& why) {
     return;
   }
   std::cout << "skipped check: " << check << ": " << why << std::endl;
+}
+
+/// Mounts a tmpfs of `size` (as mount(8) writes it: "4m") on the directory
+/// `dir`, in a mount namespace of this process's own, so that the mount goes
+/// away with the process however it ends. Call it before the test starts any
+/// thread (a session does): a thread started earlier keeps the old namespace.
+/// Where it cannot (it needs root), skips the "small_filesystem" check and
+/// returns false.
+inline bool mount_small_filesystem(const std::string& dir, const char* size) {
+  std::string options = std::string("size=") + size;
+  if (::unshare(CLONE_NEWNS) != 0 ||
+      ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    skip_check("small_filesystem", std::string("cannot mount a small file system here (") +
+                                       std::strerror(errno) + "; it needs root)");
+    return false;
+  }
+  return true;
 }
 
 /// Whether Debian's fortunes text is installed; if not, skips the
