@@ -206,45 +206,58 @@ void col2im_add(const geometry& g, int64_t r0, int64_t r1, const T* cols, T* din
 // A 1x1 filter with unit strides needs no patches: the input is the patch matrix.
 bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
-// A float 1x1 convolution is one product: of the NHWC operands as they are
-// at unit strides, of the pixels the strides pick (gathered into rows) at
-// others. matmul's GEMM (the CPU library's, in blocks planned for the
-// threads) runs it whole, where the library is on. The chunked products
-// below plan blocks for the patch matrices' cache footprint instead, and
-// gave a 4x4x512 -> 2048 layer (256 rows) one block on one thread. At
-// strides above 1 only where they would make fewer than two chunks a thread
-// (ResNet-50's stage 3 and 4 downsampling at 112 pixels: 1.4-1.9x); with
-// more, gathering each chunk's pixels while it is in cache is faster (stage
-// 2's: 1.1x).
+// A float convolution over few rows is one product: of the NHWC operands as
+// they are for a 1x1 filter at unit strides, else of the whole patch matrix
+// (im2col of every output pixel), run by matmul's GEMM (the CPU library's, in
+// blocks planned for the threads) where the library is on. The chunked
+// products below plan blocks for the patch matrices' cache footprint instead:
+// where that makes fewer than two chunks a thread, threads sit idle (a
+// 4x4x512 -> 2048 layer, 256 rows, ran as one block on one thread). A 1x1
+// filter at unit strides always; others only then (ResNet-50's stage 3 and 4
+// at 112 pixels: its downsampling 1.4-1.9x, stage 4's strided 3x3 forward
+// 14.6 -> 10.3 ms): with more chunks, making each chunk's patches while it
+// is in cache is faster (stage 2's downsampling: 1.1x). Patches above max_whole_patches
+// floats keep the chunks, whose memory stays small.
+constexpr int64_t max_whole_patches = int64_t{8} << 20;  // 32 MiB
+
 bool whole_product(const geometry& g, int64_t k) {
-  if (g.kh != 1 || g.kw != 1 || !cpu::gemm_library_on()) return false;
+  if (!cpu::gemm_library_on()) return false;
   if (is_pointwise(g)) return true;
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  const bool wide = is_wide<float>(len, k);
+  if ((len != g.c && !wide) || rows * len > max_whole_patches) return false;
   const int64_t threads = std::max(1, tbb::info::default_concurrency());
-  const int64_t step = chunk_rows(g.c, sizeof(float), is_wide<float>(g.c, k));
-  return g.n * g.oh * g.ow < 2 * threads * step;
+  return rows < 2 * threads * chunk_rows(len, sizeof(float), wide);
 }
 
-int64_t pixel_grain(const geometry& g) {
-  return std::max<int64_t>(1, parallel_grain / std::max<int64_t>(g.c, 1));
+int64_t patch_grain(const geometry& g) {
+  return std::max<int64_t>(1, parallel_grain / std::max<int64_t>(g.kh * g.kw * g.c, 1));
 }
 
-// The pixels a strided 1x1 filter reads, as rows [N * OH * OW, C].
-std::vector<float> strided_pixels(const geometry& g, const float* x) {
-  const int64_t rows = g.n * g.oh * g.ow;
-  std::vector<float> pixels(static_cast<size_t>(rows * g.c));
-  parallel_for(rows, pixel_grain(g),
-               [&](int64_t b, int64_t e) { im2col(g, b, e, x, pixels.data() + b * g.c); });
-  return pixels;
+// The whole patch matrix, [N * OH * OW, KH * KW * C].
+std::vector<float> whole_patches(const geometry& g, const float* x) {
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  std::vector<float> patches(static_cast<size_t>(rows * len));
+  parallel_for(rows, patch_grain(g),
+               [&](int64_t b, int64_t e) { im2col(g, b, e, x, patches.data() + b * len); });
+  return patches;
 }
 
-// dx = the rows [N * OH * OW, C] at the pixels a strided 1x1 filter read,
-// zero elsewhere (no two rows share a pixel).
-void scatter_pixels(const geometry& g, const float* rows_in, float* dx) {
-  const int64_t rows = g.n * g.oh * g.ow;
+// dx = the patch matrix's gradient [N * OH * OW, KH * KW * C] summed into the
+// input elements each patch read. Rows split freely where windows never
+// overlap (no two rows add to one element); elsewhere by images.
+void scatter_patches(const geometry& g, const float* grads, float* dx) {
+  const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c, pix = g.oh * g.ow;
   parallel_for(g.n * g.h * g.w * g.c,
                [&](int64_t b, int64_t e) { std::fill(dx + b, dx + e, 0.0f); });
-  parallel_for(rows, pixel_grain(g),
-               [&](int64_t b, int64_t e) { col2im_add(g, b, e, rows_in + b * g.c, dx); });
+  if (g.kh <= g.sh && g.kw <= g.sw) {
+    parallel_for(rows, patch_grain(g),
+                 [&](int64_t b, int64_t e) { col2im_add(g, b, e, grads + b * len, dx); });
+    return;
+  }
+  parallel_for(g.n, 1, [&](int64_t b, int64_t e) {
+    col2im_add(g, b * pix, e * pix, grads + b * pix * len, dx);
+  });
 }
 
 // Runs body(begin, end) over [0, n) split by TBB in pieces of about `grain`,
@@ -293,8 +306,8 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
   if constexpr (std::is_same_v<T, float>) {
     if (whole_product(g, k)) {
       if (is_pointwise(g)) return gemm(x, f, y, rows, k, len, false, false, ep);
-      const auto pixels = strided_pixels(g, x);
-      return gemm(pixels.data(), f, y, rows, k, len, false, false, ep);
+      const auto patches = whole_patches(g, x);
+      return gemm(patches.data(), f, y, rows, k, len, false, false, ep);
     }
   }
   const bool wide = is_wide<T>(len, k);
@@ -330,9 +343,9 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
   if constexpr (std::is_same_v<T, float>) {
     if (whole_product(g, k)) {
       if (is_pointwise(g)) return gemm(dy, f, dx, rows, len, k, false, true);
-      std::vector<float> pixel_grads(static_cast<size_t>(rows * len));
-      gemm(dy, f, pixel_grads.data(), rows, len, k, false, true);
-      return scatter_pixels(g, pixel_grads.data(), dx);
+      std::vector<float> patch_grads(static_cast<size_t>(rows * len));
+      gemm(dy, f, patch_grads.data(), rows, len, k, false, true);
+      return scatter_patches(g, patch_grads.data(), dx);
     }
   }
   // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
@@ -397,8 +410,8 @@ void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* d
   if constexpr (std::is_same_v<T, float>) {
     if (rows > 0 && k > 0 && len > 0 && whole_product(g, k)) {
       if (is_pointwise(g)) return gemm(x, dy, df, len, k, rows, true, false);
-      const auto pixels = strided_pixels(g, x);
-      return gemm(pixels.data(), dy, df, len, k, rows, true, false);
+      const auto patches = whole_patches(g, x);
+      return gemm(patches.data(), dy, df, len, k, rows, true, false);
     }
   }
   std::fill(df, df + len * k, T(0));

@@ -579,7 +579,12 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
                  // 1x1 over 256 rows: one product planned for the threads;
                  // at stride 2 over the pixels it picks (7x7 -> 4x4).
                  wide_case{{16, 4, 4, 512}, {1, 1, 512, 1024}, 1, "SAME"},
-                 wide_case{{8, 7, 7, 512}, {1, 1, 512, 640}, 2, "SAME"}}) {
+                 wide_case{{8, 7, 7, 512}, {1, 1, 512, 640}, 2, "SAME"},
+                 // Few rows under wide strided filters: the whole patch matrix
+                 // in one product, its gradient scattered by images where
+                 // windows overlap (3x3 at stride 2), by rows where not (2x2).
+                 wide_case{{4, 8, 8, 512}, {3, 3, 512, 512}, 2, "SAME"},
+                 wide_case{{4, 8, 8, 512}, {2, 2, 512, 256}, 2, "VALID"}}) {
     CAPTURE(c.input.to_string());
     CAPTURE(c.filter.to_string());
     attr_map attrs{{"strides", std::vector<int64_t>{c.stride, c.stride}},
