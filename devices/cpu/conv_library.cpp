@@ -669,10 +669,13 @@ void run_by_channels(conv_pass pass, const channel_parts& c, const conv_problem&
 // same run's rows, blocked layouts against ours) the library's input
 // gradients are level or faster at every size over 16 channels (1.02-1.75x:
 // ResNet-50's 28x28x64 3x3 layer 1.59x, VGG's 112x112x64 1.36x), and its
-// filter gradients are faster up to 128 channels (1.1-1.8x) and on 4x4
-// outputs (ResNet-50's stage 4: 1.41x), slower over more channels
-// (0.76-0.93x: AlexNet's third layer, VGG's and Overfeat's from 128 up) and
-// under 16 channels (0.25x on the CNN's first layer, 0.82x on AlexNet's).
+// filter gradients are faster up to 128 channels (1.1-1.8x), slower over more
+// channels (0.76-0.93x: AlexNet's third layer, VGG's and Overfeat's from 128
+// up) and under 16 channels (0.25x on the CNN's first layer, 0.82x on
+// AlexNet's). On outputs of 4x4 pixels or fewer ours multiplies the whole
+// patch matrix in one product planned for the threads (ops/conv.cpp), and is
+// faster in every pass (ResNet-50's stage 4 3x3 layer at 112 pixels: 1.18x
+// forward, 1.28x input, 1.59x filter gradient).
 bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   constexpr int64_t min_macs = int64_t{1} << 22;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.kh * p.kw * p.c;
@@ -682,9 +685,9 @@ bool conv_library_chosen(conv_pass pass, const conv_problem& p) {
   const bool avx512 = r == conv_rules::this_cpu ? cpu_has_avx512_core() : r == conv_rules::avx512;
   if (!conv_library_on() || macs < min_macs || one_by_one) return false;
   if (strided && p.c >= 16) return false;
+  if (!avx512 && p.oh * p.ow <= 16) return false;
   if (pass == conv_pass::backprop_input) return p.c >= 16 && (p.oh * p.ow <= 256 || !avx512);
-  if (pass == conv_pass::backprop_filter && !avx512)
-    return p.c >= 16 && (p.c <= 128 || p.oh * p.ow <= 16);
+  if (pass == conv_pass::backprop_filter && !avx512) return p.c >= 16 && p.c <= 128;
   return p.c >= 16 || p.kh * p.kw > 9;
 }
 

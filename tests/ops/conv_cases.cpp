@@ -731,7 +731,7 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, cnn_first));
 
   // Without AVX-512 the library takes every input gradient over 16 channels,
-  // and filter gradients up to 128 channels or of 4x4 outputs.
+  // and filter gradients up to 128 channels, but no pass of 4x4 outputs.
   cpu::set_conv_rules(cpu::conv_rules::avx2);
   CHECK(cpu::conv_library_chosen(conv_pass::backprop_input, resnet_first));
   CHECK(cpu::conv_library_chosen(conv_pass::backprop_input, vgg_third));
@@ -739,10 +739,11 @@ TEST_CASE("conv2d keeps its own kernels where oneDNN's primitives are slower") {
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, cnn_first));
   CHECK(cpu::conv_library_chosen(conv_pass::forward, cnn_first));
   CHECK_FALSE(cpu::conv_library_chosen(conv_pass::backprop_filter, problem(16, 28, 256, 512, 3)));
-  CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, problem(16, 4, 512, 512, 3)));
+  CHECK(cpu::conv_library_chosen(conv_pass::backprop_filter, problem(16, 7, 128, 128, 3)));
   for (auto pass : {conv_pass::forward, conv_pass::backprop_input, conv_pass::backprop_filter}) {
     CHECK_FALSE(cpu::conv_library_chosen(pass, strided));
     CHECK_FALSE(cpu::conv_library_chosen(pass, pointwise));
+    CHECK_FALSE(cpu::conv_library_chosen(pass, problem(16, 4, 512, 512, 3)));
   }
   cpu::set_conv_rules(cpu::conv_rules::this_cpu);
 }
