@@ -14,6 +14,7 @@
 #include <iostream>
 #include <optional>
 
+#include "actors/run/runtime.hpp"
 #include "actors/serving/model_server.hpp"
 #include "apps/lib/batching_file.hpp"
 #include "apps/lib/serve_grpc.hpp"
@@ -86,6 +87,15 @@ void add_flags(CLI::App& app, serve_flags& f) {
       ->check(CLI::Range(1, 3600));
 }
 
+std::shared_ptr<actorflow::runtime> make_runtime(int threads) {
+  actorflow::runtime_options options;
+  if (threads > 0) {
+    options.scheduler_threads = threads;
+    options.compute_threads = threads;
+  }
+  return std::make_shared<actorflow::runtime>(options);
+}
+
 // Each connection holds a descriptor: a thousand idle ones must not reach
 // the default soft limit (1024), so take what the hard limit allows.
 void raise_descriptor_limit() {
@@ -114,7 +124,7 @@ int serve(const serve_flags& f) {
     options.batching = apps::read_batching_parameters(f.batching_parameters_file, options.batching);
   options.poll_interval = std::chrono::seconds(f.poll_wait_seconds);
   options.request_timeout = std::chrono::milliseconds(f.rest_api_timeout_in_ms);
-  options.rt = make_serving_runtime(f.threads);
+  options.rt = make_runtime(f.threads);
   options.log = [](const std::string& line) { std::cout << line << std::endl; };
   model_server server(options);
   server.poll();

@@ -200,12 +200,10 @@ struct model_rows {
   }
 };
 
-// The floor: the same export's predict in this process, one image at a time,
-// on a runtime made as actorflow-serve makes its own.
+// The floor: the same export's predict in this process, one image at a time.
 double add_inprocess(const model_rows& rows, const std::string& dir, const tensor& image,
                      int requests) {
-  auto rt = make_serving_runtime();
-  auto model = load_model(dir, rt);
+  auto model = load_model(dir);
   std::map<std::string, tensor> inputs{{"images", image}};
   for (int i = 0; i < 50; ++i) model->predict("serving_default", inputs);
   load_result r;
@@ -222,7 +220,6 @@ double add_inprocess(const model_rows& rows, const std::string& dir, const tenso
   model_server server({.name = "fmnist",
                        .base_path = fs::path(dir).parent_path().string(),
                        .poll_interval = std::chrono::milliseconds(0),
-                       .rt = rt,
                        .log = [](const std::string&) {}});
   server.poll();
   predict_request request;
@@ -241,7 +238,7 @@ double add_inprocess(const model_rows& rows, const std::string& dir, const tenso
 // The most batching can give on this machine: images per second through
 // batches of 64 in this process, with no transport and no waiting.
 double add_batch_ceiling(const model_rows& rows, const std::string& dir) {
-  auto model = load_model(dir, make_serving_runtime());
+  auto model = load_model(dir);
   std::map<std::string, tensor> batch{{"images", images(64, 11)}};
   double secs = median_seconds(15, 3, [&] { model->predict("serving_default", batch); });
   double qps = 64 / secs;

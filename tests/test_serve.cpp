@@ -17,7 +17,6 @@
 #include <optional>
 #include <thread>
 
-#include "actors/run/runtime.hpp"
 #include "actors/serving/model_server.hpp"
 #include "serving_fixture.hpp"
 #include "support/child_process.hpp"
@@ -105,23 +104,6 @@ TEST_CASE("the server serves the newest version and swaps in a newer one") {
   CHECK(server.predict(filtered).outputs.size() == 1);
   filtered.output_filter = {"logits"};
   CHECK(contains(error_of([&] { server.predict(filtered); }), "output_filter names 'logits'"));
-}
-
-TEST_CASE("a serving runtime's threads sleep at once when idle, and it serves as the shared one") {
-  temp_dir base("serve_runtime");
-  export_trained(base / "1", 1);
-  auto rt = make_serving_runtime(2);
-  CHECK(rt->options().idle_naps == 0);  // a nap cannot be woken: requests would wait it out
-  CHECK(rt->options().scheduler_threads == 2);
-  CHECK(rt->options().compute_threads == 2);
-  auto options = quiet(base.path.string());
-  options.rt = rt;
-  model_server server(options);
-  server.poll();
-  auto shared = load_model(base / "1")->predict("serving_default", {{"features", one_row(2)}});
-  for (int i = 0; i < 20; ++i)  // idle between requests, as a server mostly is
-    CHECK(server.predict(request_for(one_row(2))).outputs.at("probabilities").to_vector<float>() ==
-          shared.at("probabilities").to_vector<float>());
 }
 
 TEST_CASE("a corrupted or incomplete new version is refused; the old one goes on serving") {

@@ -123,9 +123,7 @@ ACTORFLOW_API std::vector<int64_t> export_versions(const std::string& base);
 
 /// Loads the export in `dir` (export_model's layout) into a session on `rt`
 /// (the process's shared runtime when null). Throws "[load_model] <path>: ..."
-/// for a missing, incomplete or corrupted export. A process that answers one
-/// request at a time from threads of its own answers sooner on
-/// make_serving_runtime() (model_server.hpp says why).
+/// for a missing, incomplete or corrupted export.
 ACTORFLOW_API std::unique_ptr<loaded_model> load_model(const std::string& dir,
                                                        std::shared_ptr<runtime> rt = nullptr);
 

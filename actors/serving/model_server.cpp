@@ -78,16 +78,6 @@ const char* state_name(version_status::state s) {
   return "UNKNOWN";
 }
 
-std::shared_ptr<runtime> make_serving_runtime(int threads) {
-  runtime_options options;
-  if (threads > 0) {
-    options.scheduler_threads = threads;
-    options.compute_threads = threads;
-  }
-  options.idle_naps = 0;
-  return std::make_shared<runtime>(options);
-}
-
 model_server::model_server(model_server_options options)
     : options_(std::move(options)), metrics_(options_.name) {
   if (options_.name.empty()) throw error("[model_server] the model needs a name");

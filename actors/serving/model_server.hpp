@@ -61,16 +61,6 @@ struct ACTORFLOW_API model_server_options {
   std::function<void(const std::string&)> log;
 };
 
-/// A runtime for a process that serves, `threads` CAF and kernel threads each
-/// (0: one per core). Its CAF threads sleep as soon as they run out of work,
-/// rather than napping first as the default runtime's do (runtime_options::
-/// idle_naps): requests arrive from threads outside the runtime (the HTTP and
-/// gRPC ones) at any moment, and a napping thread cannot be woken, so a
-/// request that reached one waited out its 50 us nap, about three times per
-/// request. One MLP image at one client, one actorflow-bench run each way:
-/// REST 322-364 -> 285-286 us, gRPC 351-405 -> 324-332 us.
-ACTORFLOW_API std::shared_ptr<runtime> make_serving_runtime(int threads = 0);
-
 /// TensorFlow Serving's ModelVersionStatus. A version swapped out is
 /// UNLOADING while requests hold it, END once the watcher unloaded it (or
 /// when it failed to load, with the code and message of why).
