@@ -64,7 +64,10 @@ struct ACTORFLOW_API runtime_options {
   /// kernel thread to a napping worker waits out the nap, which cost a
   /// 0.65 ms matmul step a third of its speed; sleeping at once instead adds
   /// one wake-up to each step's start (the 1000-node chain: 0.75 -> 1.0 us per
-  /// node). One nap measured best for both; 0 favours big kernels.
+  /// node). One nap measured best for both; 0 favours big kernels. A serving
+  /// process was tried at 0 too: one request at a time came 30-50 us sooner
+  /// (its in-process floor 40 sooner), but under open load at 80% of the peak
+  /// p99 rose to 3.1-3.7x p50 from 2.5-2.8x, so actorflow-serve keeps one.
   int idle_naps = 1;
   /// CAF threads that decode messages arriving from other processes; -1 keeps
   /// CAF's default (one on a small machine), 0 decodes them on the network
