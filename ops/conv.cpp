@@ -216,16 +216,17 @@ bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 
 // filter at unit strides always; others only then (ResNet-50's stage 3 and 4
 // at 112 pixels: its downsampling 1.4-1.9x, stage 4's strided 3x3 forward
 // 14.6 -> 10.3 ms): with more chunks, making each chunk's patches while it
-// is in cache is faster (stage 2's downsampling: 1.1x). Patches above max_whole_patches
-// floats keep the chunks, whose memory stays small.
+// is in cache is faster (stage 2's downsampling: 1.1x). Only filters over
+// 1 MB (the library's chunks) besides 1x1 ones; patches above
+// max_whole_patches floats keep the chunks, whose memory stays small.
 constexpr int64_t max_whole_patches = int64_t{8} << 20;  // 32 MiB
 
 bool whole_product(const geometry& g, int64_t k) {
   if (!cpu::gemm_library_on()) return false;
   if (is_pointwise(g)) return true;
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
-  const bool wide = is_wide<float>(len, k);
-  if ((len != g.c && !wide) || rows * len > max_whole_patches) return false;
+  const bool wide = is_wide<float>(len, k), one_by_one = g.kh == 1 && g.kw == 1;
+  if ((!one_by_one && !wide) || rows * len > max_whole_patches) return false;
   const int64_t threads = std::max(1, tbb::info::default_concurrency());
   return rows < 2 * threads * chunk_rows(len, sizeof(float), wide);
 }

@@ -7,7 +7,6 @@
 #include <capnp/serialize.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
