@@ -23,6 +23,7 @@
 #include "devices/cpu/gemm_library.hpp"
 #include "devices/cpu/parallel.hpp"
 #include "ops/conv_gemm.hpp"
+#include "ops/conv_winograd.hpp"
 #include "ops/epilogue.hpp"
 #include "ops/geometry/conv_window.hpp"
 #include "ops/linalg.hpp"
@@ -303,6 +304,15 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
              const epilogue<T>& ep = {}) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
   if (rows == 0 || k == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_detail::winograd_chosen(g, k)) {
+      conv_detail::winograd_forward(g, k, x, f, y);
+      if (!ep.empty())
+        parallel_for(rows, std::max<int64_t>(1, parallel_grain / k),
+                     [&](int64_t b, int64_t e) { ep.apply(y + b * k, e - b, k, k, 0); });
+      return;
+    }
+  }
   if (through_library(cpu::conv_pass::forward, g, k, x, f, y, ep)) return;
   if constexpr (std::is_same_v<T, float>) {
     if (whole_product(g, k)) {
@@ -340,6 +350,9 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
     std::fill(dx, dx + g.n * image, T(0));
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_detail::winograd_chosen(g, k))
+      return conv_detail::winograd_backprop_input(g, k, f, dy, dx);
   if (through_library(cpu::conv_pass::backprop_input, g, k, f, dy, dx)) return;
   if constexpr (std::is_same_v<T, float>) {
     if (whole_product(g, k)) {
@@ -405,6 +418,9 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
 template <class T>
 void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* df) {
   const int64_t rows = g.n * g.oh * g.ow, len = g.kh * g.kw * g.c;
+  if constexpr (std::is_same_v<T, float>)
+    if (rows > 0 && k > 0 && conv_detail::winograd_chosen(g, k))
+      return conv_detail::winograd_backprop_filter(g, k, x, dy, df);
   if (rows > 0 && k > 0 && len > 0 &&
       through_library(cpu::conv_pass::backprop_filter, g, k, x, dy, df))
     return;

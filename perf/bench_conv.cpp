@@ -10,6 +10,7 @@
 #include "core/op_registry.hpp"
 #include "devices/cpu/conv_library.hpp"
 #include "devices/cpu/gemm_library.hpp"
+#include "ops/conv_winograd.hpp"
 #include "perf/bench_conv_onednn.hpp"
 #include "perf/bench_util.hpp"
 
@@ -98,22 +99,37 @@ void add_conv_rows(const add_row_fn& add_row) {
       auto gflops = [&] {
         return flops / median_seconds(repeats, 2, [&] { run_kernel(op, inputs, attrs); }) / 1e9;
       };
-      // As shipped (oneDNN's primitives where chosen), then actorflow's own
-      // im2col + GEMM.
+      // As shipped (Winograd or oneDNN's primitives where chosen), then
+      // without Winograd, then actorflow's own im2col + GEMM.
+      const cpu::conv_problem problem{l.n,      l.h,      l.w, l.c, l.k, l.kh, l.kw,
+                                      l.stride, l.stride, oh,  ow,  0,   0};
+      const conv_detail::geometry g{l.n,      l.h,      l.w, l.c, l.kh, l.kw,
+                                    l.stride, l.stride, oh,  ow,  0,    0};
+      const bool winograd = conv_detail::winograd_chosen(g, l.k);
+      const bool library = cpu::conv_library_chosen(cpu::conv_pass(i), problem);
       double ours = gflops();
+      conv_detail::use_winograd(false);
+      const double direct = winograd ? gflops() : ours;
       cpu::use_conv_library(false);
       double own = gflops();
       cpu::use_conv_library(true);
-      const cpu::conv_problem problem{l.n,      l.h,      l.w, l.c, l.k, l.kh, l.kw,
-                                      l.stride, l.stride, oh,  ow,  0,   0};
-      const bool library = cpu::conv_library_chosen(cpu::conv_pass(i), problem);
+      conv_detail::use_winograd(true);
+      const char* by = winograd  ? "Winograd's F(2x2, 3x3)"
+                       : library ? "oneDNN's primitive"
+                                 : "our own kernel";
       add_row(fmt::format("conv_{}_{}_gflops", l.name, tags[i]), ours, "GFLOP/s",
-              fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}{}; by {}; {:.2f}x our own kernel",
+              fmt::format("{:.2f} ms; {}x{}x{}x{} * {}x{}x{} /{}{}; by {}; {:.2f}x our own kernel"
+                          "{}",
                           flops / ours / 1e6, l.n, l.h, l.w, l.c, l.kh, l.kw, l.k, l.stride,
-                          l.same ? "" : " VALID", library ? "oneDNN's primitive" : "our own kernel",
-                          ours / own));
+                          l.same ? "" : " VALID", by, ours / own,
+                          winograd ? fmt::format(", {:.2f}x without Winograd", ours / direct)
+                                   : std::string()));
+      if (winograd)
+        add_row(
+            fmt::format("conv_{}_{}_gflops_direct", l.name, tags[i]), direct, "GFLOP/s",
+            fmt::format("without Winograd: {}", library ? "oneDNN's primitive" : "our own kernel"));
       add_row(fmt::format("conv_{}_{}_gflops_own", l.name, tags[i]), own, "GFLOP/s",
-              "actorflow's im2col + GEMM (oneDNN's primitives off)");
+              "actorflow's im2col + GEMM (Winograd and oneDNN's primitives off)");
       // oneDNN's primitive on the same operands, in NHWC and in its own layouts.
       for (bool blocked : {false, true}) {
         auto secs = onednn_conv_seconds(l, conv_pass(i), blocked, threads, repeats);

@@ -1,6 +1,7 @@
 // Cases for conv2d and its backprops: hand-computed values, then the real
 // guarantee: backprops against central differences of conv2d, and the chunked,
 // multi-threaded paths against a direct-loop reference on larger shapes.
+#include <array>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "devices/cpu/gemm_library.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_gemm.hpp"
+#include "ops/conv_winograd.hpp"
 #include "ops/geometry/conv_window.hpp"
 #include "ops/op_cases.hpp"
 #include "ops/state.hpp"
@@ -441,6 +443,21 @@ TEST_CASE("conv2d backprops match central differences of conv2d (float64)") {
   CHECK(checked >= 30);
 }
 
+// conv2d's output and its two gradients for x, w and dy, summed in float64
+// by direct loops.
+template <class T>
+std::array<std::vector<double>, 3> reference_sums(const conv_cfg& c, const tensor& x,
+                                                  const tensor& w, const tensor& dy) {
+  std::vector<double> y(dy.num_elements()), dx(x.num_elements()), dw(w.num_elements());
+  const T *xp = x.data<T>(), *wp = w.data<T>(), *dyp = dy.data<T>();
+  for_each_tap(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+    y[yi] += double(xp[xi]) * wp[wi];
+    dx[xi] += double(dyp[yi]) * wp[wi];
+    dw[wi] += double(dyp[yi]) * xp[xi];
+  });
+  return {std::move(y), std::move(dx), std::move(dw)};
+}
+
 template <class T>
 void check_against_reference(const conv_cfg& c, double tol) {
   INFO("n,h,w,c=" << c.n << "," << c.h << "," << c.w << "," << c.c << " filter " << c.kh << "x"
@@ -451,13 +468,7 @@ void check_against_reference(const conv_cfg& c, double tol) {
   tensor x = random_tensor<T>({c.n, c.h, c.w, c.c}, rng);
   tensor w = random_tensor<T>({c.kh, c.kw, c.c, c.k}, rng);
   tensor dy = random_tensor<T>(out_shape(c), rng);
-  std::vector<double> y(dy.num_elements()), dx(x.num_elements()), dw(w.num_elements());
-  const T *xp = x.data<T>(), *wp = w.data<T>(), *dyp = dy.data<T>();
-  for_each_tap(c, [&](int64_t xi, int64_t wi, int64_t yi) {
-    y[yi] += double(xp[xi]) * wp[wi];
-    dx[xi] += double(dyp[yi]) * wp[wi];
-    dw[wi] += double(dyp[yi]) * xp[xi];
-  });
+  const auto [y, dx, dw] = reference_sums<T>(c, x, w, dy);
   auto expect = [&](const tensor& got, const std::vector<double>& want, const char* what) {
     REQUIRE(got.num_elements() == int64_t(want.size()));
     int bad = 0;
@@ -484,6 +495,77 @@ TEST_CASE("conv2d chunked and multi-threaded paths match a direct-loop reference
   check_against_reference<float>({32, 16, 16, 32, 1, 1, 16, 1, 1, false}, 1e-4);
   // The benchmark CNN's second layer at a small batch.
   check_against_reference<float>({4, 14, 14, 32, 5, 5, 64, 1, 1, true}, 1e-4);
+}
+
+// 3x3 filters at unit strides with 16 channels or more on each side run
+// through Winograd's F(2x2, 3x3) (ops/conv_winograd.hpp): odd sizes (tiles
+// past the last row and column), VALID (the input gradient padded by 2),
+// channels that are not multiples of anything, 512 channels (rows padded off
+// 2 KB strides), and more tiles than one block holds.
+TEST_CASE(
+    "conv2d 3x3 at unit strides through Winograd's F(2x2, 3x3) matches a direct-loop reference") {
+  const conv_cfg cases[] = {{2, 7, 7, 16, 3, 3, 16, 1, 1, true},
+                            {3, 9, 6, 17, 3, 3, 33, 1, 1, false},
+                            {1, 5, 11, 40, 3, 3, 24, 1, 1, true},
+                            {1, 3, 3, 20, 3, 3, 18, 1, 1, false},  // one output pixel
+                            {2, 4, 4, 512, 3, 3, 512, 1, 1, true},
+                            {2, 130, 129, 16, 3, 3, 16, 1, 1, true}};
+  for (const auto& c : cases) {
+    auto g = conv_detail::make_geometry(shape{c.n, c.h, c.w, c.c}, 3, 3, attrs_of(c), "strides",
+                                        "conv2d", "filter");
+    CHECK(conv_detail::winograd_chosen(g, c.k) == cpu::gemm_library_on());
+    check_against_reference<float>(c, 1e-4);
+  }
+  // Thinner layers keep the direct kernels.
+  auto thin = conv_detail::make_geometry(shape{2, 8, 8, 8}, 3, 3, conv_attrs({1, 1}, "SAME"),
+                                         "strides", "conv2d", "filter");
+  CHECK_FALSE(conv_detail::winograd_chosen(thin, 64));
+  auto strided = conv_detail::make_geometry(shape{2, 8, 8, 64}, 3, 3, conv_attrs({2, 2}, "SAME"),
+                                            "strides", "conv2d", "filter");
+  CHECK_FALSE(conv_detail::winograd_chosen(strided, 64));
+}
+
+// The largest error of each pass (conv2d, input and filter gradients) of a
+// float32 layer against float64 sums of the same operands, relative to the
+// largest magnitude of the pass's result.
+std::array<double, 3> float32_errors(const conv_cfg& c) {
+  std::mt19937 rng(7);
+  auto attrs = attrs_of(c);
+  tensor x = random_tensor<float>({c.n, c.h, c.w, c.c}, rng);
+  tensor w = random_tensor<float>({c.kh, c.kw, c.c, c.k}, rng);
+  tensor dy = random_tensor<float>(out_shape(c), rng);
+  const auto [y, dx, dw] = reference_sums<float>(c, x, w, dy);
+  auto error = [](const tensor& got, const std::vector<double>& want) {
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::abs(double(got.data<float>()[i]) - want[i]));
+      largest = std::max(largest, std::abs(want[i]));
+    }
+    return worst / largest;
+  };
+  return {error(run_kernel("conv2d", {x, w}, attrs)[0], y),
+          error(run_kernel("conv2d_backprop_input", {x, w, dy}, attrs)[0], dx),
+          error(run_kernel("conv2d_backprop_filter", {x, w, dy}, attrs)[0], dw)};
+}
+
+// What the header promises: Winograd's results differ from direct sums by
+// rounding of the same order, at ResNet-50's stage 3 and 4 widths.
+TEST_CASE("Winograd's rounding errors are of the direct convolution's order") {
+  if (!cpu::gemm_library_on()) return;  // no Winograd without the library
+  for (const conv_cfg& c : {conv_cfg{2, 7, 7, 256, 3, 3, 256, 1, 1, true},
+                            conv_cfg{2, 4, 4, 512, 3, 3, 512, 1, 1, true}}) {
+    const auto winograd = float32_errors(c);
+    conv_detail::use_winograd(false);
+    const auto direct = float32_errors(c);
+    conv_detail::use_winograd(true);
+    for (int pass = 0; pass < 3; ++pass) {
+      CAPTURE(pass);
+      MESSAGE("channels " << c.c << ", pass " << pass << ": Winograd " << winograd[pass]
+                          << ", direct " << direct[pass] << " (relative to the largest value)");
+      CHECK(winograd[pass] < 4e-6);
+      CHECK(winograd[pass] < 8 * direct[pass]);
+    }
+  }
 }
 
 template <class T>
@@ -567,6 +649,7 @@ std::vector<tensor> all_three(const tensor& x, const tensor& f, const tensor& dy
 // rows; the same products through the tiled kernel alone are the reference.
 TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled kernel") {
   if (!cpu::gemm_library_on()) MESSAGE("no CPU GEMM library in this build: both sides are tiled");
+  conv_detail::use_winograd(false);  // the 3x3 case's direct products
   random_source rnd;
   struct wide_case {
     shape input, filter;
@@ -602,6 +685,7 @@ TEST_CASE("conv2d with a wide filter through the GEMM library matches the tiled 
       CHECK(compare_tensors(library[i], tiled[i], 1e-4) == "");
     }
   }
+  conv_detail::use_winograd(true);
 }
 
 // Float32 convolutions large enough for oneDNN's primitives
@@ -615,8 +699,10 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
     MESSAGE("no oneDNN in this build: every convolution is our own");
     return;
   }
-  // The rules measured with AVX-512 take these cases to the library on any CPU.
+  // The rules measured with AVX-512 take these cases to the library on any CPU;
+  // Winograd off, or it would take the 3x3 ones.
   cpu::set_conv_rules(cpu::conv_rules::avx512);
+  conv_detail::use_winograd(false);
   random_source rnd;
   struct library_case {
     shape input, filter;
@@ -664,6 +750,7 @@ TEST_CASE("conv2d through oneDNN's primitives matches our own kernels") {
     }
   }
   cpu::set_conv_rules(cpu::conv_rules::this_cpu);
+  conv_detail::use_winograd(true);
 }
 
 // Kernels of one shape share its primitives: two threads run all three passes
