@@ -66,13 +66,30 @@ int64_t chunk_rows(int64_t row_len, size_t elem, bool wide) {
   return wide ? std::max(wide_chunk_rows, chunk_rows(row_len, elem)) : chunk_rows(row_len, elem);
 }
 
-// gemm_rows (c [+]= a x b, a read through strides), through the library when wide.
+// Whether a float chunk's product goes to the GEMM library: a wide filter's
+// always; any other where the tiled kernel is not built (it needs AVX-512),
+// since gemm_rows is then Eigen's general GEMM, which the library outruns
+// (on a Zen 3, ResNet-50's first layer's filter gradient 9.8 -> 6.5 ms, its
+// stage 2 downsampling's 13.5 -> 8-10 ms, in traced steps of alternating
+// image_models runs).
 template <class T>
-void chunk_gemm(bool wide, int64_t m, int64_t n, int64_t kn, const T* a, int64_t a_rs, int64_t a_ks,
-                const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+bool library_chunks(bool wide) {
+#if defined(__AVX512F__)
+  constexpr bool tiled_kernel = true;
+#else
+  constexpr bool tiled_kernel = false;
+#endif
+  return std::is_same_v<T, float> && cpu::gemm_library_on() && (wide || !tiled_kernel);
+}
+
+// gemm_rows (c [+]= a x b, a read through strides), through the library where
+// library_chunks.
+template <class T>
+void chunk_gemm(bool library, int64_t m, int64_t n, int64_t kn, const T* a, int64_t a_rs,
+                int64_t a_ks, const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
   if constexpr (std::is_same_v<T, float>) {
     const bool ta = a_ks != 1;  // then a_rs == 1: a is a row-major [kn, m] read transposed
-    if (wide && m > 0 && n > 0 &&
+    if (library && m > 0 && n > 0 &&
         cpu::library_sgemm(ta, false, m, n, kn, a, ta ? a_ks : a_rs, b, ldb, c, ldc, accumulate))
       return;
   }
@@ -321,13 +338,13 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
       return gemm(patches.data(), f, y, rows, k, len, false, false, ep);
     }
   }
-  const bool wide = is_wide<T>(len, k);
+  const bool wide = is_wide<T>(len, k), library = library_chunks<T>(wide);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
   // y[rows, k] = patches[rows, len] * f[len, k]
   split(rows, step, rows * len * k, [&](int64_t b, int64_t e) {
     if (pointwise) {
-      chunk_gemm(wide, e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
+      chunk_gemm(library, e - b, k, len, x + b * len, len, 1, f, k, y + b * k, k, false);
       ep.apply(y + b * k, e - b, k, k, 0);
       return;
     }
@@ -335,7 +352,7 @@ void forward(const geometry& g, int64_t k, const T* x, const T* f, T* y,
     for (int64_t r0 = b; r0 < e; r0 += step) {
       const int64_t r1 = std::min(e, r0 + step);
       im2col(g, r0, r1, x, cols);
-      chunk_gemm(wide, r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
+      chunk_gemm(library, r1 - r0, k, len, cols, len, 1, f, k, y + r0 * k, k, false);
       ep.apply(y + r0 * k, r1 - r0, k, k, 0);
     }
   });
@@ -364,17 +381,17 @@ void backprop_input(const geometry& g, int64_t k, const T* f, const T* dy, T* dx
   }
   // d patches[rows, len] = dy[rows, k] * f^T[k, len]: the library reads f
   // transposed in place; for the tiled kernel f^T is made row-major once.
-  const bool wide = is_wide<T>(len, k);
+  const bool wide = is_wide<T>(len, k), library = library_chunks<T>(wide);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   std::vector<T> ft;
-  if (!wide) {
+  if (!library) {
     ft.resize(static_cast<size_t>(len * k));
     for (int64_t l = 0; l < len; ++l)
       for (int64_t o = 0; o < k; ++o) ft[static_cast<size_t>(o * len + l)] = f[l * k + o];
   }
   auto patch_grads = [&](int64_t m, const T* dy_rows, T* out) {
     if constexpr (std::is_same_v<T, float>)
-      if (wide && cpu::library_sgemm(false, true, m, len, k, dy_rows, k, f, k, out, len)) return;
+      if (library && cpu::library_sgemm(false, true, m, len, k, dy_rows, k, f, k, out, len)) return;
     gemm_rows(m, len, k, dy_rows, k, 1, ft.data(), len, out, len, false);
   };
   if (is_pointwise(g)) {
@@ -433,21 +450,21 @@ void backprop_filter(const geometry& g, int64_t k, const T* x, const T* dy, T* d
   }
   std::fill(df, df + len * k, T(0));
   if (rows == 0 || k == 0 || len == 0) return;
-  const bool wide = is_wide<T>(len, k);
+  const bool wide = is_wide<T>(len, k), library = library_chunks<T>(wide);
   const int64_t step = chunk_rows(len, sizeof(T), wide);
   const bool pointwise = is_pointwise(g);
   // Adds patches^T[len, rows b..e) * dy[b..e), k] to acc[len, k]; the patch
   // matrix is read transposed in place (row stride 1, column stride len).
   auto body = [&](int64_t b, int64_t e, T* acc) {
     if (pointwise) {
-      chunk_gemm(wide, len, k, e - b, x + b * len, 1, len, dy + b * k, k, acc, k, true);
+      chunk_gemm(library, len, k, e - b, x + b * len, 1, len, dy + b * k, k, acc, k, true);
       return;
     }
     T* cols = scratch<T>(std::min(step, e - b) * len);
     for (int64_t r0 = b; r0 < e; r0 += step) {
       const int64_t r1 = std::min(e, r0 + step);
       im2col(g, r0, r1, x, cols);
-      chunk_gemm(wide, len, k, r1 - r0, cols, 1, len, dy + r0 * k, k, acc, k, true);
+      chunk_gemm(library, len, k, r1 - r0, cols, 1, len, dy + r0 * k, k, acc, k, true);
     }
   };
   if (rows * len * k < parallel_macs || rows <= step) {
