@@ -21,10 +21,12 @@ std::atomic<bool> enabled{[] {
 
 constexpr int planes = 16;  // a 4x4 tile's elements, one product each
 
-// Floats of the tiles' transforms a block holds at once (16 MiB): blocks of
-// a few hundred tiles keep the products' operands in the last-level cache and
-// their rows many enough for the library's kernels.
-constexpr int64_t block_floats = int64_t{4} << 20;
+// Floats of the tiles' transforms a block holds at once (4 MiB): blocks of a
+// few hundred tiles keep the products' operands in the last-level cache and
+// their rows many enough for the library's kernels. From 2 to 8 MiB the 3x3
+// rows of --only conv moved within their noise on a Zen 3 (geometric means of
+// 255-278 GFLOP/s over alternating runs); 16 MiB was slower (222-258).
+constexpr int64_t block_floats = int64_t{1} << 20;
 
 // A row stride for n floats that is no multiple of 2 KB: the GEMM library
 // reads such rows slowly (gemm_library.cpp) and would copy them first.
