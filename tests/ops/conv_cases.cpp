@@ -525,6 +525,27 @@ TEST_CASE(
   CHECK_FALSE(conv_detail::winograd_chosen(strided, 64));
 }
 
+// The header's promise about NaN: it reaches the outputs whose 3x3 windows
+// read it, and the rest of their 2x2 tiles, never further.
+TEST_CASE("a NaN through Winograd's conv2d stays within a pixel of its window") {
+  if (!cpu::gemm_library_on()) return;
+  std::mt19937 rng(3);
+  tensor x = random_tensor<float>({1, 9, 9, 16}, rng);
+  tensor w = random_tensor<float>({3, 3, 16, 16}, rng);
+  const int64_t py = 4, px = 5;
+  x.mutable_data<float>()[(py * 9 + px) * 16 + 3] = std::nanf("");
+  tensor y = run_kernel("conv2d", {x, w}, conv_attrs({1, 1}, "SAME"))[0];
+  for (int64_t oy = 0; oy < 9; ++oy)
+    for (int64_t ox = 0; ox < 9; ++ox) {
+      CAPTURE(oy);
+      CAPTURE(ox);
+      const int64_t dy = std::abs(oy - py), dx = std::abs(ox - px);
+      const float v = y.data<float>()[(oy * 9 + ox) * 16];
+      if (dy <= 1 && dx <= 1) CHECK(std::isnan(v));
+      if (dy > 2 || dx > 2) CHECK(std::isfinite(v));
+    }
+}
+
 // The largest error of each pass (conv2d, input and filter gradients) of a
 // float32 layer against float64 sums of the same operands, relative to the
 // largest magnitude of the pass's result.
