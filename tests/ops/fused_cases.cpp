@@ -198,7 +198,9 @@ std::vector<op_case> random_cases() {
   conv({16, 4, 4, 512}, {1, 1, 512, 1024}, {1, 1}, "SAME", "relu");  // pointwise, over threads
   conv({8, 7, 7, 512}, {1, 1, 512, 640}, {2, 2}, "SAME", "relu");    // 1x1 at stride 2, whole
   conv({2, 16, 16, 128}, {3, 3, 128, 256}, {2, 2}, "SAME", "relu");  // a filter over 1 MB
-  conv({2, 6, 6, 512}, {3, 3, 512, 520}, {1, 1}, "SAME", "relu");    // over 8 MiB: by channels
+  // 3x3 at unit strides: Winograd, the epilogue over its result.
+  conv({2, 6, 6, 512}, {3, 3, 512, 520}, {1, 1}, "SAME", "relu");
+  conv({3, 7, 5, 32}, {3, 3, 32, 48}, {1, 1}, "VALID", "relu");
   // exp(-x) * tanh(x + z) on 100003 elements (threads' chunks, blocks and a
   // tail), special values among them, against the ops one by one.
   auto x = with_specials(random_floats({100003}, seed++));
