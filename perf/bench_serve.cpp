@@ -1,15 +1,23 @@
 #include "perf/bench_serve.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <tensorflow_serving/apis/get_model_status.pb.h>
 #include <tensorflow_serving/apis/model_service.grpc.pb.h>
 #include <tensorflow_serving/apis/predict.pb.h>
 #include <tensorflow_serving/apis/prediction_service.grpc.pb.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "actors/serving/export.hpp"
 #include "apps/lib/fmnist_models.hpp"
@@ -296,6 +304,84 @@ void add_json_rows(const model_rows& rows, const std::string& body) {
                        body.size(), general / ours, general * 1e4));
 }
 
+// gRPC with no actorflow code on either side: a ModelService in this process
+// whose GetModelStatus answers nothing, one client. What any gRPC server
+// spends on a round trip here, beside which the served models' figures read.
+class empty_model_service final : public tfs::ModelService::Service {
+  grpc::Status GetModelStatus(grpc::ServerContext*, const tfs::GetModelStatusRequest*,
+                              tfs::GetModelStatusResponse*) override {
+    return grpc::Status::OK;
+  }
+};
+
+double bare_grpc_p50_us(double seconds) {
+  empty_model_service service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  if (!server || port == 0) throw std::runtime_error("the bare gRPC server could not listen");
+  auto run = closed_loop(grpc_status_clients(static_cast<uint16_t>(port)), 1, seconds);
+  server->Shutdown();
+  return run.quantile_us(0.5);
+}
+
+// The kernel's loopback alone: `bytes` written on a TCP connection and echoed
+// back by a thread of this process, one at a time (a request's two wake-ups).
+double tcp_round_trip_p50_us(size_t bytes, double seconds) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw std::runtime_error("the TCP echo could not listen");
+  const int one = 1;
+  std::thread echo([&] {
+    const int peer = ::accept(listener, nullptr, nullptr);
+    ::setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::vector<char> buffer(65536);
+    for (ssize_t got; (got = ::read(peer, buffer.data(), buffer.size())) > 0;)
+      if (::write(peer, buffer.data(), size_t(got)) != got) break;
+    ::close(peer);
+  });
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  const bool connected =
+      ::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> message(bytes, 'x'), answer(bytes);
+  load_result run;
+  const auto start = std::chrono::steady_clock::now();
+  while (connected &&
+         std::chrono::steady_clock::now() - start < std::chrono::duration<double>(seconds)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (::write(client, message.data(), bytes) != ssize_t(bytes)) break;
+    size_t got = 0;
+    for (ssize_t n; got < bytes && (n = ::read(client, answer.data() + got, bytes - got)) > 0;)
+      got += size_t(n);
+    if (got < bytes) break;
+    run.latencies_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  ::close(client);  // ends the echo's reads
+  echo.join();
+  ::close(listener);
+  return run.quantile_us(0.5);
+}
+
+void add_transport_floor_rows(const model_rows& rows, size_t request_bytes, double seconds) {
+  rows.add("grpc_bare_status_p50_us", bare_grpc_p50_us(seconds), "us",
+           "gRPC alone: GetModelStatus answered by a service that does nothing, in this process, "
+           "one client (no actorflow code on either side)");
+  rows.add("tcp_round_trip_p50_us", tcp_round_trip_p50_us(request_bytes, seconds), "us",
+           fmt::format("a {} byte message echoed over loopback TCP, one at a time (the gRPC "
+                       "predict request's size)",
+                       request_bytes));
+}
+
 void add_model_rows(const model_rows& rows, const std::string& kind, const serve_bench_options& o,
                     const std::string& scratch) {
   std::string base = scratch + "/" + kind;
@@ -317,6 +403,7 @@ void add_model_rows(const model_rows& rows, const std::string& kind, const serve
                "GetModelStatus, one client: gRPC's round trip without a model");
       rows.add("serve_rest_status_p50_us", r.quantile_us(0.5), "us",
                "GET /v1/models/NAME, one client: HTTP's round trip without a model");
+      add_transport_floor_rows(rows, request.ByteSizeLong(), o.seconds);
     }
     for (int c : {1, 8, 64}) {
       double grpc = add_closed(rows, "grpc", grpc_clients(server.grpc, request), c, batched,
