@@ -19,10 +19,10 @@
 // unit strides with 16 channels or more on each side are computed by
 // Winograd's F(2x2, 3x3) (ops/conv_winograd.hpp), as cuDNN often does on
 // GPUs: 2.25 times fewer multiplications. The results differ from direct
-// sums by rounding only: within 1e-6 of the largest value at ResNet-50's
+// sums by rounding only: about 1e-6 of the largest value at ResNet-50's
 // widths, of the order of the direct kernels' own error (test_ops checks
-// both against float64). One more difference, as with cuDNN's Winograd:
-// the transforms mix each 4x4 input tile, so a NaN or infinite value reaches
+// both against float64: under 4e-6, and under 8x the direct kernels'). One more difference, as with
+// cuDNN's Winograd: the transforms mix each 4x4 input tile, so a NaN or infinite value reaches
 // every output of the 2x2 output tiles it is read by (one pixel further than
 // its 3x3 window in a direct sum), and an infinite one can make NaN where a
 // direct sum makes +-inf. ACTORFLOW_CPU_CONV_WINOGRAD=0 turns it off.

@@ -1,12 +1,12 @@
 #include "ops/conv_winograd.hpp"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
 
+#include "core/error.hpp"
 #include "devices/cpu/gemm_library.hpp"
 #include "devices/cpu/parallel.hpp"
 
@@ -244,25 +244,14 @@ void filter_from_products(const float* m, int64_t channels, int64_t k, int64_t p
 
 // --- the products ---
 
-// c (m x n, rows ldc apart) [+]= op(a) x op(b) on the calling thread: the
-// GEMM library's, or Eigen's where the library was turned off meanwhile.
+// c (m x n, rows ldc apart) [+]= op(a) x op(b) on the calling thread, by the
+// GEMM library: winograd_chosen takes only problems it is on for, and it is
+// switched only while no kernel runs.
 void plane_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                    const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if (cpu::library_sgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate)) return;
-  using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using map = Eigen::Map<const row_major, 0, Eigen::OuterStride<>>;
-  Eigen::Map<row_major, 0, Eigen::OuterStride<>> cm(c, m, n, Eigen::OuterStride<>(ldc));
-  const map am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
-  const map bm(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
-  if (!accumulate) cm.setZero();
-  if (ta && tb)
-    cm.noalias() += am.transpose() * bm.transpose();
-  else if (ta)
-    cm.noalias() += am.transpose() * bm;
-  else if (tb)
-    cm.noalias() += am * bm.transpose();
-  else
-    cm.noalias() += am * bm;
+  if (!cpu::library_sgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
+    fail(error_code::internal, "conv2d",
+         "Winograd's products need the GEMM library, which was turned off while a kernel ran");
 }
 
 // Runs each of the 16 planes' products as one task.

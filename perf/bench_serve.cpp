@@ -329,34 +329,38 @@ double bare_grpc_p50_us(double seconds) {
 
 // The kernel's loopback alone: `bytes` written on a TCP connection and echoed
 // back by a thread of this process, one at a time (a request's two wake-ups).
+// The connection is made and accepted before the echo thread starts, so a
+// failure leaves no thread waiting.
 double tcp_round_trip_p50_us(size_t bytes, double seconds) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof address;
-  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      ::listen(listener, 1) != 0 ||
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-    throw std::runtime_error("the TCP echo could not listen");
+  auto* where = reinterpret_cast<sockaddr*>(&address);
+  const bool connected = listener >= 0 && client >= 0 && ::bind(listener, where, length) == 0 &&
+                         ::listen(listener, 1) == 0 &&
+                         ::getsockname(listener, where, &length) == 0 &&
+                         ::connect(client, where, length) == 0;
+  const int peer = connected ? ::accept(listener, nullptr, nullptr) : -1;
+  if (listener >= 0) ::close(listener);
+  if (peer < 0) {
+    if (client >= 0) ::close(client);
+    throw std::runtime_error("the loopback TCP echo could not connect");
+  }
   const int one = 1;
-  std::thread echo([&] {
-    const int peer = ::accept(listener, nullptr, nullptr);
-    ::setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (int fd : {client, peer}) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::thread echo([peer] {
     std::vector<char> buffer(65536);
     for (ssize_t got; (got = ::read(peer, buffer.data(), buffer.size())) > 0;)
       if (::write(peer, buffer.data(), size_t(got)) != got) break;
     ::close(peer);
   });
-  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
-  const bool connected =
-      ::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   std::vector<char> message(bytes, 'x'), answer(bytes);
   load_result run;
   const auto start = std::chrono::steady_clock::now();
-  while (connected &&
-         std::chrono::steady_clock::now() - start < std::chrono::duration<double>(seconds)) {
+  while (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(seconds)) {
     const auto t0 = std::chrono::steady_clock::now();
     if (::write(client, message.data(), bytes) != ssize_t(bytes)) break;
     size_t got = 0;
@@ -368,7 +372,6 @@ double tcp_round_trip_p50_us(size_t bytes, double seconds) {
   }
   ::close(client);  // ends the echo's reads
   echo.join();
-  ::close(listener);
   return run.quantile_us(0.5);
 }
 

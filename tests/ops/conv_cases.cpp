@@ -1,7 +1,6 @@
 // Cases for conv2d and its backprops: hand-computed values, then the real
 // guarantee: backprops against central differences of conv2d, and the chunked,
 // multi-threaded paths against a direct-loop reference on larger shapes.
-#include <array>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -10,6 +9,7 @@
 #include "devices/cpu/gemm_library.hpp"
 #include "ops/conv.hpp"
 #include "ops/conv_gemm.hpp"
+#include "ops/conv_reference.hpp"
 #include "ops/conv_winograd.hpp"
 #include "ops/geometry/conv_window.hpp"
 #include "ops/op_cases.hpp"
@@ -18,10 +18,6 @@
 
 namespace actorflow::testing {
 namespace {
-
-attr_map conv_attrs(std::vector<int64_t> strides, std::string padding) {
-  return {{"strides", std::move(strides)}, {"padding", std::move(padding)}};
-}
 
 // 1x3x3x1 input 1..9 and a 2x2x1x1 filter [[1,2],[3,4]].
 tensor x33() { return make<float>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}); }
@@ -332,66 +328,6 @@ std::vector<grad_case> gradient_cases() {
 
 const grad_case_registrar gradient_registration(gradient_cases);
 
-// --- references for the extra test cases ---
-
-struct conv_cfg {
-  int64_t n, h, w, c, kh, kw, k, sh, sw;
-  bool same;
-};
-
-struct ref_geometry {
-  int64_t oh, ow, pt, pl;
-};
-
-ref_geometry ref_geom(const conv_cfg& c) {
-  auto axis = [&](int64_t in, int64_t k, int64_t s, int64_t& out, int64_t& pad) {
-    if (c.same) {
-      out = (in + s - 1) / s;
-      pad = std::max<int64_t>((out - 1) * s + k - in, 0) / 2;
-    } else {
-      out = (in - k) / s + 1;
-      pad = 0;
-    }
-  };
-  ref_geometry g{};
-  axis(c.h, c.kh, c.sh, g.oh, g.pt);
-  axis(c.w, c.kw, c.sw, g.ow, g.pl);
-  return g;
-}
-
-// Calls f(x index, filter index, output index) for every multiply-add of the conv.
-template <class F>
-void for_each_tap(const conv_cfg& c, F&& f) {
-  auto g = ref_geom(c);
-  for (int64_t n = 0; n < c.n; ++n)
-    for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        for (int64_t i = 0; i < c.kh; ++i)
-          for (int64_t j = 0; j < c.kw; ++j) {
-            int64_t iy = oy * c.sh - g.pt + i, ix = ox * c.sw - g.pl + j;
-            if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-            for (int64_t ci = 0; ci < c.c; ++ci)
-              for (int64_t co = 0; co < c.k; ++co)
-                f(((n * c.h + iy) * c.w + ix) * c.c + ci, ((i * c.kw + j) * c.c + ci) * c.k + co,
-                  ((n * g.oh + oy) * g.ow + ox) * c.k + co);
-          }
-}
-
-template <class T>
-tensor random_tensor(shape s, std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  tensor t(dtype_of<T>(), s);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.mutable_data<T>()[i] = T(u(rng));
-  return t;
-}
-
-attr_map attrs_of(const conv_cfg& c) { return conv_attrs({c.sh, c.sw}, c.same ? "SAME" : "VALID"); }
-
-shape out_shape(const conv_cfg& c) {
-  auto g = ref_geom(c);
-  return {c.n, g.oh, g.ow, c.k};
-}
-
 double dot(const tensor& a, const tensor& b) {
   double s = 0;
   for (int64_t i = 0; i < a.num_elements(); ++i) s += a.data<double>()[i] * b.data<double>()[i];
@@ -443,46 +379,6 @@ TEST_CASE("conv2d backprops match central differences of conv2d (float64)") {
   CHECK(checked >= 30);
 }
 
-// conv2d's output and its two gradients for x, w and dy, summed in float64
-// by direct loops.
-template <class T>
-std::array<std::vector<double>, 3> reference_sums(const conv_cfg& c, const tensor& x,
-                                                  const tensor& w, const tensor& dy) {
-  std::vector<double> y(dy.num_elements()), dx(x.num_elements()), dw(w.num_elements());
-  const T *xp = x.data<T>(), *wp = w.data<T>(), *dyp = dy.data<T>();
-  for_each_tap(c, [&](int64_t xi, int64_t wi, int64_t yi) {
-    y[yi] += double(xp[xi]) * wp[wi];
-    dx[xi] += double(dyp[yi]) * wp[wi];
-    dw[wi] += double(dyp[yi]) * xp[xi];
-  });
-  return {std::move(y), std::move(dx), std::move(dw)};
-}
-
-template <class T>
-void check_against_reference(const conv_cfg& c, double tol) {
-  INFO("n,h,w,c=" << c.n << "," << c.h << "," << c.w << "," << c.c << " filter " << c.kh << "x"
-                  << c.kw << "x" << c.k << " strides " << c.sh << "," << c.sw
-                  << (c.same ? " SAME" : " VALID") << " " << dtype_name(dtype_of<T>()));
-  std::mt19937 rng(99);
-  auto attrs = attrs_of(c);
-  tensor x = random_tensor<T>({c.n, c.h, c.w, c.c}, rng);
-  tensor w = random_tensor<T>({c.kh, c.kw, c.c, c.k}, rng);
-  tensor dy = random_tensor<T>(out_shape(c), rng);
-  const auto [y, dx, dw] = reference_sums<T>(c, x, w, dy);
-  auto expect = [&](const tensor& got, const std::vector<double>& want, const char* what) {
-    REQUIRE(got.num_elements() == int64_t(want.size()));
-    int bad = 0;
-    for (size_t i = 0; i < want.size() && bad < 5; ++i)
-      if (std::abs(double(got.data<T>()[i]) - want[i]) > tol * (1 + std::abs(want[i]))) {
-        ++bad;
-        FAIL_CHECK(what << " element " << i << ": " << got.data<T>()[i] << " vs " << want[i]);
-      }
-  };
-  expect(run_kernel("conv2d", {x, w}, attrs)[0], y, "conv2d");
-  expect(run_kernel("conv2d_backprop_input", {x, w, dy}, attrs)[0], dx, "backprop_input");
-  expect(run_kernel("conv2d_backprop_filter", {x, w, dy}, attrs)[0], dw, "backprop_filter");
-}
-
 TEST_CASE("conv2d chunked and multi-threaded paths match a direct-loop reference") {
   // Many images, several chunks, per-thread partial sums in backprop_filter.
   check_against_reference<float>({16, 16, 16, 8, 3, 3, 16, 1, 1, true}, 1e-4);
@@ -495,98 +391,6 @@ TEST_CASE("conv2d chunked and multi-threaded paths match a direct-loop reference
   check_against_reference<float>({32, 16, 16, 32, 1, 1, 16, 1, 1, false}, 1e-4);
   // The benchmark CNN's second layer at a small batch.
   check_against_reference<float>({4, 14, 14, 32, 5, 5, 64, 1, 1, true}, 1e-4);
-}
-
-// 3x3 filters at unit strides with 16 channels or more on each side run
-// through Winograd's F(2x2, 3x3) (ops/conv_winograd.hpp): odd sizes (tiles
-// past the last row and column), VALID (the input gradient padded by 2),
-// channels that are not multiples of anything, 512 channels (rows padded off
-// 2 KB strides), and more tiles than one block holds.
-TEST_CASE(
-    "conv2d 3x3 at unit strides through Winograd's F(2x2, 3x3) matches a direct-loop reference") {
-  const conv_cfg cases[] = {{2, 7, 7, 16, 3, 3, 16, 1, 1, true},
-                            {3, 9, 6, 17, 3, 3, 33, 1, 1, false},
-                            {1, 5, 11, 40, 3, 3, 24, 1, 1, true},
-                            {1, 3, 3, 20, 3, 3, 18, 1, 1, false},  // one output pixel
-                            {2, 4, 4, 512, 3, 3, 512, 1, 1, true},
-                            {2, 130, 129, 16, 3, 3, 16, 1, 1, true}};
-  for (const auto& c : cases) {
-    auto g = conv_detail::make_geometry(shape{c.n, c.h, c.w, c.c}, 3, 3, attrs_of(c), "strides",
-                                        "conv2d", "filter");
-    CHECK(conv_detail::winograd_chosen(g, c.k) == cpu::gemm_library_on());
-    check_against_reference<float>(c, 1e-4);
-  }
-  // Thinner layers keep the direct kernels.
-  auto thin = conv_detail::make_geometry(shape{2, 8, 8, 8}, 3, 3, conv_attrs({1, 1}, "SAME"),
-                                         "strides", "conv2d", "filter");
-  CHECK_FALSE(conv_detail::winograd_chosen(thin, 64));
-  auto strided = conv_detail::make_geometry(shape{2, 8, 8, 64}, 3, 3, conv_attrs({2, 2}, "SAME"),
-                                            "strides", "conv2d", "filter");
-  CHECK_FALSE(conv_detail::winograd_chosen(strided, 64));
-}
-
-// The header's promise about NaN: it reaches the outputs whose 3x3 windows
-// read it, and the rest of their 2x2 tiles, never further.
-TEST_CASE("a NaN through Winograd's conv2d stays within a pixel of its window") {
-  if (!cpu::gemm_library_on()) return;
-  std::mt19937 rng(3);
-  tensor x = random_tensor<float>({1, 9, 9, 16}, rng);
-  tensor w = random_tensor<float>({3, 3, 16, 16}, rng);
-  const int64_t py = 4, px = 5;
-  x.mutable_data<float>()[(py * 9 + px) * 16 + 3] = std::nanf("");
-  tensor y = run_kernel("conv2d", {x, w}, conv_attrs({1, 1}, "SAME"))[0];
-  for (int64_t oy = 0; oy < 9; ++oy)
-    for (int64_t ox = 0; ox < 9; ++ox) {
-      CAPTURE(oy);
-      CAPTURE(ox);
-      const int64_t dy = std::abs(oy - py), dx = std::abs(ox - px);
-      const float v = y.data<float>()[(oy * 9 + ox) * 16];
-      if (dy <= 1 && dx <= 1) CHECK(std::isnan(v));
-      if (dy > 2 || dx > 2) CHECK(std::isfinite(v));
-    }
-}
-
-// The largest error of each pass (conv2d, input and filter gradients) of a
-// float32 layer against float64 sums of the same operands, relative to the
-// largest magnitude of the pass's result.
-std::array<double, 3> float32_errors(const conv_cfg& c) {
-  std::mt19937 rng(7);
-  auto attrs = attrs_of(c);
-  tensor x = random_tensor<float>({c.n, c.h, c.w, c.c}, rng);
-  tensor w = random_tensor<float>({c.kh, c.kw, c.c, c.k}, rng);
-  tensor dy = random_tensor<float>(out_shape(c), rng);
-  const auto [y, dx, dw] = reference_sums<float>(c, x, w, dy);
-  auto error = [](const tensor& got, const std::vector<double>& want) {
-    double worst = 0, largest = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      worst = std::max(worst, std::abs(double(got.data<float>()[i]) - want[i]));
-      largest = std::max(largest, std::abs(want[i]));
-    }
-    return worst / largest;
-  };
-  return {error(run_kernel("conv2d", {x, w}, attrs)[0], y),
-          error(run_kernel("conv2d_backprop_input", {x, w, dy}, attrs)[0], dx),
-          error(run_kernel("conv2d_backprop_filter", {x, w, dy}, attrs)[0], dw)};
-}
-
-// What the header promises: Winograd's results differ from direct sums by
-// rounding of the same order, at ResNet-50's stage 3 and 4 widths.
-TEST_CASE("Winograd's rounding errors are of the direct convolution's order") {
-  if (!cpu::gemm_library_on()) return;  // no Winograd without the library
-  for (const conv_cfg& c : {conv_cfg{2, 7, 7, 256, 3, 3, 256, 1, 1, true},
-                            conv_cfg{2, 4, 4, 512, 3, 3, 512, 1, 1, true}}) {
-    const auto winograd = float32_errors(c);
-    conv_detail::use_winograd(false);
-    const auto direct = float32_errors(c);
-    conv_detail::use_winograd(true);
-    for (int pass = 0; pass < 3; ++pass) {
-      CAPTURE(pass);
-      MESSAGE("channels " << c.c << ", pass " << pass << ": Winograd " << winograd[pass]
-                          << ", direct " << direct[pass] << " (relative to the largest value)");
-      CHECK(winograd[pass] < 4e-6);
-      CHECK(winograd[pass] < 8 * direct[pass]);
-    }
-  }
 }
 
 template <class T>
